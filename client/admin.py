@@ -1,0 +1,145 @@
+"""Admin: databases, tables, offsets and bucket descriptions."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any, Callable, Iterable
+
+from lakelog.errors import NetworkError, NotLeaderError, UnknownBucketError, error_from_code
+from lakelog.metadata import BucketInfo, OffsetSpec, ServerNode, TableDescriptor, TableInfo, TablePath, schema_to_bytes
+from lakelog.rpc import codec
+from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.client.metadata import MetadataCache
+from lakelog.client.rpc_client import RpcClient
+
+
+LEADER_RETRIES = 5
+
+
+class Admin:
+    def __init__(self, rpc: RpcClient, metadata: MetadataCache) -> None:
+        self._rpc = rpc
+        self._metadata = metadata
+
+    def _coordinator(self, method: str, request: object) -> object:
+        stub = self._rpc.coordinator()
+        return self._rpc.call(getattr(stub, method), request, f"coordinator {self._rpc.bootstrap}")
+
+    # databases
+
+    def create_database(self, name: str, ignore_if_exists: bool = False, comment: str = "") -> None:
+        self._coordinator(
+            "CreateDatabase", pb.CreateDatabaseRequest(database_name=name, ignore_if_exists=ignore_if_exists, comment=comment)
+        )
+
+    def drop_database(self, name: str, ignore_if_not_exists: bool = False, cascade: bool = False) -> None:
+        self._coordinator(
+            "DropDatabase",
+            pb.DropDatabaseRequest(database_name=name, ignore_if_not_exists=ignore_if_not_exists, cascade=cascade),
+        )
+
+    def list_databases(self) -> list[str]:
+        return list(self._coordinator("ListDatabases", pb.ListDatabasesRequest()).database_name)  # type: ignore[attr-defined]
+
+    # tables
+
+    def create_table(self, path: TablePath, descriptor: TableDescriptor, ignore_if_exists: bool = False) -> int:
+        descriptor.validate()
+        request = pb.CreateTableRequest(
+            table_path=codec.path_to_pb(path),
+            schema=schema_to_bytes(descriptor.schema),
+            bucket_count=descriptor.buckets,
+            properties=codec.properties_to_pb(dict(descriptor.properties)),
+            comment=descriptor.comment,
+            ignore_if_exists=ignore_if_exists,
+        )
+        return int(self._coordinator("CreateTable", request).table_id)  # type: ignore[attr-defined]
+
+    def drop_table(self, path: TablePath, ignore_if_not_exists: bool = False) -> None:
+        self._coordinator(
+            "DropTable", pb.DropTableRequest(table_path=codec.path_to_pb(path), ignore_if_not_exists=ignore_if_not_exists)
+        )
+        self._metadata.forget(path)
+
+    def list_tables(self, database: str) -> list[str]:
+        return list(self._coordinator("ListTables", pb.ListTablesRequest(database_name=database)).table_name)  # type: ignore[attr-defined]
+
+    def get_table_info(self, path: TablePath) -> TableInfo:
+        response = self._coordinator("GetTableInfo", pb.GetTableInfoRequest(table_path=codec.path_to_pb(path)))
+        return codec.table_info_from_pb(response.table_info)  # type: ignore[attr-defined]
+
+    # offsets and buckets
+
+    def _by_leader(self, info: TableInfo, wanted: list[int]) -> dict[ServerNode, list[int]]:
+        groups: dict[ServerNode, list[int]] = defaultdict(list)
+        for bucket in wanted:
+            if not 0 <= bucket < info.buckets:
+                raise UnknownBucketError(f"{info.path} has no bucket {bucket} (it has buckets 0..{info.buckets - 1})")
+            groups[self._metadata.leader(info.table_id, bucket)].append(bucket)
+        return groups
+
+    def _leader_call(self, info: TableInfo, buckets: Iterable[int] | None, method: str, build: Callable[[list[int]], Any]) -> list[Any]:
+        """Send one request per leader; on a moved or unreachable leader refresh metadata and retry."""
+        wanted = list(range(info.buckets)) if buckets is None else list(buckets)
+        for attempt in range(LEADER_RETRIES + 1):
+            try:
+                responses = []
+                for node, group in self._by_leader(info, wanted).items():
+                    stub = self._rpc.tablet(node.address)
+                    responses.append(self._rpc.call(getattr(stub, method), build(group), f"tablet server {node.address}"))
+                return responses
+            except (NetworkError, NotLeaderError):
+                if attempt == LEADER_RETRIES:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+                info = self._metadata.refresh(info.table_id)
+        raise AssertionError("unreachable")
+
+    def list_offsets(
+        self, path: TablePath, buckets: Iterable[int] | None = None, spec: OffsetSpec | None = None
+    ) -> dict[int, int]:
+        """Per bucket, the offset ``spec`` names (default: latest)."""
+        spec = spec or OffsetSpec.latest()
+        info = self._metadata.table(path)
+        offsets: dict[int, int] = {}
+        responses = self._leader_call(
+            info,
+            buckets,
+            "ListOffsets",
+            lambda group: pb.ListOffsetsRequest(
+                follower_server_id=-1,
+                offset_type=int(spec.type),
+                table_id=info.table_id,
+                bucket_id=group,
+                start_timestamp=spec.ms,
+            ),
+        )
+        for response in responses:
+            for item in response.buckets_resp:
+                if item.error_code:
+                    raise error_from_code(item.error_code, item.error_message)
+                offsets[item.bucket_id] = item.offset
+        return dict(sorted(offsets.items()))
+
+    def describe_buckets(self, path: TablePath) -> dict[int, BucketInfo]:
+        info = self._metadata.table(path)
+        described: dict[int, BucketInfo] = {}
+        responses = self._leader_call(
+            info, None, "DescribeLogBuckets", lambda group: pb.DescribeLogBucketsRequest(table_id=info.table_id, bucket_id=group)
+        )
+        for response in responses:
+            for item in response.buckets:
+                if item.error_code:
+                    raise error_from_code(item.error_code, item.error_message)
+                described[item.bucket_id] = BucketInfo(
+                    leader=item.leader_id,
+                    high_watermark=item.high_watermark,
+                    local_log_start_offset=item.local_log_start_offset,
+                    remote_log_start_offset=item.remote_log_start_offset,
+                    remote_log_end_offset=item.remote_log_end_offset,
+                    lake_log_start_offset=item.lake_log_start_offset,
+                    lake_log_end_offset=item.lake_log_end_offset,
+                )
+        return dict(sorted(described.items()))
+

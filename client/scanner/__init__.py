@@ -1,0 +1,1 @@
+"""Log scanning: subscriptions, the fetcher and the records it returns."""

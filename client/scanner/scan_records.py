@@ -1,0 +1,79 @@
+"""What a poll returns: records per bucket, as rows or as one Arrow table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+BUCKET_COLUMN = "__bucket"
+OFFSET_COLUMN = "__offset"
+TIMESTAMP_COLUMN = "__timestamp"
+META_FIELDS = (
+    pa.field(BUCKET_COLUMN, pa.int32(), nullable=False),
+    pa.field(OFFSET_COLUMN, pa.int64(), nullable=False),
+    pa.field(TIMESTAMP_COLUMN, pa.int64(), nullable=False),
+)
+APPEND_ONLY = "+A"
+
+
+def with_meta_fields(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([*schema, *META_FIELDS])
+
+
+@dataclass(frozen=True, slots=True)
+class ScanRecord:
+    bucket: int
+    offset: int
+    timestamp: int
+    change_type: str
+    row: dict[str, Any]
+
+
+class ScanRecords:
+    """Records of one poll; per bucket in offset order. ``high_watermark(bucket)`` is what the
+    server reported, so a consumer can tell how far behind it is."""
+
+    def __init__(self, schema: pa.Schema, tables: dict[int, pa.Table], high_watermarks: dict[int, int]) -> None:
+        self._schema = schema
+        self._tables = {bucket: table for bucket, table in sorted(tables.items()) if table.num_rows}
+        self._high_watermarks = dict(high_watermarks)
+
+    def __len__(self) -> int:
+        return sum(table.num_rows for table in self._tables.values())
+
+    def __bool__(self) -> bool:
+        return bool(self._tables)
+
+    def buckets(self) -> list[int]:
+        return list(self._tables)
+
+    def high_watermark(self, bucket: int) -> int:
+        return self._high_watermarks.get(bucket, -1)
+
+    @property
+    def high_watermarks(self) -> dict[int, int]:
+        return dict(self._high_watermarks)
+
+    def records(self, bucket: int) -> list[ScanRecord]:
+        table = self._tables.get(bucket)
+        return list(_rows(table, bucket)) if table is not None else []
+
+    def __iter__(self) -> Iterator[ScanRecord]:
+        for bucket, table in self._tables.items():
+            yield from _rows(table, bucket)
+
+    def to_arrow(self) -> pa.Table:
+        if not self._tables:
+            return self._schema.empty_table()
+        return pa.concat_tables(self._tables.values())
+
+
+def _rows(table: pa.Table, bucket: int) -> Iterator[ScanRecord]:
+    data = table.to_pylist()
+    for row in data:
+        offset = row.pop(OFFSET_COLUMN)
+        timestamp = row.pop(TIMESTAMP_COLUMN)
+        row.pop(BUCKET_COLUMN)
+        yield ScanRecord(bucket, offset, timestamp, APPEND_ONLY, row)

@@ -1,0 +1,80 @@
+"""A table handle and the builders of its writers and scanners."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from lakelog.config import Configuration
+from lakelog.errors import InvalidRequestError
+import pyarrow as pa
+
+from lakelog.metadata import TableInfo, TablePath
+from lakelog.client.admin import Admin
+from lakelog.client.metadata import MetadataCache
+from lakelog.client.rpc_client import RpcClient
+from lakelog.client.scanner.log_scanner import LogScanner
+from lakelog.client.writer import AppendWriter
+
+
+class Table:
+    def __init__(self, info: TableInfo, rpc: RpcClient, metadata: MetadataCache, admin: Admin, conf: Configuration) -> None:
+        self.info = info
+        self._rpc = rpc
+        self._metadata = metadata
+        self._admin = admin
+        self._conf = conf
+
+    @property
+    def path(self) -> TablePath:
+        return self.info.path
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.info.schema
+
+    def new_append(self) -> "TableAppend":
+        return TableAppend(self)
+
+    def new_scan(self) -> "TableScan":
+        return TableScan(self)
+
+    def _writer(self) -> AppendWriter:
+        return AppendWriter(self.info, self._rpc, self._metadata, self._conf)
+
+    def _scanner(self, projection: list[int] | None) -> LogScanner:
+        return LogScanner(self.info, projection, self._rpc, self._metadata, self._admin, self._conf)
+
+
+class TableAppend:
+    def __init__(self, table: Table) -> None:
+        self._table = table
+
+    def create_writer(self) -> AppendWriter:
+        return self._table._writer()
+
+
+class TableScan:
+    def __init__(self, table: Table, projection: list[int] | None = None) -> None:
+        self._table = table
+        self._projection = projection
+
+    def project(self, columns: Sequence[str | int]) -> "TableScan":
+        """Only these columns (names or indexes), in this order."""
+        schema = self._table.schema
+        indexes = []
+        for column in columns:
+            if isinstance(column, int):
+                if not 0 <= column < len(schema):
+                    raise InvalidRequestError(f"{self._table.path} has no column index {column}")
+                indexes.append(column)
+            else:
+                index = schema.get_field_index(column)
+                if index < 0:
+                    raise InvalidRequestError(f"{self._table.path} has no column {column!r}; columns are {schema.names}")
+                indexes.append(index)
+        if not indexes:
+            raise InvalidRequestError("project() needs at least one column")
+        return TableScan(self._table, indexes)
+
+    def create_log_scanner(self) -> LogScanner:
+        return self._table._scanner(self._projection)

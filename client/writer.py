@@ -1,0 +1,271 @@
+"""The append writer: rows and Arrow batches gathered per bucket, sent as lakelog batches.
+
+Rows go to one bucket until its batch fills, then the next (Kafka's sticky partitioner), so batches
+stay large. Each bucket has at most one produce request in flight, which keeps a bucket's records
+in the order they were appended; different buckets are sent concurrently. ``flush()`` returns once
+every record appended so far is acknowledged (in the default sync flush mode: on disk).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import grpc
+import pyarrow as pa
+
+from lakelog.config import Configuration
+from lakelog.errors import InvalidRequestError, LakelogError, NotLeaderError, SchemaMismatchError, UnknownBucketError, error_from_code
+from lakelog.metadata import TableInfo
+from lakelog.record import batch as rb
+from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.rpc.status import error_from_rpc
+from lakelog.client.metadata import MetadataCache
+from lakelog.client.rpc_client import RpcClient
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST_BYTES = 8 << 20
+MAX_LEADER_RETRIES = 5
+_CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError)
+
+
+@dataclass
+class _BucketQueue:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    first_row_at: float = 0.0
+    sealed: deque[bytes] = field(default_factory=deque)
+    in_flight: bool = False
+    leader_retries: int = 0
+
+
+class AppendWriter:
+    def __init__(self, info: TableInfo, rpc: RpcClient, metadata: MetadataCache, conf: Configuration) -> None:
+        self._info = info
+        self._rpc = rpc
+        self._metadata = metadata
+        self._batch_bytes = conf.get("client.writer.batch-size")
+        self._linger_s = conf.get("client.writer.linger") / 1000
+        self._max_pending = max(conf.get("client.writer.max-inflight"), 1) * max(info.buckets, 1)
+        self._names = set(info.schema.names)
+        self._queues = [_BucketQueue() for _ in range(info.buckets)]
+        self._sticky = itertools.cycle(range(info.buckets))
+        self._current = next(self._sticky)
+        self._row_bytes = 64.0
+        self._pending = 0
+        self._error: LakelogError | None = None
+        self._cond = threading.Condition()
+        self._closed = False
+        self._linger = threading.Thread(target=self._linger_loop, name="writer-linger", daemon=True)
+        self._linger.start()
+
+    # appending
+
+    def append(self, row: Mapping[str, Any], bucket: int | None = None) -> None:
+        """Append one row (a dict of column values); ``bucket`` pins it, else the sticky bucket takes it."""
+        unknown = set(row) - self._names
+        if unknown:
+            raise SchemaMismatchError(f"{self._info.path} has no column(s) {sorted(unknown)}; columns are {self._info.schema.names}")
+        with self._cond:
+            self._check_open()
+            target = self._bucket(bucket)
+            queue = self._queues[target]
+            if not queue.rows:
+                queue.first_row_at = time.monotonic()
+            queue.rows.append(dict(row))
+            if len(queue.rows) * self._row_bytes >= self._batch_bytes:
+                self._seal_rows(target)
+                if bucket is None:
+                    self._current = next(self._sticky)
+            self._send_ready()
+        self._wait_for_room()
+
+    def append_arrow(self, data: pa.RecordBatch | pa.Table, bucket: int | None = None) -> None:
+        """Append an Arrow batch or table whose columns match the table's schema."""
+        table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
+        table = self._conform(table)
+        for batch in table.to_batches(max_chunksize=max(int(self._batch_bytes / max(self._row_bytes, 1)), 1)):
+            with self._cond:
+                self._check_open()
+                target = self._bucket(bucket)
+                self._seal_rows(target)
+                self._seal(self._queues[target], batch)
+                if bucket is None:
+                    self._current = next(self._sticky)
+                self._send_ready()
+            self._wait_for_room()
+
+    def flush(self) -> None:
+        """Send everything appended and wait until it is acknowledged; raise the first failure."""
+        with self._cond:
+            for bucket, queue in enumerate(self._queues):
+                if queue.rows:
+                    self._seal_rows(bucket)
+            self._send_ready()
+            while self._pending and self._error is None:
+                self._cond.wait()
+            self._raise_error()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()
+            self._linger.join()
+
+    def __enter__(self) -> "AppendWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # internals (called with self._cond held unless said otherwise)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidRequestError(f"the writer of {self._info.path} is closed")
+        self._raise_error()
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _bucket(self, bucket: int | None) -> int:
+        if bucket is None:
+            return self._current
+        if not 0 <= bucket < self._info.buckets:
+            raise UnknownBucketError(f"{self._info.path} has no bucket {bucket} (it has buckets 0..{self._info.buckets - 1})")
+        return bucket
+
+    def _conform(self, table: pa.Table) -> pa.Table:
+        schema = self._info.schema
+        if table.schema.names != schema.names:
+            raise SchemaMismatchError(f"{self._info.path}: columns {table.schema.names} do not match {schema.names}")
+        if table.schema.equals(schema, check_metadata=False):
+            return table
+        try:
+            return table.cast(schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise SchemaMismatchError(f"{self._info.path}: data of schema {table.schema} does not fit {schema}: {exc}") from None
+
+    def _seal_rows(self, bucket: int) -> None:
+        queue = self._queues[bucket]
+        if not queue.rows:
+            return
+        rows, queue.rows = queue.rows, []
+        try:
+            batch = pa.RecordBatch.from_pylist(rows, schema=self._info.schema)
+        except _CONVERSION_ERRORS:
+            good = [row for row in rows if self._converts(row)]
+            bad = next(row for row in rows if not self._converts(row))
+            if good:
+                self._seal(queue, pa.RecordBatch.from_pylist(good, schema=self._info.schema))
+            raise SchemaMismatchError(
+                f"{self._info.path}: {len(rows) - len(good)} row(s) do not match the schema {self._info.schema}, "
+                f"e.g. {bad!r}; the other {len(good)} row(s) were kept"
+            ) from None
+        self._seal(queue, batch)
+
+    def _converts(self, row: dict[str, Any]) -> bool:
+        try:
+            pa.RecordBatch.from_pylist([row], schema=self._info.schema)
+            return True
+        except _CONVERSION_ERRORS:
+            return False
+
+    def _seal(self, queue: _BucketQueue, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        self._row_bytes = max(batch.nbytes / batch.num_rows, 1.0)
+        queue.sealed.append(rb.encode_batch(batch, self._info.schema_id))
+        self._pending += 1
+
+    def _send_ready(self) -> None:
+        for bucket, queue in enumerate(self._queues):
+            if queue.sealed and not queue.in_flight:
+                self._send(bucket, queue)
+
+    def _send(self, bucket: int, queue: _BucketQueue) -> None:
+        batches: list[bytes] = []
+        size = 0
+        while queue.sealed and (not batches or size + len(queue.sealed[0]) <= MAX_REQUEST_BYTES):
+            batches.append(queue.sealed.popleft())
+            size += len(batches[-1])
+        queue.in_flight = True
+        try:
+            node = self._metadata.leader(self._info.table_id, bucket)
+        except LakelogError as error:
+            self._finish(bucket, batches, error)
+            return
+        request = pb.ProduceLogRequest(
+            acks=-1,
+            table_id=self._info.table_id,
+            timeout_ms=int(self._rpc.timeout_s * 1000),
+            buckets_req=[pb.PbProduceLogReqForBucket(bucket_id=bucket, records=b"".join(batches))],
+        )
+        future = self._rpc.tablet(node.address).ProduceLog.future(request, timeout=self._rpc.timeout_s)
+        future.add_done_callback(lambda f: self._on_response(f, bucket, batches, node.address))
+
+    def _on_response(self, future: grpc.Future, bucket: int, batches: list[bytes], address: str) -> None:
+        error: LakelogError | None = None
+        try:
+            response = future.result()
+            item = response.buckets_resp[0]
+            if item.error_code:
+                error = error_from_code(item.error_code, item.error_message)
+        except grpc.RpcError as exc:
+            error = error_from_rpc(exc, f"tablet server {address}")
+        with self._cond:
+            self._finish(bucket, batches, error)
+
+    def _finish(self, bucket: int, batches: list[bytes], error: LakelogError | None) -> None:
+        queue = self._queues[bucket]
+        queue.in_flight = False
+        if isinstance(error, NotLeaderError) and queue.leader_retries < MAX_LEADER_RETRIES:
+            queue.leader_retries += 1
+            queue.sealed.extendleft(reversed(batches))
+            threading.Thread(target=self._refresh_and_resend, daemon=True).start()
+            return
+        queue.leader_retries = 0
+        self._pending -= len(batches)
+        if error is not None:
+            log.warning("produce to %s bucket %d failed: %s", self._info.path, bucket, error)
+            self._error = self._error or error
+        self._send_ready()
+        self._cond.notify_all()
+
+    def _refresh_and_resend(self) -> None:
+        try:
+            self._metadata.refresh(self._info.table_id)
+        except LakelogError as error:
+            log.warning("could not refresh metadata of %s: %s", self._info.path, error)
+        with self._cond:
+            self._send_ready()
+
+    def _wait_for_room(self) -> None:
+        with self._cond:
+            while self._pending >= self._max_pending and self._error is None and not self._closed:
+                self._cond.wait()
+
+    def _linger_loop(self) -> None:
+        with self._cond:
+            while not self._closed:
+                self._cond.wait(self._linger_s)
+                now = time.monotonic()
+                for bucket, queue in enumerate(self._queues):
+                    if queue.rows and now - queue.first_row_at >= self._linger_s:
+                        try:
+                            self._seal_rows(bucket)
+                        except SchemaMismatchError as error:
+                            self._error = self._error or error
+                self._send_ready()

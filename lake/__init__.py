@@ -1,0 +1,1 @@
+"""The lake tier: Iceberg LogSource plugins and the lake table layout."""

@@ -1,0 +1,1 @@
+"""The `lakelog` command line."""

@@ -1,0 +1,73 @@
+"""What every data command shares: which cluster to reach, with which client settings, and the
+arguments that name a table, buckets and timestamps.
+
+Kept in one place so ``table``, ``produce``, ``scan`` and ``offsets`` take the same flags, honour
+the same ``LAKELOG_BOOTSTRAP`` variable and report a bad value the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import datetime, timezone
+
+from lakelog.client.connection import Connection, connect
+from lakelog.config import Configuration
+from lakelog.metadata import TablePath
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9123"
+BOOTSTRAP_ENV = "LAKELOG_BOOTSTRAP"
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT",
+        help=f"coordinator to connect to (default: ${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})",
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="client configuration key (repeatable; see `lakelog config`)"
+    )
+
+
+def add_table_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("table", metavar="DB.TABLE", help="the table")
+
+
+def add_bucket_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bucket", action="append", type=int, metavar="B", help="only this bucket (repeatable; default: every bucket)"
+    )
+
+
+def bootstrap_address(args: argparse.Namespace) -> str:
+    """The flag beats the environment, which beats the default, as for the servers' own settings."""
+    return args.bootstrap or os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
+
+
+def open_connection(args: argparse.Namespace) -> Connection:
+    """Connect with the ``--set`` keys, validated up front so a typo fails before any RPC."""
+    config = Configuration.load(sets=args.set).items()
+    return connect(bootstrap_address(args), config)
+
+
+def table_path(args: argparse.Namespace) -> TablePath:
+    """Parsed in the handler, not by argparse, so a bad name is a LakelogError (exit 1) like the rest."""
+    return TablePath.parse(args.table)
+
+
+def timestamp_ms(text: str) -> int:
+    """An argparse type: milliseconds since the epoch, or an ISO 8601 time (UTC unless it says)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither milliseconds since the epoch nor an ISO 8601 time (e.g. 2024-05-01T12:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)

@@ -1,0 +1,124 @@
+"""`lakelog table create|list|describe|drop`: manage tables without writing Python.
+
+``create`` makes the database as well when it is missing: a database is only a namespace here, and
+making users run a second command first would add nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+from typing import Any
+
+from lakelog.cli.common_args import add_connection_arguments, add_table_argument, open_connection, table_path
+from lakelog.cli.schema_text import format_type, parse_schema
+from lakelog.cli.text_table import render_table
+from lakelog.errors import InvalidTableError
+from lakelog.metadata import TableDescriptor
+
+_BUCKET_HEADER = (
+    "bucket", "leader", "high_watermark", "local_start",
+    "remote_start", "remote_end", "lake_start", "lake_end",
+)
+
+
+def register(subparsers: Any) -> None:
+    group = subparsers.add_parser("table", help="Create, list, describe and drop tables.", description=__doc__.splitlines()[0])
+    commands = group.add_subparsers(dest="table_command", required=True, metavar="ACTION")
+
+    create = commands.add_parser("create", help="Create a table (and its database when missing).")
+    add_table_argument(create)
+    create.add_argument(
+        "--schema", required=True, metavar="NAME:TYPE,...",
+        help="columns, e.g. 'id:int64,name:string,amount:decimal(10,2),ts:timestamp[ms, tz=UTC]'",
+    )
+    create.add_argument("--buckets", type=int, default=1, metavar="N", help="number of buckets (default 1)")
+    create.add_argument("--property", action="append", default=[], metavar="KEY=VALUE", help="table property (repeatable)")
+    create.add_argument("--comment", default="", help="free text kept with the table")
+    create.add_argument("--if-not-exists", action="store_true", help="succeed when the table already exists")
+    create.set_defaults(handler=_create)
+
+    listing = commands.add_parser("list", help="List tables as DB.TABLE lines.")
+    listing.add_argument("database", nargs="?", metavar="DB", help="only this database (default: every database)")
+    listing.set_defaults(handler=_list)
+
+    describe = commands.add_parser("describe", help="Schema, buckets, properties and where each bucket's log lives.")
+    add_table_argument(describe)
+    describe.set_defaults(handler=_describe)
+
+    drop = commands.add_parser("drop", help="Drop a table and its log.")
+    add_table_argument(drop)
+    drop.add_argument("--if-exists", action="store_true", help="succeed when the table does not exist")
+    drop.set_defaults(handler=_drop)
+
+    for parser in (create, listing, describe, drop):
+        add_connection_arguments(parser)
+
+
+def _properties(items: list[str]) -> dict[str, str]:
+    properties = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidTableError(f"--property takes KEY=VALUE, got {item!r}")
+        properties[key.strip()] = value.strip()
+    return properties
+
+
+def _create(args: argparse.Namespace) -> int:
+    path = table_path(args)
+    descriptor = TableDescriptor(parse_schema(args.schema), args.buckets, _properties(args.property), args.comment)
+    descriptor.validate()
+    with open_connection(args) as conn:
+        conn.admin.create_database(path.database, ignore_if_exists=True)
+        table_id = conn.admin.create_table(path, descriptor, ignore_if_exists=args.if_not_exists)
+    print(f"created table {path} (id {table_id}, {descriptor.buckets} bucket{'s' if descriptor.buckets != 1 else ''})")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    with open_connection(args) as conn:
+        databases = [args.database] if args.database else sorted(conn.admin.list_databases())
+        for database in databases:
+            for table in sorted(conn.admin.list_tables(database)):
+                print(f"{database}.{table}")
+    return 0
+
+
+def _describe(args: argparse.Namespace) -> int:
+    path = table_path(args)
+    with open_connection(args) as conn:
+        info = conn.admin.get_table_info(path)
+        buckets = conn.admin.describe_buckets(path)
+    created = datetime.fromtimestamp(info.created_ms / 1000, timezone.utc).isoformat(timespec="seconds") if info.created_ms else "-"
+    print(f"table:      {info.path} (id {info.table_id})")
+    print(f"buckets:    {info.buckets}")
+    print(f"lake:       {'enabled' if info.lake_enabled else 'disabled'}")
+    print(f"created:    {created}")
+    if info.comment:
+        print(f"comment:    {info.comment}")
+    print(f"\nschema (id {info.schema_id}):")
+    columns = [(f.name, format_type(f.type), "yes" if f.nullable else "no") for f in info.schema]
+    print(_indent(render_table(("column", "type", "nullable"), columns)))
+    print("\nproperties:")
+    print(_indent("\n".join(f"{key} = {value}" for key, value in sorted(info.properties.items())) or "(none)"))
+    print("\nbuckets:")
+    rows = [
+        (bucket, b.leader, b.high_watermark, b.local_log_start_offset, b.remote_log_start_offset,
+         b.remote_log_end_offset, b.lake_log_start_offset, b.lake_log_end_offset)
+        for bucket, b in buckets.items()
+    ]
+    print(_indent(render_table(_BUCKET_HEADER, rows)))
+    return 0
+
+
+def _drop(args: argparse.Namespace) -> int:
+    path = table_path(args)
+    with open_connection(args) as conn:
+        conn.admin.drop_table(path, ignore_if_not_exists=args.if_exists)
+    print(f"dropped table {path}")
+    return 0
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())

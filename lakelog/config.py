@@ -1,0 +1,190 @@
+"""The one way lakelog is configured: a documented set of keys, read from a YAML file, ``--set``
+flags and dedicated flags (a flag beats ``--set``, which beats the file).
+
+Every key is declared once below with its type, default and meaning; ``lakelog config`` prints
+them. Unknown keys are refused so that a typo never silently does nothing, except under the
+prefixes that pass settings through to another library (``datalake.iceberg.``, ``remote.fs.``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import yaml
+
+from lakelog.errors import InvalidConfigError
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|min|m|h|d)?\s*$", re.IGNORECASE)
+_DURATION_UNITS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+_SIZE = re.compile(r"^\s*(\d+)\s*(b|kb|k|mb|m|gb|g)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {None: 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
+
+
+def parse_duration_ms(text: str | int) -> int:
+    """``100ms``, ``5s``, ``2min``, ``1h``, ``7d`` or a bare number of milliseconds."""
+    if isinstance(text, int):
+        return text
+    match = _DURATION.match(str(text))
+    if not match:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 100ms, 5s, 2min, 1h, 7d)")
+    unit = match.group(2).lower() if match.group(2) else None
+    return int(match.group(1)) * _DURATION_UNITS[unit]
+
+
+def parse_size(text: str | int) -> int:
+    """``512``, ``4kb``, ``64mb``, ``1gb``."""
+    if isinstance(text, int):
+        return text
+    match = _SIZE.match(str(text))
+    if not match:
+        raise ValueError(f"not a size: {text!r} (use e.g. 4kb, 64mb, 1gb)")
+    unit = match.group(2).lower() if match.group(2) else None
+    return int(match.group(1)) * _SIZE_UNITS[unit]
+
+
+def parse_bool(text: str | bool) -> bool:
+    if isinstance(text, bool):
+        return text
+    lowered = str(text).strip().lower()
+    if lowered in ("true", "yes", "1", "on"):
+        return True
+    if lowered in ("false", "no", "0", "off"):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+def _choice(*values: str) -> Callable[[Any], str]:
+    def parse(text: Any) -> str:
+        if str(text) not in values:
+            raise ValueError(f"{text!r} is not one of {', '.join(values)}")
+        return str(text)
+
+    return parse
+
+
+@dataclass(frozen=True)
+class ConfigOption:
+    key: str
+    parse: Callable[[Any], Any]
+    default: Any
+    description: str
+
+
+def _options(*options: ConfigOption) -> dict[str, ConfigOption]:
+    return {option.key: option for option in options}
+
+
+OPTIONS: dict[str, ConfigOption] = _options(
+    # servers
+    ConfigOption("data.dir", str, "./data", "Directory for the coordinator store and local log segments."),
+    ConfigOption("server.host", str, "127.0.0.1", "Address the gRPC server binds to."),
+    ConfigOption("server.port", int, 9123, "Port of the gRPC server (0 picks a free one)."),
+    ConfigOption("server.advertised-host", str, "", "Host clients use to reach this server (default: server.host)."),
+    ConfigOption("server.rpc.threads", int, 64, "Worker threads of a gRPC server (long polls hold one each)."),
+    ConfigOption("rpc.max-message-size", parse_size, 128 << 20, "Largest gRPC message, both directions."),
+    ConfigOption("coordinator.address", str, "", "HOST:PORT of the coordinator a tablet server registers with."),
+    ConfigOption("tablet-server.id", int, -1, "Id of a tablet server (default: kept in the data dir, else 0)."),
+    ConfigOption("log.segment.max-bytes", parse_size, 256 << 20, "A segment rolls once it would grow past this."),
+    ConfigOption("log.segment.max-age", parse_duration_ms, 7 * 86_400_000, "A segment rolls once its first batch is this old."),
+    ConfigOption("log.index.interval-bytes", parse_size, 4096, "Bytes of batches between two offset/time index entries."),
+    ConfigOption("log.flush.mode", _choice("sync", "async"), "sync", "sync: fsync (group commit) before a produce is acknowledged."),
+    ConfigOption("log.flush.interval", parse_duration_ms, 1000, "How often async mode fsyncs."),
+    ConfigOption("log.replica.max-append-bytes", parse_size, 64 << 20, "Largest produce request a tablet server accepts."),
+    ConfigOption("remote.data.dir", str, "", "Remote log storage, file://... or s3://... (default <data-dir>/remote)."),
+    ConfigOption("remote.fs.s3.endpoint", str, "", "S3 endpoint override (moto, MinIO)."),
+    ConfigOption("remote.fs.s3.region", str, "us-east-1", "S3 region."),
+    ConfigOption("remote.log.task-interval", parse_duration_ms, 5000, "How often uploads, local cleanup and remote expiry run."),
+    ConfigOption("datalake.format", _choice("iceberg"), "iceberg", "Lake format of lake-enabled tables."),
+    # client
+    ConfigOption("client.request-timeout", parse_duration_ms, 30_000, "Deadline of one client RPC."),
+    ConfigOption("client.writer.batch-size", parse_size, 1 << 20, "Bytes of rows a writer gathers per bucket before it sends."),
+    ConfigOption("client.writer.linger", parse_duration_ms, 100, "How long a writer waits for a batch to fill."),
+    ConfigOption("client.writer.max-inflight", int, 8, "Produce requests in flight per writer."),
+    ConfigOption("client.scanner.fetch.max-bytes", parse_size, 16 << 20, "Bytes one fetch may return per tablet server."),
+    ConfigOption("client.scanner.fetch.max-bytes-per-bucket", parse_size, 4 << 20, "Bytes one fetch may return per bucket."),
+    ConfigOption("client.scanner.fetch.max-wait", parse_duration_ms, 500, "How long a server holds a fetch that has no data."),
+    ConfigOption("client.scanner.fetch.min-bytes", int, 1, "Bytes a server waits for before it answers a fetch."),
+    ConfigOption("client.scanner.remote-log.prefetch-num", int, 4, "Remote segments a scanner downloads ahead."),
+    ConfigOption("client.scanner.offset-reset", _choice("error", "earliest", "latest"), "error", "What a scanner does at an offset no tier can serve."),
+    ConfigOption("client.lake.enabled", parse_bool, True, "Read lake tiers through a LogSource plugin."),
+    ConfigOption("client.lake.source", _choice("iceberg", "iceberg-arrow"), "iceberg", "Which lake LogSource reads Iceberg."),
+    ConfigOption("lake.spark.master", str, "local[*]", "Spark master of the PySpark lake LogSource."),
+)
+
+PASS_THROUGH_PREFIXES = ("datalake.iceberg.", "remote.fs.")
+
+
+def flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested YAML maps become dotted keys: ``{log: {flush: {mode: sync}}}`` -> ``log.flush.mode``."""
+    flat: dict[str, Any] = {}
+    for key, value in mapping.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{full}."))
+        else:
+            flat[full] = value
+    return flat
+
+
+class Configuration:
+    """Typed, validated settings; construction fails on the first unknown key or bad value."""
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        self._values: dict[str, Any] = {}
+        for key, value in flatten(values or {}).items():
+            self._values[key] = self._parse(key, value)
+
+    @staticmethod
+    def _parse(key: str, value: Any) -> Any:
+        option = OPTIONS.get(key)
+        if option is None:
+            if key.startswith(PASS_THROUGH_PREFIXES):
+                return str(value)
+            raise InvalidConfigError(f"unknown configuration key {key!r} (see `lakelog config` for the keys)")
+        try:
+            return option.parse(value)
+        except (TypeError, ValueError) as exc:
+            raise InvalidConfigError(f"configuration key {key!r}: {exc}") from None
+
+    @classmethod
+    def load(
+        cls,
+        file: str | Path | None = None,
+        sets: Iterable[str] = (),
+        flags: Mapping[str, Any] | None = None,
+    ) -> "Configuration":
+        values: dict[str, Any] = {}
+        if file:
+            try:
+                loaded = yaml.safe_load(Path(file).read_text()) or {}
+            except (OSError, yaml.YAMLError) as exc:
+                raise InvalidConfigError(f"cannot read configuration file {file}: {exc}") from None
+            if not isinstance(loaded, Mapping):
+                raise InvalidConfigError(f"configuration file {file} must hold a mapping of keys to values")
+            values.update(flatten(loaded))
+        for item in sets:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise InvalidConfigError(f"--set takes key=value, got {item!r}")
+            values[key.strip()] = value.strip()
+        values.update({key: value for key, value in (flags or {}).items() if value is not None})
+        return cls(values)
+
+    def get(self, key: str) -> Any:
+        if key in self._values:
+            return self._values[key]
+        option = OPTIONS.get(key)
+        if option is None:
+            raise InvalidConfigError(f"unknown configuration key {key!r}")
+        return option.default
+
+    def with_prefix(self, prefix: str) -> dict[str, str]:
+        """Pass-through settings under ``prefix``, with the prefix stripped."""
+        return {key[len(prefix) :]: value for key, value in self._values.items() if key.startswith(prefix)}
+
+    def items(self) -> dict[str, Any]:
+        """Every key set explicitly."""
+        return dict(self._values)

@@ -1,0 +1,184 @@
+"""The one error hierarchy of lakelog, shared by the servers, the client and the CLI.
+
+Every error carries a stable numeric ``code`` so that it crosses the wire (as a per-bucket
+``error_code`` or as a gRPC status with the code in trailing metadata) and is raised again on the
+client as the same class. ``retriable`` tells a caller whether trying again later can succeed.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class LakelogError(Exception):
+    """Base of every error lakelog raises to its users."""
+
+    code: ClassVar[int] = 1
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NetworkError(LakelogError):
+    """A server could not be reached or the connection broke."""
+
+    code = 2
+    retriable = True
+
+
+class RequestTimeoutError(LakelogError):
+    code = 3
+    retriable = True
+
+
+class InvalidRequestError(LakelogError):
+    """A request is malformed: a missing field, a negative size, a value out of its range."""
+
+    code = 4
+
+
+class InvalidConfigError(LakelogError):
+    code = 5
+
+
+class InvalidNameError(LakelogError):
+    """A database or table name that does not match ``[A-Za-z0-9_][A-Za-z0-9_-]{0,127}``."""
+
+    code = 10
+
+
+class DatabaseNotExistError(LakelogError):
+    code = 11
+
+
+class DatabaseAlreadyExistError(LakelogError):
+    code = 12
+
+
+class DatabaseNotEmptyError(LakelogError):
+    code = 13
+
+
+class TableNotExistError(LakelogError):
+    code = 14
+
+
+class TableAlreadyExistError(LakelogError):
+    code = 15
+
+
+class InvalidTableError(LakelogError):
+    """A table descriptor the server cannot accept (no columns, bad bucket count, bad property)."""
+
+    code = 16
+
+
+class UnknownBucketError(LakelogError):
+    code = 17
+
+
+class NoTabletServerError(LakelogError):
+    """No tablet server has registered with the coordinator, so buckets cannot be placed."""
+
+    code = 18
+    retriable = True
+
+
+class NotLeaderError(LakelogError):
+    """The tablet server asked does not lead the bucket; the client refreshes its metadata."""
+
+    code = 19
+    retriable = True
+
+
+class SchemaMismatchError(LakelogError):
+    """Rows or batches whose columns or types do not match the table's schema."""
+
+    code = 20
+
+
+class CorruptRecordError(LakelogError):
+    """A stored or received batch failed its CRC or header check."""
+
+    code = 21
+
+
+class StorageError(LakelogError):
+    """The local disk refused a write or read (disk full, I/O error)."""
+
+    code = 22
+    retriable = True
+
+
+class RemoteStorageError(LakelogError):
+    """Remote log storage (a directory or S3) could not be read or written."""
+
+    code = 23
+    retriable = True
+
+
+class LakeError(LakelogError):
+    """The lake (Iceberg catalog or warehouse) could not be read or written."""
+
+    code = 24
+    retriable = True
+
+
+class InvalidTimestampError(LakelogError):
+    """A timestamp past what a lake snapshot holds."""
+
+    code = 25
+
+
+class LakeDataError(LakelogError):
+    """The lake returned a gap, a duplicate or an offset out of order."""
+
+    code = 26
+
+
+class UnknownServerError(LakelogError):
+    """An unexpected failure on a server; its message is the server's own."""
+
+    code = 30
+
+
+class OffsetOutOfRangeError(LakelogError):
+    """No tier holds the offset asked for; ``earliest`` is the first readable offset."""
+
+    code = 31
+
+    def __init__(self, bucket: int, offset: int, earliest: int, message: str | None = None) -> None:
+        self.bucket = bucket
+        self.offset = offset
+        self.earliest = earliest
+        super().__init__(
+            message
+            or f"offset {offset} of bucket {bucket} is out of range; the earliest readable offset is {earliest}"
+        )
+
+
+_BY_CODE: dict[int, type[LakelogError]] = {}
+
+
+def _register(cls: type[LakelogError]) -> None:
+    _BY_CODE[cls.code] = cls
+    for sub in cls.__subclasses__():
+        _register(sub)
+
+
+_register(LakelogError)
+
+
+def error_class(code: int) -> type[LakelogError]:
+    """The error class for a wire code; unknown codes become :class:`UnknownServerError`."""
+    return _BY_CODE.get(code, UnknownServerError)
+
+
+def error_from_code(code: int, message: str) -> LakelogError:
+    """Rebuild an error received over the wire (offset errors are rebuilt by their own parser)."""
+    cls = error_class(code)
+    if cls is OffsetOutOfRangeError:
+        return OffsetOutOfRangeError(-1, -1, -1, message)
+    return cls(message)

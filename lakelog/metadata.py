@@ -1,0 +1,163 @@
+"""Names and descriptions of databases, tables and buckets, shared by the servers and the client."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Mapping
+
+import pyarrow as pa
+
+from lakelog.errors import InvalidNameError, InvalidTableError
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,127}")
+DATALAKE_ENABLED = "table.datalake.enabled"
+DATALAKE_FORMAT = "table.datalake.format"
+RESERVED_COLUMNS = ("__bucket", "__offset", "__timestamp")
+MAX_BUCKETS = 1024
+
+
+def validate_name(kind: str, name: str) -> str:
+    """Refuse a name before it can reach a file path."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise InvalidNameError(
+            f"invalid {kind} name {name!r}: names match [A-Za-z0-9_][A-Za-z0-9_-]{{0,127}}"
+        )
+    return name
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class TablePath:
+    database: str
+    table: str
+
+    def __post_init__(self) -> None:
+        validate_name("database", self.database)
+        validate_name("table", self.table)
+
+    @classmethod
+    def parse(cls, text: str) -> "TablePath":
+        """Parse ``database.table``, the form the CLI and the tiering job take."""
+        database, sep, table = text.partition(".")
+        if not sep:
+            raise InvalidNameError(f"invalid table path {text!r}: expected DATABASE.TABLE")
+        return cls(database, table)
+
+    def __str__(self) -> str:
+        return f"{self.database}.{self.table}"
+
+
+@dataclass(frozen=True)
+class TableDescriptor:
+    schema: pa.Schema
+    buckets: int = 1
+    properties: Mapping[str, str] = field(default_factory=dict)
+    comment: str = ""
+
+    def validate(self) -> None:
+        if not isinstance(self.schema, pa.Schema) or len(self.schema) == 0:
+            raise InvalidTableError("a table needs an Arrow schema with at least one column")
+        names = self.schema.names
+        if len(set(names)) != len(names):
+            raise InvalidTableError(f"duplicate column names in schema: {names}")
+        for name in names:
+            if name in RESERVED_COLUMNS:
+                raise InvalidTableError(f"column name {name!r} is reserved for lakelog's own columns")
+        if not isinstance(self.buckets, int) or not 1 <= self.buckets <= MAX_BUCKETS:
+            raise InvalidTableError(f"buckets must be between 1 and {MAX_BUCKETS}, got {self.buckets!r}")
+        for key, value in self.properties.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise InvalidTableError(f"table property {key!r}={value!r}: keys and values must be strings")
+
+    @property
+    def lake_enabled(self) -> bool:
+        return self.properties.get(DATALAKE_ENABLED, "false").lower() == "true"
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """A table as the coordinator knows it."""
+
+    table_id: int
+    path: TablePath
+    schema: pa.Schema
+    schema_id: int
+    buckets: int
+    properties: Mapping[str, str]
+    comment: str = ""
+    created_ms: int = 0
+
+    @property
+    def lake_enabled(self) -> bool:
+        return self.properties.get(DATALAKE_ENABLED, "false").lower() == "true"
+
+    @property
+    def descriptor(self) -> TableDescriptor:
+        return TableDescriptor(self.schema, self.buckets, dict(self.properties), self.comment)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerNode:
+    server_id: int
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class BucketLocation:
+    table_id: int
+    bucket: int
+    leader: ServerNode
+
+
+@dataclass(frozen=True, slots=True)
+class BucketInfo:
+    """Where a bucket's records live now; -1 where a tier is empty."""
+
+    leader: int
+    high_watermark: int
+    local_log_start_offset: int
+    remote_log_start_offset: int = -1
+    remote_log_end_offset: int = -1
+    lake_log_start_offset: int = -1
+    lake_log_end_offset: int = -1
+
+
+class OffsetType(IntEnum):
+    EARLIEST = 0
+    LATEST = 1
+    TIMESTAMP = 2
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetSpec:
+    """Which offset ``list_offsets`` resolves; build one with the class methods."""
+
+    type: OffsetType
+    ms: int = -1
+
+    @classmethod
+    def earliest(cls) -> "OffsetSpec":
+        return cls(OffsetType.EARLIEST)
+
+    @classmethod
+    def latest(cls) -> "OffsetSpec":
+        return cls(OffsetType.LATEST)
+
+    @classmethod
+    def timestamp(cls, ms: int) -> "OffsetSpec":
+        """The first offset whose commit timestamp is >= ``ms``."""
+        return cls(OffsetType.TIMESTAMP, int(ms))
+
+
+def schema_to_bytes(schema: pa.Schema) -> bytes:
+    return schema.serialize().to_pybytes()
+
+
+def schema_from_bytes(data: bytes) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(data))

@@ -1,0 +1,1 @@
+"""The record batch format shared by the tablet server, remote segments and the client."""

@@ -1,0 +1,1 @@
+"""Generated gRPC code of proto/lakelog/rpc/lakelog_api.proto (regenerate with `make proto`)."""

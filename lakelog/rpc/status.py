@@ -1,0 +1,59 @@
+"""How a LakelogError crosses a gRPC call: a status code for grpcurl users plus the exact lakelog
+error code in trailing metadata, so the client raises the same class the server raised."""
+
+from __future__ import annotations
+
+import grpc
+
+from lakelog import errors
+
+ERROR_CODE_KEY = "lakelog-error-code"
+
+_STATUS: dict[type[errors.LakelogError], grpc.StatusCode] = {
+    errors.InvalidRequestError: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.InvalidConfigError: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.InvalidNameError: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.InvalidTableError: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.SchemaMismatchError: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.DatabaseNotExistError: grpc.StatusCode.NOT_FOUND,
+    errors.TableNotExistError: grpc.StatusCode.NOT_FOUND,
+    errors.UnknownBucketError: grpc.StatusCode.NOT_FOUND,
+    errors.DatabaseAlreadyExistError: grpc.StatusCode.ALREADY_EXISTS,
+    errors.TableAlreadyExistError: grpc.StatusCode.ALREADY_EXISTS,
+    errors.DatabaseNotEmptyError: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.NotLeaderError: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.OffsetOutOfRangeError: grpc.StatusCode.OUT_OF_RANGE,
+    errors.InvalidTimestampError: grpc.StatusCode.OUT_OF_RANGE,
+    errors.CorruptRecordError: grpc.StatusCode.DATA_LOSS,
+    errors.LakeDataError: grpc.StatusCode.DATA_LOSS,
+    errors.StorageError: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.NoTabletServerError: grpc.StatusCode.UNAVAILABLE,
+    errors.NetworkError: grpc.StatusCode.UNAVAILABLE,
+    errors.RemoteStorageError: grpc.StatusCode.UNAVAILABLE,
+    errors.LakeError: grpc.StatusCode.UNAVAILABLE,
+    errors.RequestTimeoutError: grpc.StatusCode.DEADLINE_EXCEEDED,
+}
+
+
+def status_code(error: errors.LakelogError) -> grpc.StatusCode:
+    for cls in type(error).__mro__:
+        if cls in _STATUS:
+            return _STATUS[cls]
+    return grpc.StatusCode.INTERNAL
+
+
+def error_from_rpc(exc: grpc.RpcError, target: str) -> errors.LakelogError:
+    """Turn a failed call into the lakelog error it carries; transport failures become NetworkError."""
+    code = exc.code() if hasattr(exc, "code") else None
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    trailing = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    for key, value in trailing or ():
+        if key == ERROR_CODE_KEY:
+            return errors.error_from_code(int(value), details or "")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return errors.RequestTimeoutError(f"request to {target} timed out: {details}")
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN):
+        return errors.NetworkError(f"cannot reach {target}: {details}")
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return errors.InvalidRequestError(f"{target} refused the request: {details}")
+    return errors.UnknownServerError(f"{target} failed: {code}: {details}")

@@ -1,0 +1,1 @@
+"""The lakelog servers: the coordinator and the tablet server."""

@@ -1,0 +1,1 @@
+"""The coordinator: databases, tables, bucket placement and lake snapshot bookkeeping."""

@@ -1,0 +1,196 @@
+"""The coordinator's durable state in an embedded SQLite database.
+
+SQLite gives the coordinator transactions and crash safety without another service to run; the
+schema is small and every write is one transaction, synced before the call returns.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+from lakelog.metadata import ServerNode, TableDescriptor, TableInfo, TablePath, schema_from_bytes, schema_to_bytes
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS databases (
+    name TEXT PRIMARY KEY,
+    comment TEXT NOT NULL DEFAULT '',
+    created_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tables (
+    table_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    database TEXT NOT NULL REFERENCES databases(name),
+    name TEXT NOT NULL,
+    schema BLOB NOT NULL,
+    schema_id INTEGER NOT NULL,
+    buckets INTEGER NOT NULL,
+    properties TEXT NOT NULL,
+    comment TEXT NOT NULL DEFAULT '',
+    created_ms INTEGER NOT NULL,
+    UNIQUE (database, name)
+);
+CREATE TABLE IF NOT EXISTS tablet_servers (
+    server_id INTEGER PRIMARY KEY,
+    host TEXT NOT NULL,
+    port INTEGER NOT NULL,
+    registered_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS bucket_leaders (
+    table_id INTEGER NOT NULL REFERENCES tables(table_id) ON DELETE CASCADE,
+    bucket INTEGER NOT NULL,
+    leader_id INTEGER NOT NULL,
+    PRIMARY KEY (table_id, bucket)
+);
+"""
+
+
+class MetadataStore:
+    """Databases, tables, tablet servers and bucket leaders; thread-safe."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _transaction(self) -> "_Transaction":
+        return _Transaction(self._db, self._lock)
+
+    # databases
+
+    def database_exists(self, name: str) -> bool:
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM databases WHERE name = ?", (name,)).fetchone() is not None
+
+    def insert_database(self, name: str, comment: str) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO databases (name, comment, created_ms) VALUES (?, ?, ?)",
+                (name, comment, int(time.time() * 1000)),
+            )
+
+    def delete_database(self, name: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM databases WHERE name = ?", (name,))
+
+    def list_databases(self) -> list[str]:
+        with self._lock:
+            return [row[0] for row in self._db.execute("SELECT name FROM databases ORDER BY name")]
+
+    # tables
+
+    def insert_table(self, path: TablePath, descriptor: TableDescriptor, leaders: dict[int, int]) -> TableInfo:
+        created = int(time.time() * 1000)
+        with self._transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO tables (database, name, schema, schema_id, buckets, properties, comment, created_ms)"
+                " VALUES (?, ?, ?, 1, ?, ?, ?, ?)",
+                (
+                    path.database,
+                    path.table,
+                    schema_to_bytes(descriptor.schema),
+                    descriptor.buckets,
+                    json.dumps(dict(descriptor.properties), sort_keys=True),
+                    descriptor.comment,
+                    created,
+                ),
+            )
+            table_id = int(cursor.lastrowid or 0)
+            db.executemany(
+                "INSERT INTO bucket_leaders (table_id, bucket, leader_id) VALUES (?, ?, ?)",
+                [(table_id, bucket, leader) for bucket, leader in leaders.items()],
+            )
+        return TableInfo(
+            table_id, path, descriptor.schema, 1, descriptor.buckets, dict(descriptor.properties), descriptor.comment, created
+        )
+
+    def delete_table(self, table_id: int) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM tables WHERE table_id = ?", (table_id,))
+
+    def table_by_path(self, path: TablePath) -> TableInfo | None:
+        return self._one_table("database = ? AND name = ?", (path.database, path.table))
+
+    def table_by_id(self, table_id: int) -> TableInfo | None:
+        return self._one_table("table_id = ?", (table_id,))
+
+    def tables_in(self, database: str) -> list[TableInfo]:
+        return list(self._tables("database = ? ORDER BY name", (database,)))
+
+    def all_tables(self) -> list[TableInfo]:
+        return list(self._tables("1 = 1 ORDER BY table_id", ()))
+
+    def _one_table(self, where: str, args: tuple) -> TableInfo | None:
+        return next(self._tables(where, args), None)
+
+    def _tables(self, where: str, args: tuple) -> Iterator[TableInfo]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT table_id, database, name, schema, schema_id, buckets, properties, comment, created_ms"
+                f" FROM tables WHERE {where}",
+                args,
+            ).fetchall()
+        for table_id, database, name, schema, schema_id, buckets, properties, comment, created in rows:
+            yield TableInfo(
+                table_id,
+                TablePath(database, name),
+                schema_from_bytes(schema),
+                schema_id,
+                buckets,
+                json.loads(properties),
+                comment,
+                created,
+            )
+
+    def leaders(self, table_id: int) -> dict[int, int]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT bucket, leader_id FROM bucket_leaders WHERE table_id = ? ORDER BY bucket", (table_id,)
+            ).fetchall()
+        return {bucket: leader for bucket, leader in rows}
+
+    # tablet servers
+
+    def upsert_tablet_server(self, node: ServerNode) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO tablet_servers (server_id, host, port, registered_ms) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT(server_id) DO UPDATE SET host = excluded.host, port = excluded.port,"
+                " registered_ms = excluded.registered_ms",
+                (node.server_id, node.host, node.port, int(time.time() * 1000)),
+            )
+
+    def tablet_servers(self) -> list[ServerNode]:
+        with self._lock:
+            rows = self._db.execute("SELECT server_id, host, port FROM tablet_servers ORDER BY server_id").fetchall()
+        return [ServerNode(*row) for row in rows]
+
+
+class _Transaction:
+    """``with store._transaction() as db:`` — one immediate transaction under the store lock."""
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock) -> None:
+        self._db = db
+        self._lock = lock
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._lock.acquire()
+        self._db.execute("BEGIN IMMEDIATE")
+        return self._db
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        try:
+            self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self._lock.release()

@@ -1,0 +1,109 @@
+"""Every local bucket log of one tablet server, under ``<root>/<table_id>/<bucket>/``."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from functools import partial
+from pathlib import Path
+from typing import Callable
+
+from lakelog.errors import LakelogError, StorageError
+from lakelog.server.log.log_tablet import LogConfig, LogTablet, wall_clock_ms
+
+logger = logging.getLogger(__name__)
+
+
+class LogManager:
+    """Opens, finds, rolls by age and drops the :class:`LogTablet` of each bucket; thread-safe.
+
+    ``on_high_watermark(table_id, bucket)`` is called, outside every lock, each time a bucket's
+    high watermark advances; ``clock`` (ms since the epoch) stamps commit timestamps.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        config: LogConfig,
+        on_high_watermark: Callable[[int, int], None] | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.root = root
+        self.config = config
+        self._on_high_watermark = on_high_watermark
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._tablets: dict[tuple[int, int], LogTablet] = {}
+
+    def _open(self, table_id: int, bucket: int, table_name: str) -> LogTablet:
+        """Open one bucket's log. Lock held, so two callers never open the same directory."""
+        callback = None if self._on_high_watermark is None else partial(self._on_high_watermark, table_id, bucket)
+        tablet = LogTablet.open(
+            self.root / str(table_id) / str(bucket),
+            self.config,
+            bucket,
+            f"{table_name} bucket {bucket}",
+            on_high_watermark=callback,
+            clock=self._clock,
+        )
+        self._tablets[table_id, bucket] = tablet
+        return tablet
+
+    def get_or_create(self, table_id: int, bucket: int, name: str) -> LogTablet:
+        """The log of a bucket, opened (and recovered) on first use; ``name`` is the table's name,
+        e.g. "shop.orders", used in errors and logs."""
+        with self._lock:
+            tablet = self._tablets.get((table_id, bucket))
+            return tablet if tablet is not None else self._open(table_id, bucket, name)
+
+    def get(self, table_id: int, bucket: int) -> LogTablet | None:
+        with self._lock:
+            return self._tablets.get((table_id, bucket))
+
+    def load_all(self, names: Callable[[int], str]) -> None:
+        """Open and recover every bucket directory under the root; ``names(table_id)`` gives a
+        table's name for logs and errors."""
+        if not self.root.is_dir():
+            return
+        with self._lock:
+            for table_dir in sorted(self.root.iterdir(), key=lambda path: path.name):
+                if not (table_dir.is_dir() and table_dir.name.isdigit()):
+                    continue
+                table_id = int(table_dir.name)
+                for bucket_dir in sorted(table_dir.iterdir(), key=lambda path: path.name):
+                    bucket = int(bucket_dir.name) if bucket_dir.name.isdigit() else None
+                    if bucket is not None and bucket_dir.is_dir() and (table_id, bucket) not in self._tablets:
+                        self._open(table_id, bucket, names(table_id))
+
+    def drop_table(self, table_id: int) -> None:
+        """Close every bucket log of a table and delete its directory."""
+        with self._lock:
+            dropped = [key for key in self._tablets if key[0] == table_id]
+            tablets = [self._tablets.pop(key) for key in dropped]
+        for tablet in tablets:
+            tablet.close()
+        try:
+            shutil.rmtree(self.root / str(table_id))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageError(f"cannot delete the logs of table {table_id}: {exc}") from exc
+
+    def close_all(self) -> None:
+        with self._lock:
+            tablets = list(self._tablets.values())
+            self._tablets.clear()
+        for tablet in tablets:
+            tablet.close()
+
+    def tick(self) -> None:
+        """Roll every active segment that has grown too old; the server calls this from a timer.
+        One bucket failing does not stop the others."""
+        with self._lock:
+            tablets = list(self._tablets.values())
+        for tablet in tablets:
+            try:
+                tablet.maybe_roll_by_age()
+            except LakelogError:
+                logger.exception("age-based roll of %s failed", tablet.name)

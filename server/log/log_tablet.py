@@ -1,0 +1,440 @@
+"""The local log of one bucket: a directory of segments named by base offset.
+
+Appends are serialized by one lock; the bytes are stamped with offsets and one commit timestamp
+per append, written to the active segment and, in ``sync`` flush mode, fsynced by group commit
+before the append returns. The high watermark (HW) is the end of what readers may see: in ``sync``
+mode the flushed offset, so no reader ever sees a record a crash could lose; in ``async`` mode the
+log end. Readers take a snapshot of the segment list and the HW's file position under the lock and
+then read without it, so a read never holds up appends for longer than that snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from lakelog.config import Configuration
+from lakelog.errors import CorruptRecordError, InvalidConfigError, InvalidRequestError, OffsetOutOfRangeError, StorageError
+from lakelog.record.batch import HEADER_SIZE, BatchHeader, read_header, stamp, validate
+from lakelog.server.log.segment import LogSegment
+
+logger = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
+LOG_START_OFFSET_FILE = "log-start-offset"
+_MAX_RELATIVE_OFFSET = 0xFFFFFFFF  # index entries store offsets and positions as uint32
+
+
+def wall_clock_ms() -> int:
+    """The default clock of commit timestamps: milliseconds since the epoch."""
+    return time.time_ns() // 1_000_000
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a file creation, rename or deletion in ``directory`` survive a crash."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise StorageError(f"cannot fsync directory {directory}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_max_bytes: int = 256 << 20
+    segment_max_age_ms: int = 7 * 86_400_000
+    index_interval_bytes: int = 4096
+    flush_mode: str = "sync"
+    flush_interval_ms: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.flush_mode not in ("sync", "async"):
+            raise InvalidConfigError(f"log flush mode must be sync or async, not {self.flush_mode!r}")
+        if not 0 < self.segment_max_bytes <= _MAX_RELATIVE_OFFSET:
+            raise InvalidConfigError(f"log segment max bytes must be in 1..{_MAX_RELATIVE_OFFSET}")
+
+    @classmethod
+    def from_configuration(cls, conf: Configuration) -> LogConfig:
+        return cls(
+            segment_max_bytes=conf.get("log.segment.max-bytes"),
+            segment_max_age_ms=conf.get("log.segment.max-age"),
+            index_interval_bytes=conf.get("log.index.interval-bytes"),
+            flush_mode=conf.get("log.flush.mode"),
+            flush_interval_ms=conf.get("log.flush.interval"),
+        )
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    base_offset: int
+    next_offset: int
+    commit_timestamp: int
+    record_count: int
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """An offset together with where it ends in the files: the segment and the byte position."""
+
+    offset: int
+    segment: LogSegment
+    position: int
+
+
+class LogTablet:
+    """One bucket's log. Open it with :meth:`open`, which creates the directory and recovers it."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        bucket: int,
+        name: str,
+        on_high_watermark: Callable[[], None] | None,
+        clock: Callable[[], int],
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self.bucket = bucket
+        self.name = name
+        self._on_high_watermark = on_high_watermark
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._flushed = threading.Condition(self._lock)
+        self._flushing = False
+        self._closed = False
+        self._segments, self._log_start_offset = self._recover()
+        active = self._segments[-1]
+        self._last_timestamp = max(segment.max_timestamp for segment in self._segments)
+        self._high_watermark = self._end_mark()
+        self._stop_flusher = threading.Event()
+        self._flusher: threading.Thread | None = None
+        if config.flush_mode == "async":
+            self._flusher = threading.Thread(target=self._flush_periodically, name=f"flush {name}", daemon=True)
+            self._flusher.start()
+        logger.debug("opened %s at %s, active segment %s", name, directory, active)
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        bucket: int,
+        name: str,
+        on_high_watermark: Callable[[], None] | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> LogTablet:
+        """Open (creating if needed) and recover the log in ``directory``; ``name`` (e.g.
+        "shop.orders bucket 3") names the bucket in errors and logs."""
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create log directory {directory}: {exc}") from exc
+        return cls(directory, config, bucket, name, on_high_watermark, clock)
+
+    # -- state ----------------------------------------------------------------------------------
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark.offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The segments, oldest first; the last is the active one."""
+        return list(self._segments)
+
+    def _end_mark(self) -> _Mark:
+        active = self._segments[-1]
+        return _Mark(active.next_offset, active, active.size)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"the log of {self.name} is closed")
+
+    # -- recovery -------------------------------------------------------------------------------
+
+    def _recover(self) -> tuple[tuple[LogSegment, ...], int]:
+        """Open every segment, check the rolled ones cheaply and the active one fully (unless the
+        last shutdown was clean), and return the segments and the log start offset."""
+        marker = self.directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        bases = sorted(int(path.stem) for path in self.directory.glob("*.log") if path.stem.isdigit())
+        for index_path in [*self.directory.glob("*.index"), *self.directory.glob("*.timeindex")]:
+            if index_path.stem.isdigit() and int(index_path.stem) not in bases:
+                index_path.unlink()
+        checkpoint = self.directory / LOG_START_OFFSET_FILE
+        start = int(checkpoint.read_text()) if checkpoint.exists() else 0
+        segments = [LogSegment(self.directory, base, self.config.index_interval_bytes) for base in bases]
+        # A crash inside delete_segments_before can leave segments the checkpoint already dropped.
+        while len(segments) > 1 and segments[1].base_offset <= start:
+            segments.pop(0).delete()
+        truncated = sum(segment.sanity_check() for segment in segments[:-1])
+        if segments:
+            truncated += segments[-1].sanity_check() if clean else segments[-1].recover()
+        else:
+            segments.append(LogSegment(self.directory, start, self.config.index_interval_bytes))
+        # What survived the restart is durable from now on: the HW may cover all of it.
+        segments[-1].flush()
+        marker.unlink(missing_ok=True)
+        _fsync_directory(self.directory)
+        start = max(start, segments[0].base_offset)
+        outcome = (
+            "clean shutdown"
+            if clean
+            else f"truncated {truncated} bytes of a torn batch" if truncated else "no torn batch"
+        )
+        logger.info(
+            "recovered %s: %d segments, offsets [%d, %d), %s",
+            self.name, len(segments), start, segments[-1].next_offset, outcome,
+        )
+        return tuple(segments), start
+
+    # -- appending ------------------------------------------------------------------------------
+
+    def append(self, records: bytes) -> AppendResult:
+        """Append the client's batches; returns once they are visible (and in sync mode, durable)."""
+        buffer = bytearray(records)
+        headers = self._validate(buffer)
+        count = sum(header.record_count for _, header in headers)
+        with self._lock:
+            self._check_open()
+            now = self._clock()
+            commit_timestamp = max(now, self._last_timestamp)
+            base_offset = self.log_end_offset
+            if self._should_roll(now, len(buffer), count):
+                self._roll()
+            offset = base_offset
+            for position, header in headers:
+                stamp(buffer, position, offset, commit_timestamp)
+                offset += header.record_count
+            self._segments[-1].append(buffer)
+            self._last_timestamp = commit_timestamp
+            advanced = self.config.flush_mode == "async" and self._publish(self._end_mark())
+        if self.config.flush_mode == "sync":
+            self._await_flush(offset)
+        elif advanced:
+            self._notify_high_watermark()
+        return AppendResult(base_offset, offset, commit_timestamp, count)
+
+    def _validate(self, buffer: bytearray) -> list[tuple[int, BatchHeader]]:
+        if not buffer:
+            raise InvalidRequestError(f"{self.name}: an append needs at least one batch")
+        headers = []
+        position = 0
+        while position < len(buffer):
+            if position + HEADER_SIZE > len(buffer) or position + read_header(buffer, position).size > len(buffer):
+                raise InvalidRequestError(f"{self.name}: the append ends with a partial batch at byte {position}")
+            header = validate(buffer, position, self.name)
+            headers.append((position, header))
+            position += header.size
+        return headers
+
+    def _should_roll(self, now: int, incoming_bytes: int, incoming_records: int) -> bool:
+        active = self._segments[-1]
+        return active.size > 0 and (
+            active.size + incoming_bytes > self.config.segment_max_bytes
+            or self._aged(now)
+            or active.next_offset + incoming_records - active.base_offset > _MAX_RELATIVE_OFFSET
+        )
+
+    def _aged(self, now: int) -> bool:
+        first_timestamp = self._segments[-1].first_timestamp
+        return first_timestamp is not None and now - first_timestamp > self.config.segment_max_age_ms
+
+    def _roll(self) -> None:
+        """Seal the active segment (fsynced with its indexes) and start a new one. Lock held."""
+        old = self._segments[-1]
+        old.flush()
+        new = LogSegment(self.directory, old.next_offset, self.config.index_interval_bytes)
+        _fsync_directory(self.directory)
+        self._segments = (*self._segments, new)
+        logger.debug("%s rolled %s", self.name, old)
+
+    def roll(self) -> None:
+        """Roll the active segment now, unless it is empty."""
+        with self._lock:
+            self._check_open()
+            if self._segments[-1].size > 0:
+                self._roll()
+
+    def maybe_roll_by_age(self) -> bool:
+        """Roll the active segment if its first batch is older than the segment max age; a closed
+        log (a bucket being dropped while a timer runs) just answers False."""
+        with self._lock:
+            if self._closed or not self._aged(self._clock()):
+                return False
+            self._roll()
+            return True
+
+    # -- flushing and the high watermark --------------------------------------------------------
+
+    def _publish(self, mark: _Mark) -> bool:
+        """Move the HW forward to ``mark``; True if it moved. Lock held."""
+        if mark.offset <= self._high_watermark.offset:
+            return False
+        self._high_watermark = mark
+        return True
+
+    def _notify_high_watermark(self) -> None:
+        """Never called under the lock: the callback may read the log right away."""
+        if self._on_high_watermark is not None:
+            self._on_high_watermark()
+
+    def _await_flush(self, offset: int) -> None:
+        """Group commit: wait until ``offset`` is durable, flushing for everyone if nobody is.
+
+        The first waiter that finds no flush in progress fsyncs, outside the lock, everything
+        appended so far; appends that arrive meanwhile wait and share the next fsync.
+        """
+        advanced = False
+        with self._flushed:
+            while self._high_watermark.offset < offset:
+                if self._flushing:
+                    self._flushed.wait()
+                    continue
+                self._flushing = True
+                mark = self._end_mark()
+                self._lock.release()
+                try:
+                    mark.segment.flush_log()
+                finally:
+                    self._lock.acquire()
+                    self._flushing = False
+                    self._flushed.notify_all()
+                advanced = self._publish(mark) or advanced
+        if advanced:
+            self._notify_high_watermark()
+
+    def flush(self) -> None:
+        """fsync everything appended so far, indexes included."""
+        with self._lock:
+            self._check_open()
+            mark = self._end_mark()
+        mark.segment.flush()
+        with self._lock:
+            advanced = self._publish(mark)
+        if advanced:
+            self._notify_high_watermark()
+
+    def _flush_periodically(self) -> None:
+        interval = self.config.flush_interval_ms / 1000
+        while not self._stop_flusher.wait(interval):
+            try:
+                self.flush()
+            except StorageError:
+                logger.exception("periodic flush of %s failed", self.name)
+
+    def close(self) -> None:
+        """Flush, close every segment and leave a clean-shutdown marker so the next open can trust
+        the indexes of the active segment."""
+        self._stop_flusher.set()
+        if self._flusher is not None:
+            self._flusher.join()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._segments[-1].flush()
+        for segment in self._segments:
+            segment.close()
+        (self.directory / CLEAN_SHUTDOWN_FILE).touch()
+        _fsync_directory(self.directory)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def _snapshot(self) -> tuple[tuple[LogSegment, ...], _Mark, int]:
+        with self._lock:
+            self._check_open()
+            return self._segments, self._high_watermark, self._log_start_offset
+
+    def read(self, fetch_offset: int, max_bytes: int) -> ReadResult:
+        """Whole batches of one segment from the batch holding ``fetch_offset``, up to the HW, at
+        most ``max_bytes`` of them but at least one."""
+        if max_bytes < 0:
+            raise InvalidRequestError(f"{self.name}: max bytes {max_bytes} is negative")
+        segments, high_watermark, start = self._snapshot()
+        if not start <= fetch_offset <= high_watermark.offset:
+            raise OffsetOutOfRangeError(self.bucket, fetch_offset, start)
+        if fetch_offset == high_watermark.offset:
+            return ReadResult(b"", high_watermark.offset, start)
+        segment = segments[bisect_right(segments, fetch_offset, key=lambda s: s.base_offset) - 1]
+        found = segment.find_position(fetch_offset)
+        if found is None:
+            raise CorruptRecordError(f"{segment.path}: offset {fetch_offset} of {self.name} is missing from its segment")
+        end = high_watermark.position if segment is high_watermark.segment else segment.size
+        return ReadResult(segment.read(found[0], max_bytes, end), high_watermark.offset, start)
+
+    def lookup_offset_by_timestamp(self, timestamp: int) -> int | None:
+        """The first offset whose commit timestamp is >= ``timestamp``, None if all are older.
+
+        All records of a batch share its timestamp, so this is the base offset of a batch (or the
+        log start offset, if the log starts inside that batch).
+        """
+        segments, high_watermark, start = self._snapshot()
+        for segment in segments:
+            if segment.base_offset >= high_watermark.offset:
+                break
+            if segment.max_timestamp < timestamp:
+                continue
+            end = high_watermark.position if segment is high_watermark.segment else segment.size
+            found = segment.find_offset_by_timestamp(timestamp, end)
+            if found is not None:
+                return max(found, start)
+        return None
+
+    # -- retention ------------------------------------------------------------------------------
+
+    def delete_segments_before(self, offset: int) -> int:
+        """Delete the rolled segments whose records all lie below ``offset`` and move the log start
+        offset to the first remaining record; returns how many segments went."""
+        with self._lock:
+            self._check_open()
+            doomed = [segment for segment in self._segments[:-1] if segment.next_offset <= offset]
+            if not doomed:
+                return 0
+            self._segments = self._segments[len(doomed) :]
+            self._log_start_offset = self._segments[0].base_offset
+            self._write_log_start_offset()
+            for segment in doomed:
+                segment.delete()
+            _fsync_directory(self.directory)
+        logger.info("%s deleted %d segments, log start offset now %d", self.name, len(doomed), self._log_start_offset)
+        return len(doomed)
+
+    def _write_log_start_offset(self) -> None:
+        """Checkpoint the log start offset atomically: write a temporary file, fsync, rename."""
+        path = self.directory / LOG_START_OFFSET_FILE
+        temporary = path.with_suffix(".tmp")
+        try:
+            with open(temporary, "w") as file:
+                file.write(str(self._log_start_offset))
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, path)
+        except OSError as exc:
+            raise StorageError(f"cannot write {path}: {exc}") from exc
+        _fsync_directory(self.directory)

@@ -1,0 +1,229 @@
+"""One segment of a bucket's log: a ``.log`` file of whole stamped batches plus its two indexes.
+
+Files are named by the segment's base offset, ``<base:020d>.log/.index/.timeindex``, as in Kafka.
+All reads use ``os.pread`` on one descriptor, so readers on other threads never share a file
+position with the appender and never need its lock.
+
+A segment opened over existing files knows nothing about them until :meth:`LogSegment.sanity_check`
+(cheap, for rolled segments) or :meth:`LogSegment.recover` (full, for the active one) has run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import weakref
+from pathlib import Path
+from typing import Iterator
+
+from lakelog.errors import CorruptRecordError, StorageError
+from lakelog.record.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, iter_headers, read_header, validate
+from lakelog.server.log.offset_index import OffsetIndex
+from lakelog.server.log.time_index import TimeIndex
+
+logger = logging.getLogger(__name__)
+
+_MIN_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+
+class LogSegment:
+    """Appends, reads and recovers the batches of one ``.log`` file."""
+
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int) -> None:
+        self.base_offset = base_offset
+        stem = directory / f"{base_offset:020d}"
+        self.path = stem.with_suffix(".log")
+        self._index_interval_bytes = index_interval_bytes
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.size = os.fstat(self._fd).st_size
+        except OSError as exc:
+            raise StorageError(f"cannot open segment {self.path}: {exc}") from exc
+        # The descriptor outlives delete(): a reader that took a snapshot of the segment list
+        # before the delete keeps reading the unlinked file until it drops the segment.
+        self._release = weakref.finalize(self, os.close, self._fd)
+        self.offset_index = OffsetIndex(stem.with_suffix(".index"), base_offset)
+        self.time_index = TimeIndex(stem.with_suffix(".timeindex"), base_offset)
+        self._reset_state()
+
+    def _reset_state(self) -> None:
+        self.next_offset = self.base_offset
+        self.first_timestamp: int | None = None
+        self.max_timestamp = -1
+        self._bytes_since_index_entry = 0
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.path.name}, offsets [{self.base_offset}, {self.next_offset}), {self.size} bytes)"
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def append(self, records: bytes | bytearray) -> None:
+        """Write whole stamped batches at the end; a failed write leaves the file as it was."""
+        position = self.size
+        view = memoryview(records)
+        try:
+            written = 0
+            while written < len(view):
+                written += os.pwrite(self._fd, view[written:], position + written)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, position)
+            except OSError:
+                logger.exception("cannot cut the partial write off %s at byte %d", self.path, position)
+            raise StorageError(f"cannot write segment {self.path}: {exc}") from exc
+        for relative, header in iter_headers(view):
+            self._track(position + relative, header)
+        self.size = position + len(view)
+
+    def _track(self, position: int, header: BatchHeader) -> None:
+        """Account for a batch now in the file: offsets, timestamps and, when due, index entries."""
+        if position == 0 or self._bytes_since_index_entry >= self._index_interval_bytes:
+            self.offset_index.append(header.base_offset, position)
+            self.time_index.append(header.commit_timestamp, header.base_offset)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += header.size
+        if self.first_timestamp is None:
+            self.first_timestamp = header.commit_timestamp
+        self.max_timestamp = max(self.max_timestamp, header.commit_timestamp)
+        self.next_offset = header.next_offset
+
+    def flush_log(self) -> None:
+        """fsync the batches only: what an acknowledgement needs, since the active segment's indexes
+        are rebuilt by recovery after a crash."""
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise StorageError(f"cannot fsync segment {self.path}: {exc}") from exc
+
+    def flush(self) -> None:
+        """fsync the batches and both indexes, as a roll and a clean shutdown need."""
+        self.flush_log()
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        self._release()
+
+    def delete(self) -> None:
+        """Unlink the three files; the log descriptor closes once no reader holds the segment."""
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.path.unlink(missing_ok=True)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _headers(self, position: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+        """Headers of the batches in ``[position, end)``, one small pread each; anything but whole
+        batches up to ``end`` is corruption."""
+        while position < end:
+            raw = os.pread(self._fd, HEADER_SIZE, position)
+            header = read_header(raw) if len(raw) == HEADER_SIZE else None
+            if header is None or header.length < _MIN_LENGTH or position + header.size > end:
+                raise CorruptRecordError(f"{self.path}: no whole batch at byte {position} (data ends at byte {end})")
+            yield position, header
+            position += header.size
+
+    def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """Position and header of the batch holding ``offset``; None past the segment's end."""
+        for position, header in self._headers(self.offset_index.lookup(offset), self.size):
+            if header.next_offset > offset:
+                return position, header
+        return None
+
+    def find_offset_by_timestamp(self, timestamp: int, max_position: int) -> int | None:
+        """Base offset of the first batch before ``max_position`` with a timestamp >= ``timestamp``."""
+        start = self.offset_index.lookup(self.time_index.lookup(timestamp))
+        for _, header in self._headers(start, max_position):
+            if header.commit_timestamp >= timestamp:
+                return header.base_offset
+        return None
+
+    def read(self, start_position: int, max_bytes: int, max_position: int) -> bytes:
+        """Whole batches from ``start_position``, at most ``max_bytes`` of them but at least one,
+        none past ``max_position``; every batch returned has passed its CRC check."""
+        data = os.pread(self._fd, max(0, min(max_bytes, max_position - start_position)), start_position)
+        end = 0
+        for position, header in iter_headers(data):
+            validate(data, position, f"{self.path} at byte {start_position + position}")
+            end = position + header.size
+        if end == 0:
+            # The first batch alone is bigger than max_bytes: return it whole, or a reader with a
+            # small budget would never get past it.
+            _, header = next(self._headers(start_position, max_position))
+            data = os.pread(self._fd, header.size, start_position)
+            validate(data, 0, f"{self.path} at byte {start_position}")
+            end = header.size
+        return data if end == len(data) else data[:end]
+
+    # -- startup checks -----------------------------------------------------------------------
+
+    def recover(self) -> int:
+        """Validate every batch from the start and cut the file at the first bad or torn one.
+
+        A batch is good when its magic, length and CRC check out, its offsets continue the previous
+        batch's (the first starts at the base offset) and its timestamp does not go back. Both
+        indexes are rebuilt. Returns how many bytes were cut off.
+        """
+        self.offset_index.truncate_to(self.base_offset)
+        self.time_index.truncate_to(self.base_offset)
+        self._reset_state()
+        file_size = os.fstat(self._fd).st_size
+        valid_end = 0
+        try:
+            for position, header in self._headers(0, file_size):
+                where = f"{self.path} at byte {position}"
+                validate(os.pread(self._fd, header.size, position), 0, where)
+                if header.base_offset != self.next_offset:
+                    raise CorruptRecordError(f"{where}: batch offset {header.base_offset}, expected {self.next_offset}")
+                if header.commit_timestamp < self.max_timestamp:
+                    raise CorruptRecordError(
+                        f"{where}: timestamp {header.commit_timestamp} goes back from {self.max_timestamp}"
+                    )
+                self._track(position, header)
+                valid_end = position + header.size
+        except CorruptRecordError as exc:
+            logger.warning("truncating %s at byte %d of %d: %s", self.path, valid_end, file_size, exc.message)
+        self.size = valid_end
+        if valid_end < file_size:
+            try:
+                os.ftruncate(self._fd, valid_end)
+            except OSError as exc:
+                raise StorageError(f"cannot truncate segment {self.path}: {exc}") from exc
+        return file_size - valid_end
+
+    def sanity_check(self) -> int:
+        """Trust the indexes if they hold together and the last batch ends at the file's end;
+        otherwise :meth:`recover`. Reads only the headers after the last index entry."""
+        try:
+            self._check_tail()
+        except CorruptRecordError as exc:
+            logger.warning("rebuilding %s: %s", self.path, exc.message)
+            return self.recover()
+        return 0
+
+    def _check_tail(self) -> None:
+        self._reset_state()
+        intact = self.offset_index.intact and self.time_index.intact
+        empty = not self.offset_index.entries and not self.time_index.entries
+        if intact and empty and self.size == 0:
+            return
+        last_entry = self.offset_index.last_entry()
+        if not intact or last_entry is None or self.size == 0:
+            raise CorruptRecordError(f"{self.path}: an index is missing, unreadable or does not match the log")
+        _, first = next(self._headers(0, self.size))
+        if first.base_offset != self.base_offset or self.offset_index.entries[0] != (0, 0):
+            raise CorruptRecordError(f"{self.path}: the first batch or its index entry is not at the base offset")
+        self.first_timestamp = first.commit_timestamp
+        expected, position = last_entry
+        for _, header in self._headers(position, self.size):
+            if header.base_offset != expected:
+                raise CorruptRecordError(f"{self.path}: batch offset {header.base_offset}, expected {expected}")
+            expected = header.next_offset
+            self._bytes_since_index_entry += header.size
+            self.max_timestamp = max(self.max_timestamp, header.commit_timestamp)
+        self.next_offset = expected
+        time_entry = self.time_index.last_entry()
+        if time_entry is None or time_entry[0] > self.max_timestamp or time_entry[1] >= self.next_offset:
+            raise CorruptRecordError(f"{self.path}: the time index does not match the log")

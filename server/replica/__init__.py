@@ -1,0 +1,1 @@
+"""The buckets a tablet server leads: produce, fetch, offsets."""

@@ -1,0 +1,250 @@
+"""The buckets one tablet server leads, and the produce, fetch and offset logic over their logs.
+
+Plain Python, no gRPC. Fetches long-poll here: a fetch without enough bytes waits on one condition
+that every bucket's high-watermark advance notifies, until it has ``min_bytes`` or ``max_wait_ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from lakelog.errors import (
+    InvalidRequestError,
+    LakelogError,
+    NotLeaderError,
+    SchemaMismatchError,
+    TableNotExistError,
+    UnknownBucketError,
+)
+from lakelog.metadata import BucketInfo, OffsetSpec, OffsetType, TableInfo
+from lakelog.record import batch as rb
+from lakelog.server.coordinator.coordinator import TableAssignment
+from lakelog.server.log.log_manager import LogManager
+from lakelog.server.log.log_tablet import AppendResult, LogTablet
+from lakelog.server.replica.projection import check_projection, project_records
+
+log = logging.getLogger(__name__)
+
+TableResolver = Callable[[int], TableAssignment]
+
+
+@dataclass(frozen=True)
+class BucketFetch:
+    table_id: int
+    bucket: int
+    fetch_offset: int
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class FetchParams:
+    buckets: Sequence[BucketFetch]
+    projections: dict[int, list[int]] = field(default_factory=dict)
+    max_bytes: int = 16 << 20
+    min_bytes: int = 1
+    max_wait_ms: int = 0
+
+
+@dataclass(frozen=True)
+class BucketFetchResult:
+    table_id: int
+    bucket: int
+    records: bytes = b""
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    error: LakelogError | None = None
+
+
+class ReplicaManager:
+    def __init__(self, server_id: int, logs: LogManager, resolve: TableResolver) -> None:
+        self.server_id = server_id
+        self._logs = logs
+        self._resolve = resolve
+        self._tables: dict[int, TableInfo] = {}
+        self._led: dict[int, set[int]] = {}
+        self._lock = threading.Lock()
+        self._data_arrived = threading.Condition()
+        self._arrivals = 0
+        self._closing = False
+
+    # leadership
+
+    def become_leader(self, assignments: Sequence[TableAssignment]) -> None:
+        for assignment in assignments:
+            mine = {b for b, leader in assignment.leaders.items() if leader == self.server_id}
+            with self._lock:
+                self._tables[assignment.info.table_id] = assignment.info
+                self._led[assignment.info.table_id] = mine
+            for bucket in sorted(mine):
+                self._logs.get_or_create(assignment.info.table_id, bucket, self._name(assignment.info, bucket))
+            if mine:
+                log.info("leading %s buckets %s", assignment.info.path, sorted(mine))
+
+    def drop_tables(self, table_ids: Sequence[int]) -> None:
+        for table_id in table_ids:
+            with self._lock:
+                info = self._tables.pop(table_id, None)
+                self._led.pop(table_id, None)
+            self._logs.drop_table(table_id)
+            if info is not None:
+                log.info("dropped the logs of %s (id %d)", info.path, table_id)
+
+    def table_name(self, table_id: int) -> str:
+        with self._lock:
+            info = self._tables.get(table_id)
+        return str(info.path) if info else f"table {table_id}"
+
+    @staticmethod
+    def _name(info: TableInfo, bucket: int) -> str:
+        return f"{info.path} bucket {bucket}"
+
+    def _table(self, table_id: int) -> TableInfo:
+        with self._lock:
+            info = self._tables.get(table_id)
+        if info is None:
+            self.become_leader([self._resolve(table_id)])
+            with self._lock:
+                info = self._tables.get(table_id)
+        if info is None:
+            raise TableNotExistError(f"table id {table_id} does not exist")
+        return info
+
+    def _tablet(self, table_id: int, bucket: int) -> tuple[TableInfo, LogTablet]:
+        info = self._table(table_id)
+        if not 0 <= bucket < info.buckets:
+            raise UnknownBucketError(f"{info.path} has no bucket {bucket} (it has buckets 0..{info.buckets - 1})")
+        with self._lock:
+            led = bucket in self._led.get(table_id, set())
+        tablet = self._logs.get(table_id, bucket) if led else None
+        if tablet is None:
+            raise NotLeaderError(f"tablet server {self.server_id} does not lead {info.path} bucket {bucket}")
+        return info, tablet
+
+    def shutdown(self) -> None:
+        """Answer every waiting fetch now, so a stopping server does not hold clients for max_wait_ms."""
+        with self._data_arrived:
+            self._closing = True
+            self._data_arrived.notify_all()
+
+    def notify_high_watermark(self, table_id: int, bucket: int) -> None:
+        with self._data_arrived:
+            self._arrivals += 1
+            self._data_arrived.notify_all()
+
+    # produce
+
+    def produce(self, table_id: int, bucket: int, records: bytes) -> AppendResult:
+        info, tablet = self._tablet(table_id, bucket)
+        self._check_schema(info, bucket, records)
+        return tablet.append(records)
+
+    @staticmethod
+    def _check_schema(info: TableInfo, bucket: int, records: bytes) -> None:
+        where = f"{info.path} bucket {bucket}"
+        if not records:
+            raise InvalidRequestError(f"produce to {where} carries no records")
+        end = 0
+        for pos, header in rb.iter_headers(records):
+            rb.validate(records, pos, where)
+            if header.schema_id != info.schema_id:
+                raise SchemaMismatchError(
+                    f"produce to {where}: batch has schema id {header.schema_id}, the table has {info.schema_id}"
+                )
+            schema = rb.decode_schema(records, pos, header)
+            if not schema.equals(info.schema, check_metadata=False):
+                raise SchemaMismatchError(f"produce to {where}: batch schema {schema} does not match table schema {info.schema}")
+            end = pos + header.size
+        if end != len(records):
+            raise InvalidRequestError(f"produce to {where}: {len(records) - end} trailing bytes are not a whole batch")
+
+    # fetch
+
+    def fetch(self, params: FetchParams) -> list[BucketFetchResult]:
+        if params.max_bytes <= 0 or params.min_bytes < 0 or params.max_wait_ms < 0:
+            raise InvalidRequestError(
+                f"fetch needs max_bytes > 0, min_bytes >= 0 and max_wait_ms >= 0, got "
+                f"{params.max_bytes}, {params.min_bytes}, {params.max_wait_ms}"
+            )
+        deadline = time.monotonic() + params.max_wait_ms / 1000
+        while True:
+            with self._data_arrived:
+                seen = self._arrivals
+            results = self._read_all(params)
+            fetched = sum(len(r.records) for r in results)
+            remaining = deadline - time.monotonic()
+            if fetched >= params.min_bytes or remaining <= 0 or any(r.error for r in results):
+                return results
+            with self._data_arrived:
+                if self._closing:
+                    return results
+                if self._arrivals == seen:
+                    self._data_arrived.wait(remaining)
+
+    def _read_all(self, params: FetchParams) -> list[BucketFetchResult]:
+        budget = params.max_bytes
+        results = []
+        for request in params.buckets:
+            result = self._read_one(request, params.projections.get(request.table_id, []), budget)
+            budget = max(budget - len(result.records), 0)
+            results.append(result)
+        return results
+
+    def _read_one(self, request: BucketFetch, projection: list[int], budget: int) -> BucketFetchResult:
+        try:
+            if request.fetch_offset < 0 or request.max_bytes <= 0:
+                raise InvalidRequestError(
+                    f"bucket {request.bucket}: fetch_offset must be >= 0 and max_fetch_bytes > 0, got "
+                    f"{request.fetch_offset} and {request.max_bytes}"
+                )
+            info, tablet = self._tablet(request.table_id, request.bucket)
+            fields = check_projection(info.schema, projection, str(info.path)) if projection else []
+            if budget <= 0:
+                return BucketFetchResult(
+                    request.table_id, request.bucket, b"", tablet.high_watermark, tablet.log_start_offset
+                )
+            read = tablet.read(request.fetch_offset, min(request.max_bytes, budget))
+            records = project_records(read.records, fields) if fields and read.records else read.records
+            return BucketFetchResult(request.table_id, request.bucket, records, read.high_watermark, read.log_start_offset)
+        except LakelogError as error:
+            return self._failed(request, error)
+
+    def _failed(self, request: BucketFetch, error: LakelogError) -> BucketFetchResult:
+        tablet = self._logs.get(request.table_id, request.bucket)
+        if not isinstance(error, InvalidRequestError):
+            log.warning("fetch of %s bucket %d failed: %s", self.table_name(request.table_id), request.bucket, error)
+        return BucketFetchResult(
+            request.table_id,
+            request.bucket,
+            high_watermark=tablet.high_watermark if tablet else -1,
+            log_start_offset=tablet.log_start_offset if tablet else -1,
+            error=error,
+        )
+
+    # offsets
+
+    def list_offset(self, table_id: int, bucket: int, spec: OffsetSpec) -> int:
+        _, tablet = self._tablet(table_id, bucket)
+        if spec.type == OffsetType.EARLIEST:
+            return tablet.log_start_offset
+        if spec.type == OffsetType.LATEST:
+            return tablet.high_watermark
+        if spec.type == OffsetType.TIMESTAMP:
+            found = tablet.lookup_offset_by_timestamp(spec.ms)
+            return tablet.high_watermark if found is None else found
+        raise InvalidRequestError(f"unknown offset type {spec.type!r}")
+
+    def describe(self, table_id: int, bucket: int) -> BucketInfo:
+        _, tablet = self._tablet(table_id, bucket)
+        return BucketInfo(
+            leader=self.server_id,
+            high_watermark=tablet.high_watermark,
+            local_log_start_offset=tablet.log_start_offset,
+        )
+
+    def local_segment_count(self, table_id: int, bucket: int) -> int:
+        _, tablet = self._tablet(table_id, bucket)
+        return len(tablet.segments)

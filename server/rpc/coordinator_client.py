@@ -1,0 +1,44 @@
+"""A tablet server's outgoing calls to the coordinator."""
+
+from __future__ import annotations
+
+import grpc
+
+from lakelog.errors import TableNotExistError
+from lakelog.metadata import ServerNode
+from lakelog.rpc import codec
+from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
+from lakelog.rpc.status import error_from_rpc
+from lakelog.server.coordinator.coordinator import TableAssignment
+from lakelog.server.rpc.grpc_server import channel_options
+
+CALL_TIMEOUT_S = 10.0
+
+
+class CoordinatorClient:
+    def __init__(self, address: str, max_message_size: int) -> None:
+        self.address = address
+        self._channel = grpc.insecure_channel(address, options=channel_options(max_message_size))
+        self._stub = CoordinatorServiceStub(self._channel)
+
+    def register(self, node: ServerNode) -> list[TableAssignment]:
+        try:
+            response = self._stub.RegisterTabletServer(
+                pb.RegisterTabletServerRequest(server=codec.node_to_pb(node)), timeout=CALL_TIMEOUT_S
+            )
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc, f"coordinator {self.address}") from None
+        return [TableAssignment(*codec.table_metadata_from_pb(m)) for m in response.table_metadata]
+
+    def table_assignment(self, table_id: int) -> TableAssignment:
+        try:
+            response = self._stub.GetMetadata(pb.MetadataRequest(table_id=[table_id]), timeout=CALL_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc, f"coordinator {self.address}") from None
+        if not response.table_metadata:
+            raise TableNotExistError(f"table id {table_id} does not exist")
+        return TableAssignment(*codec.table_metadata_from_pb(response.table_metadata[0]))
+
+    def close(self) -> None:
+        self._channel.close()

@@ -1,0 +1,96 @@
+"""CoordinatorService over gRPC: translate, call :class:`Coordinator`, translate back."""
+
+from __future__ import annotations
+
+import grpc
+
+from lakelog.errors import InvalidRequestError, InvalidTableError
+from lakelog.metadata import ServerNode, TableDescriptor, schema_from_bytes
+from lakelog.rpc import codec
+from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceServicer, add_CoordinatorServiceServicer_to_server
+from lakelog.server.coordinator.coordinator import Coordinator
+from lakelog.server.rpc.error_boundary import rpc_method
+
+
+class CoordinatorService(CoordinatorServiceServicer):
+    def __init__(self, coordinator: Coordinator, self_node: ServerNode) -> None:
+        self._coordinator = coordinator
+        self._node = self_node
+
+    def register(self, server: grpc.Server) -> None:
+        add_CoordinatorServiceServicer_to_server(self, server)
+
+    def set_node(self, node: ServerNode) -> None:
+        """The coordinator's own address is known only once its port is bound."""
+        self._node = node
+
+    @rpc_method
+    def CreateDatabase(self, request: pb.CreateDatabaseRequest, context: grpc.ServicerContext) -> pb.CreateDatabaseResponse:
+        self._coordinator.create_database(request.database_name, request.ignore_if_exists, request.comment)
+        return pb.CreateDatabaseResponse()
+
+    @rpc_method
+    def DropDatabase(self, request: pb.DropDatabaseRequest, context: grpc.ServicerContext) -> pb.DropDatabaseResponse:
+        self._coordinator.drop_database(request.database_name, request.ignore_if_not_exists, request.cascade)
+        return pb.DropDatabaseResponse()
+
+    @rpc_method
+    def ListDatabases(self, request: pb.ListDatabasesRequest, context: grpc.ServicerContext) -> pb.ListDatabasesResponse:
+        return pb.ListDatabasesResponse(database_name=self._coordinator.list_databases())
+
+    @rpc_method
+    def CreateTable(self, request: pb.CreateTableRequest, context: grpc.ServicerContext) -> pb.CreateTableResponse:
+        path = codec.path_from_pb(request.table_path)
+        try:
+            schema = schema_from_bytes(request.schema)
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for garbage bytes
+            raise InvalidTableError(f"table {path}: schema is not an Arrow IPC schema ({exc})") from None
+        descriptor = TableDescriptor(
+            schema, request.bucket_count or 1, codec.properties_from_pb(list(request.properties)), request.comment
+        )
+        table_id = self._coordinator.create_table(path, descriptor, request.ignore_if_exists)
+        return pb.CreateTableResponse(table_id=table_id)
+
+    @rpc_method
+    def DropTable(self, request: pb.DropTableRequest, context: grpc.ServicerContext) -> pb.DropTableResponse:
+        self._coordinator.drop_table(codec.path_from_pb(request.table_path), request.ignore_if_not_exists)
+        return pb.DropTableResponse()
+
+    @rpc_method
+    def ListTables(self, request: pb.ListTablesRequest, context: grpc.ServicerContext) -> pb.ListTablesResponse:
+        return pb.ListTablesResponse(table_name=self._coordinator.list_tables(request.database_name))
+
+    @rpc_method
+    def GetTableInfo(self, request: pb.GetTableInfoRequest, context: grpc.ServicerContext) -> pb.GetTableInfoResponse:
+        which = request.WhichOneof("table")
+        if which == "table_path":
+            info = self._coordinator.table(codec.path_from_pb(request.table_path))
+        elif which == "table_id":
+            info = self._coordinator.table_by_id(request.table_id)
+        else:
+            raise InvalidRequestError("GetTableInfo needs table_path or table_id")
+        return pb.GetTableInfoResponse(table_info=codec.table_info_to_pb(info))
+
+    @rpc_method
+    def GetMetadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataResponse:
+        infos = [self._coordinator.table(codec.path_from_pb(p)) for p in request.table_path]
+        infos += [self._coordinator.table_by_id(table_id) for table_id in request.table_id]
+        assignments = [self._coordinator.assignment(info) for info in infos]
+        return pb.MetadataResponse(
+            coordinator_server=codec.node_to_pb(self._node),
+            tablet_servers=[codec.node_to_pb(node) for node in self._coordinator.tablet_servers()],
+            table_metadata=[codec.table_metadata_to_pb(a.info, a.leaders) for a in assignments],
+        )
+
+    @rpc_method
+    def RegisterTabletServer(
+        self, request: pb.RegisterTabletServerRequest, context: grpc.ServicerContext
+    ) -> pb.RegisterTabletServerResponse:
+        node = codec.node_from_pb(request.server)
+        if node.server_id < 0 or not node.host or not 0 < node.port < 65536:
+            raise InvalidRequestError(f"RegisterTabletServer needs an id >= 0, a host and a port, got {node}")
+        assignments = self._coordinator.register_tablet_server(node)
+        return pb.RegisterTabletServerResponse(
+            table_metadata=[codec.table_metadata_to_pb(a.info, a.leaders) for a in assignments]
+        )

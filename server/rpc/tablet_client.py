@@ -1,0 +1,44 @@
+"""The coordinator's outgoing calls to tablet servers."""
+
+from __future__ import annotations
+
+import threading
+from typing import Sequence
+
+import grpc
+
+from lakelog.metadata import ServerNode
+from lakelog.rpc import codec
+from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
+from lakelog.server.coordinator.coordinator import TableAssignment
+from lakelog.server.rpc.grpc_server import channel_options
+
+NOTIFY_TIMEOUT_S = 10.0
+
+
+class GrpcTabletNotifier:
+    def __init__(self, max_message_size: int) -> None:
+        self._options = channel_options(max_message_size)
+        self._channels: dict[str, grpc.Channel] = {}
+        self._lock = threading.Lock()
+
+    def _stub(self, node: ServerNode) -> TabletServiceStub:
+        with self._lock:
+            channel = self._channels.get(node.address)
+            if channel is None:
+                channel = self._channels[node.address] = grpc.insecure_channel(node.address, options=self._options)
+        return TabletServiceStub(channel)
+
+    def notify_leaders(self, node: ServerNode, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None:
+        request = pb.NotifyLeaderAndIsrRequest(
+            table_metadata=[codec.table_metadata_to_pb(t.info, t.leaders) for t in tables],
+            dropped_table_id=list(dropped),
+        )
+        self._stub(node).NotifyLeaderAndIsr(request, timeout=NOTIFY_TIMEOUT_S)
+
+    def close(self) -> None:
+        with self._lock:
+            for channel in self._channels.values():
+                channel.close()
+            self._channels.clear()

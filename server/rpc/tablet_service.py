@@ -1,0 +1,126 @@
+"""TabletService over gRPC: translate, call :class:`ReplicaManager`, translate back."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from lakelog.errors import InvalidRequestError, LakelogError
+from lakelog.metadata import OffsetSpec, OffsetType
+from lakelog.rpc import codec
+from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceServicer, add_TabletServiceServicer_to_server
+from lakelog.server.coordinator.coordinator import TableAssignment
+from lakelog.server.replica.replica_manager import BucketFetch, FetchParams, ReplicaManager
+from lakelog.server.rpc.error_boundary import rpc_method
+
+log = logging.getLogger(__name__)
+
+
+class TabletService(TabletServiceServicer):
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self._replicas = replicas
+
+    def register(self, server: grpc.Server) -> None:
+        add_TabletServiceServicer_to_server(self, server)
+
+    @rpc_method
+    def ProduceLog(self, request: pb.ProduceLogRequest, context: grpc.ServicerContext) -> pb.ProduceLogResponse:
+        responses = []
+        for bucket_req in request.buckets_req:
+            try:
+                result = self._replicas.produce(request.table_id, bucket_req.bucket_id, bucket_req.records)
+                responses.append(
+                    pb.PbProduceLogRespForBucket(
+                        bucket_id=bucket_req.bucket_id, base_offset=result.base_offset, high_watermark=result.next_offset
+                    )
+                )
+            except LakelogError as error:
+                log.warning("produce to %s bucket %d refused: %s", self._replicas.table_name(request.table_id), bucket_req.bucket_id, error)
+                responses.append(
+                    pb.PbProduceLogRespForBucket(
+                        bucket_id=bucket_req.bucket_id, error_code=error.code, error_message=error.message
+                    )
+                )
+        return pb.ProduceLogResponse(buckets_resp=responses)
+
+    @rpc_method
+    def FetchLog(self, request: pb.FetchLogRequest, context: grpc.ServicerContext) -> pb.FetchLogResponse:
+        buckets = [
+            BucketFetch(table.table_id, b.bucket_id, b.fetch_offset, b.max_fetch_bytes)
+            for table in request.tables_req
+            for b in table.buckets_req
+        ]
+        params = FetchParams(
+            buckets=buckets,
+            projections={table.table_id: list(table.projected_fields) for table in request.tables_req},
+            max_bytes=request.max_bytes,
+            min_bytes=request.min_bytes,
+            max_wait_ms=min(request.max_wait_ms, 60_000),
+        )
+        by_table: dict[int, list[pb.PbFetchLogRespForBucket]] = {}
+        for result in self._replicas.fetch(params):
+            by_table.setdefault(result.table_id, []).append(
+                pb.PbFetchLogRespForBucket(
+                    bucket_id=result.bucket,
+                    error_code=result.error.code if result.error else 0,
+                    error_message=result.error.message if result.error else "",
+                    high_watermark=result.high_watermark,
+                    log_start_offset=result.log_start_offset,
+                    records=result.records,
+                )
+            )
+        return pb.FetchLogResponse(
+            tables_resp=[pb.PbFetchLogRespForTable(table_id=t, buckets_resp=r) for t, r in by_table.items()]
+        )
+
+    @rpc_method
+    def ListOffsets(self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext) -> pb.ListOffsetsResponse:
+        if request.offset_type not in tuple(OffsetType):
+            raise InvalidRequestError(f"unknown offset_type {request.offset_type}")
+        spec = OffsetSpec(OffsetType(request.offset_type), request.start_timestamp)
+        responses = []
+        for bucket in request.bucket_id:
+            try:
+                offset = self._replicas.list_offset(request.table_id, bucket, spec)
+                responses.append(pb.PbListOffsetsRespForBucket(bucket_id=bucket, offset=offset, lake_snapshot_id=-1))
+            except LakelogError as error:
+                responses.append(
+                    pb.PbListOffsetsRespForBucket(bucket_id=bucket, error_code=error.code, error_message=error.message)
+                )
+        return pb.ListOffsetsResponse(buckets_resp=responses)
+
+    @rpc_method
+    def DescribeLogBuckets(
+        self, request: pb.DescribeLogBucketsRequest, context: grpc.ServicerContext
+    ) -> pb.DescribeLogBucketsResponse:
+        responses = []
+        for bucket in request.bucket_id:
+            try:
+                info = self._replicas.describe(request.table_id, bucket)
+                responses.append(
+                    pb.PbLogBucketInfo(
+                        bucket_id=bucket,
+                        leader_id=info.leader,
+                        high_watermark=info.high_watermark,
+                        local_log_start_offset=info.local_log_start_offset,
+                        remote_log_start_offset=info.remote_log_start_offset,
+                        remote_log_end_offset=info.remote_log_end_offset,
+                        lake_log_start_offset=info.lake_log_start_offset,
+                        lake_log_end_offset=info.lake_log_end_offset,
+                        local_segment_count=self._replicas.local_segment_count(request.table_id, bucket),
+                    )
+                )
+            except LakelogError as error:
+                responses.append(pb.PbLogBucketInfo(bucket_id=bucket, error_code=error.code, error_message=error.message))
+        return pb.DescribeLogBucketsResponse(buckets=responses)
+
+    @rpc_method
+    def NotifyLeaderAndIsr(
+        self, request: pb.NotifyLeaderAndIsrRequest, context: grpc.ServicerContext
+    ) -> pb.NotifyLeaderAndIsrResponse:
+        assignments = [TableAssignment(*codec.table_metadata_from_pb(m)) for m in request.table_metadata]
+        self._replicas.become_leader(assignments)
+        self._replicas.drop_tables(list(request.dropped_table_id))
+        return pb.NotifyLeaderAndIsrResponse()

@@ -1,0 +1,106 @@
+"""One gRPC server process hosting the coordinator, a tablet server, or both (the embedded default).
+
+``lakelog server`` runs both roles behind one port; ``lakelog coordinator`` and
+``lakelog tablet-server`` run them apart so several tablet servers can share a coordinator.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any, Mapping
+
+from lakelog.config import Configuration
+from lakelog.errors import InvalidConfigError
+from lakelog.metadata import ServerNode
+from lakelog.server.coordinator_server import CoordinatorRole
+from lakelog.server.rpc.grpc_server import build_server
+from lakelog.server.tablet_server import TabletServerRole
+
+log = logging.getLogger(__name__)
+
+ROLES = ("coordinator", "tablet-server")
+
+
+class ServerProcess:
+    """Start with :meth:`start` (or ``with``); :attr:`address` is where clients connect."""
+
+    def __init__(self, conf: Configuration | Mapping[str, Any], roles: tuple[str, ...] = ROLES) -> None:
+        self.conf = conf if isinstance(conf, Configuration) else Configuration(conf)
+        unknown = set(roles) - set(ROLES)
+        if unknown or not roles:
+            raise InvalidConfigError(f"roles must be among {ROLES}, got {roles}")
+        if "coordinator" not in roles and not self.conf.get("coordinator.address"):
+            raise InvalidConfigError("a tablet server on its own needs coordinator.address (--coordinator HOST:PORT)")
+        self.roles = roles
+        self.data_dir = Path(self.conf.get("data.dir")).resolve()
+        self.coordinator: CoordinatorRole | None = None
+        self.tablet: TabletServerRole | None = None
+        self.port = 0
+        self._server: Any = None
+        self._stopped = threading.Event()
+
+    @property
+    def host(self) -> str:
+        advertised = self.conf.get("server.advertised-host")
+        bind = self.conf.get("server.host")
+        return advertised or ("127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> "ServerProcess":
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if "coordinator" in self.roles:
+            self.coordinator = CoordinatorRole(self.conf, self.data_dir)
+        if "tablet-server" in self.roles:
+            self.tablet = TabletServerRole(self.conf, self.data_dir)
+        node_id = self.tablet.server_id if self.tablet else -1
+        registrations, names = [], []
+        if self.tablet:
+            registrations.append(self.tablet.service().register)
+            names.append("TabletService")
+        coordinator_service = None
+        if self.coordinator:
+            coordinator_service = self.coordinator.service(ServerNode(-1, self.host, 0))
+            registrations.append(coordinator_service.register)
+            names.append("CoordinatorService")
+        self._server, self.port = build_server(
+            self.conf.get("server.host"),
+            self.conf.get("server.port"),
+            self.conf.get("server.rpc.threads"),
+            self.conf.get("rpc.max-message-size"),
+            registrations,
+            names,
+        )
+        if coordinator_service is not None:
+            coordinator_service.set_node(ServerNode(-1, self.host, self.port))
+        log.info("lakelog %s listening on %s (data dir %s)", "+".join(self.roles), self.address, self.data_dir)
+        if self.tablet:
+            coordinator_address = self.conf.get("coordinator.address") or self.address
+            self.tablet.join(ServerNode(node_id, self.host, self.port), coordinator_address)
+        return self
+
+    def wait(self) -> None:
+        self._stopped.wait()
+
+    def stop(self, grace_s: float = 1.0) -> None:
+        if self.tablet:
+            self.tablet.replicas.shutdown()
+        if self._server is not None:
+            self._server.stop(grace_s).wait()
+            self._server = None
+        if self.tablet:
+            self.tablet.close()
+        if self.coordinator:
+            self.coordinator.close()
+        log.info("lakelog %s at %s stopped", "+".join(self.roles), self.address)
+        self._stopped.set()
+
+    def __enter__(self) -> "ServerProcess":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,94 @@
+"""The tablet server role: bucket logs, the replica manager, registration with the coordinator."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+
+from lakelog.config import Configuration
+from lakelog.errors import InvalidConfigError, LakelogError
+from lakelog.metadata import ServerNode
+from lakelog.server.coordinator.coordinator import TableAssignment
+from lakelog.server.log.log_manager import LogManager
+from lakelog.server.log.log_tablet import LogConfig
+from lakelog.server.replica.replica_manager import ReplicaManager
+from lakelog.server.rpc.coordinator_client import CoordinatorClient
+from lakelog.server.rpc.tablet_service import TabletService
+
+log = logging.getLogger(__name__)
+
+REGISTER_DEADLINE_S = 60.0
+
+
+class TabletServerRole:
+    def __init__(self, conf: Configuration, data_dir: Path) -> None:
+        self._conf = conf
+        self._dir = data_dir / "tablet-server"
+        self.server_id = self._server_id(conf.get("tablet-server.id"))
+        self._coordinator: CoordinatorClient | None = None
+        self.logs = LogManager(
+            self._dir / "log", LogConfig.from_configuration(conf), on_high_watermark=self._on_high_watermark
+        )
+        self.replicas = ReplicaManager(self.server_id, self.logs, self._resolve)
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick_loop, name="log-ticker", daemon=True)
+
+    def _server_id(self, configured: int) -> int:
+        """Kept in the data dir (like Kafka's meta.properties) so a restart keeps its buckets."""
+        meta = self._dir / "meta.json"
+        if meta.exists():
+            stored = int(json.loads(meta.read_text())["server_id"])
+            if configured >= 0 and configured != stored:
+                raise InvalidConfigError(f"data dir {self._dir} belongs to tablet server {stored}, not {configured}")
+            return stored
+        server_id = max(configured, 0)
+        self._dir.mkdir(parents=True, exist_ok=True)
+        meta.write_text(json.dumps({"server_id": server_id}))
+        return server_id
+
+    def _on_high_watermark(self, table_id: int, bucket: int) -> None:
+        self.replicas.notify_high_watermark(table_id, bucket)
+
+    def _resolve(self, table_id: int) -> TableAssignment:
+        if self._coordinator is None:
+            raise LakelogError("tablet server has not joined a coordinator yet")
+        return self._coordinator.table_assignment(table_id)
+
+    def service(self) -> TabletService:
+        return TabletService(self.replicas)
+
+    def join(self, node: ServerNode, coordinator_address: str) -> None:
+        """Register with the coordinator (retrying while it starts) and open every bucket we lead."""
+        self._coordinator = CoordinatorClient(coordinator_address, self._conf.get("rpc.max-message-size"))
+        deadline = time.monotonic() + REGISTER_DEADLINE_S
+        while True:
+            try:
+                assignments = self._coordinator.register(node)
+                break
+            except LakelogError as error:
+                if not error.retriable or time.monotonic() > deadline:
+                    raise
+                log.info("coordinator %s not reachable yet (%s); retrying", coordinator_address, error)
+                time.sleep(0.5)
+        self.replicas.become_leader(assignments)
+        self._ticker.start()
+        log.info("tablet server %d serving at %s", node.server_id, node.address)
+
+    def _tick_loop(self) -> None:
+        interval = min(self._conf.get("remote.log.task-interval"), 1000) / 1000
+        while not self._stop.wait(interval):
+            try:
+                self.logs.tick()
+            except Exception:  # noqa: BLE001 - a failed tick is retried on the next one
+                log.exception("log maintenance failed")
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._ticker.is_alive():
+            self._ticker.join()
+        self.logs.close_all()
+        if self._coordinator is not None:
+            self._coordinator.close()

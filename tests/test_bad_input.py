@@ -1,0 +1,151 @@
+"""Bad names, unknown tables and buckets, negative offsets and schema mismatches get clear errors."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import lakelog
+from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
+from tests.conftest import ORDERS_SCHEMA, create_table, order_rows
+
+
+@pytest.mark.parametrize("name", ["", "-starts-with-dash", "has space", "dot.ted", "../escape", "x" * 129, "slash/es"])
+def test_bad_table_name_is_refused(name: str) -> None:
+    with pytest.raises(lakelog.InvalidNameError, match="invalid table name"):
+        lakelog.TablePath("shop", name)
+
+
+def test_bad_names_refused_by_the_server(server) -> None:
+    """A client that skips validation still cannot reach a file path with a bad name."""
+    import grpc
+
+    from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
+
+    with grpc.insecure_channel(server.address) as channel:
+        stub = CoordinatorServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as info:
+            stub.CreateDatabase(pb.CreateDatabaseRequest(database_name="../etc"))
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "invalid database name '../etc'" in info.value.details()
+
+
+def test_unknown_table(conn: lakelog.Connection) -> None:
+    conn.admin.create_database("shop")
+    with pytest.raises(lakelog.TableNotExistError, match="table shop.nope does not exist"):
+        conn.get_table(lakelog.TablePath("shop", "nope"))
+    with pytest.raises(lakelog.DatabaseNotExistError, match="database 'nodb' does not exist"):
+        conn.admin.list_tables("nodb")
+
+
+def test_unknown_bucket(conn: lakelog.Connection) -> None:
+    table = create_table(conn, buckets=2)
+    scanner = table.new_scan().create_log_scanner()
+    with pytest.raises(lakelog.UnknownBucketError, match="shop.orders has no bucket 2"):
+        scanner.subscribe(2, 0)
+    with pytest.raises(lakelog.UnknownBucketError, match="no bucket 5"):
+        conn.admin.list_offsets(table.path, [5])
+    writer = table.new_append().create_writer()
+    with pytest.raises(lakelog.UnknownBucketError):
+        writer.append({"id": 1, "name": "a", "amount": 1.0}, bucket=7)
+
+
+def test_unknown_bucket_refused_by_the_server(server, conn: lakelog.Connection) -> None:
+    import grpc
+
+    table = create_table(conn, buckets=2)
+    with grpc.insecure_channel(server.address) as channel:
+        response = TabletServiceStub(channel).FetchLog(
+            pb.FetchLogRequest(
+                max_bytes=1024,
+                tables_req=[
+                    pb.PbFetchLogReqForTable(
+                        table_id=table.info.table_id,
+                        buckets_req=[
+                            pb.PbFetchLogReqForBucket(bucket_id=9, fetch_offset=0, max_fetch_bytes=1024),
+                            pb.PbFetchLogReqForBucket(bucket_id=0, fetch_offset=-3, max_fetch_bytes=1024),
+                        ],
+                    )
+                ],
+            )
+        )
+    unknown, negative = response.tables_resp[0].buckets_resp
+    assert unknown.error_code == lakelog.UnknownBucketError.code and "no bucket 9" in unknown.error_message
+    assert negative.error_code == lakelog.InvalidRequestError.code and "-3" in negative.error_message
+
+
+def test_negative_offset(conn: lakelog.Connection) -> None:
+    table = create_table(conn)
+    with pytest.raises(lakelog.InvalidRequestError, match="negative offset -1"):
+        table.new_scan().create_log_scanner().subscribe(0, -1)
+
+
+def test_offset_past_the_end(conn: lakelog.Connection) -> None:
+    table = create_table(conn)
+    writer = table.new_append().create_writer()
+    writer.append_arrow(order_rows(0, 10))
+    writer.flush()
+    scanner = table.new_scan().create_log_scanner()
+    scanner.subscribe(0, 11)
+    with pytest.raises(lakelog.OffsetOutOfRangeError) as info:
+        scanner.poll(timeout_ms=2000)
+    assert (info.value.bucket, info.value.offset, info.value.earliest) == (0, 11, 0)
+
+
+def test_schema_mismatch_on_append(conn: lakelog.Connection) -> None:
+    table = create_table(conn)
+    writer = table.new_append().create_writer()
+    with pytest.raises(lakelog.SchemaMismatchError, match=r"has no column\(s\) \['colour'\]"):
+        writer.append({"id": 1, "colour": "red"})
+    wrong = pa.record_batch([pa.array(["x"]), pa.array([1])], names=["id", "name"])
+    with pytest.raises(lakelog.SchemaMismatchError, match="do not match"):
+        writer.append_arrow(wrong)
+    uncastable = pa.record_batch(
+        [pa.array(["not a number"]), pa.array(["n"]), pa.array([1.0])], names=ORDERS_SCHEMA.names
+    )
+    with pytest.raises(lakelog.SchemaMismatchError, match="does not fit"):
+        writer.append_arrow(uncastable)
+    writer.append({"id": 1, "name": "ok", "amount": 2.0})
+    writer.append({"id": "two", "name": "bad", "amount": 2.0})
+    with pytest.raises(lakelog.SchemaMismatchError, match="1 row\\(s\\) do not match"):
+        writer.flush()
+    writer.flush()
+    assert conn.admin.list_offsets(table.path)[0] == 1, "the good row was kept and written"
+
+
+def test_server_refuses_a_batch_of_another_schema(server, conn: lakelog.Connection) -> None:
+    """A client that skips its own checks still cannot write rows of the wrong shape."""
+    import grpc
+
+    from lakelog.record.batch import encode_batch
+
+    table = create_table(conn)
+    alien = encode_batch(pa.record_batch([pa.array([1])], names=["x"]), schema_id=1)
+    with grpc.insecure_channel(server.address) as channel:
+        response = TabletServiceStub(channel).ProduceLog(
+            pb.ProduceLogRequest(
+                table_id=table.info.table_id, buckets_req=[pb.PbProduceLogReqForBucket(bucket_id=0, records=alien)]
+            )
+        )
+    item = response.buckets_resp[0]
+    assert item.error_code == lakelog.SchemaMismatchError.code
+    assert "does not match table schema" in item.error_message
+    assert conn.admin.list_offsets(table.path)[0] == 0
+
+
+def test_create_table_errors(conn: lakelog.Connection) -> None:
+    conn.admin.create_database("shop")
+    path = lakelog.TablePath("shop", "t")
+    conn.admin.create_table(path, lakelog.TableDescriptor(ORDERS_SCHEMA))
+    with pytest.raises(lakelog.TableAlreadyExistError, match="shop.t already exists"):
+        conn.admin.create_table(path, lakelog.TableDescriptor(ORDERS_SCHEMA))
+    conn.admin.create_table(path, lakelog.TableDescriptor(ORDERS_SCHEMA), ignore_if_exists=True)
+    with pytest.raises(lakelog.InvalidTableError, match="buckets must be between"):
+        conn.admin.create_table(lakelog.TablePath("shop", "u"), lakelog.TableDescriptor(ORDERS_SCHEMA, buckets=0))
+    with pytest.raises(lakelog.InvalidTableError, match="reserved"):
+        conn.admin.create_table(
+            lakelog.TablePath("shop", "u"), lakelog.TableDescriptor(pa.schema([("__offset", pa.int64())]))
+        )
+    with pytest.raises(lakelog.DatabaseNotExistError):
+        conn.admin.create_table(lakelog.TablePath("nodb", "u"), lakelog.TableDescriptor(ORDERS_SCHEMA))

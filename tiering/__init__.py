@@ -1,0 +1,1 @@
+"""The PySpark job that tiers the log into Iceberg exactly once."""
