@@ -118,3 +118,6 @@ class ServerSubprocess:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+from tests.s3 import moto_s3, s3_outage  # noqa: E402,F401 - fixtures shared by every test module

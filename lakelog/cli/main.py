@@ -10,10 +10,18 @@ import argparse
 import sys
 from typing import Sequence
 
-from lakelog.cli import config_command, demo_command, server_commands
+from lakelog.cli import (
+    config_command,
+    demo_command,
+    offsets_command,
+    produce_command,
+    scan_command,
+    server_commands,
+    table_commands,
+)
 from lakelog.errors import LakelogError
 
-COMMAND_MODULES = [server_commands, config_command, demo_command]
+COMMAND_MODULES = [server_commands, config_command, demo_command, table_commands, produce_command, scan_command, offsets_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -99,9 +99,22 @@ def _csv(file: str, schema: pa.Schema, delimiter: str) -> Iterator[pa.RecordBatc
         source,
         read_options=pa_csv.ReadOptions(block_size=CSV_BLOCK_BYTES),
         parse_options=pa_csv.ParseOptions(delimiter="\t" if file.lower().endswith(".tsv") else delimiter),
-        convert_options=pa_csv.ConvertOptions(column_types={field.name: field.type for field in schema}),
+        # As in PostgreSQL's CSV COPY: an empty field is null, a quoted "" is an empty string.
+        convert_options=pa_csv.ConvertOptions(
+            column_types={field.name: _csv_type(field.type) for field in schema},
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+        ),
     )
     yield from reader
+
+
+def _csv_type(data_type: pa.DataType) -> pa.DataType:
+    """Timestamps parse at ns and are cast down (exactly) later: Arrow's CSV parser refuses more
+    fractional digits than the unit has, so ``...:01.001000`` (what ``scan`` prints) would fail at ms."""
+    if pa.types.is_timestamp(data_type):
+        return pa.timestamp("ns", tz=data_type.tz)
+    return data_type
 
 
 def _parquet(file: str, schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:

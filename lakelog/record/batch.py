@@ -118,24 +118,24 @@ def iter_headers(buf: bytes | memoryview, pos: int = 0, end: int | None = None) 
 def validate(buf: bytes | memoryview, pos: int, where: str) -> BatchHeader:
     """Check one batch's header and CRC; ``where`` names the file or bucket for the error."""
     if pos + HEADER_SIZE > len(buf):
-        raise CorruptRecordError(f"{where}: truncated batch header at byte {pos}")
+        raise CorruptRecordError(f"{where}: truncated batch header")
     header = read_header(buf, pos)
     if header.magic != MAGIC:
         raise CorruptRecordError(
-            f"{where}: bad magic {header.magic} in batch at offset {header.base_offset} (byte {pos})"
+            f"{where}: bad magic {header.magic} in batch at offset {header.base_offset}"
         )
     if header.length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size > len(buf):
         raise CorruptRecordError(
-            f"{where}: batch at offset {header.base_offset} (byte {pos}) has length {header.length} past the end"
+            f"{where}: batch at offset {header.base_offset} has length {header.length} past the end"
         )
     if header.record_count <= 0:
         raise CorruptRecordError(
-            f"{where}: batch at offset {header.base_offset} (byte {pos}) has record count {header.record_count}"
+            f"{where}: batch at offset {header.base_offset} has record count {header.record_count}"
         )
     actual = compute_crc(buf, pos, header)
     if actual != header.crc:
         raise CorruptRecordError(
-            f"{where}: CRC mismatch in batch at offset {header.base_offset} (byte {pos}): "
+            f"{where}: CRC mismatch in batch at offset {header.base_offset}: "
             f"stored {header.crc:#010x}, computed {actual:#010x}"
         )
     return header

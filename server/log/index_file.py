@@ -25,12 +25,14 @@ class IndexFile:
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._fd = fd
-        # A finalizer rather than a bare os.close: calling it twice is harmless, so close() and
-        # delete() can both release the descriptor without risking closing someone else's.
-        self._release = weakref.finalize(self, os.close, fd)
-        data = os.pread(fd, os.fstat(fd).st_size, 0)
+        try:
+            self._fd = fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            # A finalizer rather than a bare os.close: calling it twice is harmless, so close() and
+            # delete() can both release the descriptor without risking closing someone else's.
+            self._release = weakref.finalize(self, os.close, fd)
+            data = os.pread(fd, os.fstat(fd).st_size, 0)
+        except OSError as exc:
+            raise StorageError(f"cannot open index {path}: {exc}") from exc
         whole = len(data) % self.ENTRY.size == 0
         entries = list(self.ENTRY.iter_unpack(data)) if whole else []
         self.intact = whole and all(map(self._ordered, entries, entries[1:]))

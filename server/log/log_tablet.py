@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Callable
 
 from lakelog.config import Configuration
-from lakelog.errors import CorruptRecordError, InvalidConfigError, InvalidRequestError, OffsetOutOfRangeError, StorageError
+from lakelog.errors import (
+    CorruptRecordError,
+    InvalidConfigError,
+    InvalidRequestError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
 from lakelog.record.batch import HEADER_SIZE, BatchHeader, read_header, stamp, validate
 from lakelog.server.log.segment import LogSegment
 
@@ -50,6 +56,8 @@ def _fsync_directory(directory: Path) -> None:
 
 @dataclass(frozen=True)
 class LogConfig:
+    """The ``log.*`` settings of section 10 of the spec, in the units the log works in."""
+
     segment_max_bytes: int = 256 << 20
     segment_max_age_ms: int = 7 * 86_400_000
     index_interval_bytes: int = 4096
@@ -75,6 +83,8 @@ class LogConfig:
 
 @dataclass(frozen=True)
 class AppendResult:
+    """Where an append landed: offsets ``[base_offset, next_offset)``, all stamped ``commit_timestamp``."""
+
     base_offset: int
     next_offset: int
     commit_timestamp: int
@@ -83,6 +93,8 @@ class AppendResult:
 
 @dataclass(frozen=True)
 class ReadResult:
+    """Whole batches as stored (empty at the HW) and the bucket's bounds when they were read."""
+
     records: bytes
     high_watermark: int
     log_start_offset: int
@@ -120,7 +132,6 @@ class LogTablet:
         self._flushing = False
         self._closed = False
         self._segments, self._log_start_offset = self._recover()
-        active = self._segments[-1]
         self._last_timestamp = max(segment.max_timestamp for segment in self._segments)
         self._high_watermark = self._end_mark()
         self._stop_flusher = threading.Event()
@@ -128,7 +139,6 @@ class LogTablet:
         if config.flush_mode == "async":
             self._flusher = threading.Thread(target=self._flush_periodically, name=f"flush {name}", daemon=True)
             self._flusher.start()
-        logger.debug("opened %s at %s, active segment %s", name, directory, active)
 
     @classmethod
     def open(
@@ -202,11 +212,10 @@ class LogTablet:
         marker.unlink(missing_ok=True)
         _fsync_directory(self.directory)
         start = max(start, segments[0].base_offset)
-        outcome = (
-            "clean shutdown"
-            if clean
-            else f"truncated {truncated} bytes of a torn batch" if truncated else "no torn batch"
-        )
+        if truncated:
+            outcome = f"truncated {truncated} bytes of a torn batch"
+        else:
+            outcome = "after a clean shutdown" if clean else "nothing to truncate"
         logger.info(
             "recovered %s: %d segments, offsets [%d, %d), %s",
             self.name, len(segments), start, segments[-1].next_offset, outcome,
@@ -300,9 +309,14 @@ class LogTablet:
         return True
 
     def _notify_high_watermark(self) -> None:
-        """Never called under the lock: the callback may read the log right away."""
-        if self._on_high_watermark is not None:
+        """Never called under the lock: the callback may read the log right away. Its failure is
+        logged, not raised: the append it follows has already succeeded."""
+        if self._on_high_watermark is None:
+            return
+        try:
             self._on_high_watermark()
+        except Exception:
+            logger.exception("high watermark callback of %s failed", self.name)
 
     def _await_flush(self, offset: int) -> None:
         """Group commit: wait until ``offset`` is durable, flushing for everyone if nobody is.
@@ -315,19 +329,24 @@ class LogTablet:
             while self._high_watermark.offset < offset:
                 if self._flushing:
                     self._flushed.wait()
-                    continue
-                self._flushing = True
-                mark = self._end_mark()
-                self._lock.release()
-                try:
-                    mark.segment.flush_log()
-                finally:
-                    self._lock.acquire()
-                    self._flushing = False
-                    self._flushed.notify_all()
-                advanced = self._publish(mark) or advanced
+                else:
+                    advanced = self._lead_flush() or advanced
         if advanced:
             self._notify_high_watermark()
+
+    def _lead_flush(self) -> bool:
+        """fsync the log up to its current end for every waiter, then publish that end as the HW;
+        True if the HW moved. Called with the lock held, which it releases during the fsync."""
+        self._flushing = True
+        mark = self._end_mark()
+        self._lock.release()
+        try:
+            mark.segment.flush_log()
+        finally:
+            self._lock.acquire()
+            self._flushing = False
+            self._flushed.notify_all()  # covered waiters return; the others elect the next leader
+        return self._publish(mark)
 
     def flush(self) -> None:
         """fsync everything appended so far, indexes included."""
@@ -350,14 +369,20 @@ class LogTablet:
 
     def close(self) -> None:
         """Flush, close every segment and leave a clean-shutdown marker so the next open can trust
-        the indexes of the active segment."""
+        the indexes of the active segment. Appends already written are acknowledged by the final
+        flush; later ones are refused."""
         self._stop_flusher.set()
         if self._flusher is not None:
             self._flusher.join()
-        with self._lock:
+        with self._flushed:
             if self._closed:
                 return
             self._closed = True
+            while self._flushing:
+                self._flushed.wait()
+            advanced = self._lead_flush()
+        if advanced:
+            self._notify_high_watermark()
         self._segments[-1].flush()
         for segment in self._segments:
             segment.close()
@@ -384,7 +409,7 @@ class LogTablet:
         segment = segments[bisect_right(segments, fetch_offset, key=lambda s: s.base_offset) - 1]
         found = segment.find_position(fetch_offset)
         if found is None:
-            raise CorruptRecordError(f"{segment.path}: offset {fetch_offset} of {self.name} is missing from its segment")
+            raise CorruptRecordError(f"{segment.path}: offset {fetch_offset} of {self.name} is not in the segment")
         end = high_watermark.position if segment is high_watermark.segment else segment.size
         return ReadResult(segment.read(found[0], max_bytes, end), high_watermark.offset, start)
 

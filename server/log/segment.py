@@ -35,13 +35,13 @@ class LogSegment:
         self.path = stem.with_suffix(".log")
         self._index_interval_bytes = index_interval_bytes
         try:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            self.size = os.fstat(self._fd).st_size
+            self._fd = fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            # The descriptor outlives delete(): a reader that took a snapshot of the segment list
+            # before the delete keeps reading the unlinked file until it drops the segment.
+            self._release = weakref.finalize(self, os.close, fd)
+            self.size = os.fstat(fd).st_size
         except OSError as exc:
             raise StorageError(f"cannot open segment {self.path}: {exc}") from exc
-        # The descriptor outlives delete(): a reader that took a snapshot of the segment list
-        # before the delete keeps reading the unlinked file until it drops the segment.
-        self._release = weakref.finalize(self, os.close, self._fd)
         self.offset_index = OffsetIndex(stem.with_suffix(".index"), base_offset)
         self.time_index = TimeIndex(stem.with_suffix(".timeindex"), base_offset)
         self._reset_state()
@@ -114,11 +114,17 @@ class LogSegment:
 
     # -- reading ------------------------------------------------------------------------------
 
+    def _pread(self, length: int, position: int) -> bytes:
+        try:
+            return os.pread(self._fd, length, position)
+        except OSError as exc:
+            raise StorageError(f"cannot read segment {self.path} at byte {position}: {exc}") from exc
+
     def _headers(self, position: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
         """Headers of the batches in ``[position, end)``, one small pread each; anything but whole
         batches up to ``end`` is corruption."""
         while position < end:
-            raw = os.pread(self._fd, HEADER_SIZE, position)
+            raw = self._pread(HEADER_SIZE, position)
             header = read_header(raw) if len(raw) == HEADER_SIZE else None
             if header is None or header.length < _MIN_LENGTH or position + header.size > end:
                 raise CorruptRecordError(f"{self.path}: no whole batch at byte {position} (data ends at byte {end})")
@@ -141,9 +147,10 @@ class LogSegment:
         return None
 
     def read(self, start_position: int, max_bytes: int, max_position: int) -> bytes:
-        """Whole batches from ``start_position``, at most ``max_bytes`` of them but at least one,
-        none past ``max_position``; every batch returned has passed its CRC check."""
-        data = os.pread(self._fd, max(0, min(max_bytes, max_position - start_position)), start_position)
+        """Whole batches from ``start_position`` (a batch boundary before ``max_position``), at most
+        ``max_bytes`` of them but at least one, none past ``max_position``; every batch returned has
+        passed its CRC check."""
+        data = self._pread(max(0, min(max_bytes, max_position - start_position)), start_position)
         end = 0
         for position, header in iter_headers(data):
             validate(data, position, f"{self.path} at byte {start_position + position}")
@@ -152,7 +159,7 @@ class LogSegment:
             # The first batch alone is bigger than max_bytes: return it whole, or a reader with a
             # small budget would never get past it.
             _, header = next(self._headers(start_position, max_position))
-            data = os.pread(self._fd, header.size, start_position)
+            data = self._pread(header.size, start_position)
             validate(data, 0, f"{self.path} at byte {start_position}")
             end = header.size
         return data if end == len(data) else data[:end]
@@ -174,7 +181,18 @@ class LogSegment:
         try:
             for position, header in self._headers(0, file_size):
                 where = f"{self.path} at byte {position}"
-                validate(os.pread(self._fd, header.size, position), 0, where)
+                try:
+                    validate(self._pread(header.size, position), 0, where)
+                except CorruptRecordError as exc:
+                    if not self._corrupt_but_not_torn(position, header, file_size):
+                        raise
+                    logger.error(
+                        "%s; whole batches follow it, so this is corruption, not a torn write: keeping it so "
+                        "later acknowledged records stay readable (reads of offsets %d..%d will fail)",
+                        exc.message,
+                        header.base_offset,
+                        header.last_offset,
+                    )
                 if header.base_offset != self.next_offset:
                     raise CorruptRecordError(f"{where}: batch offset {header.base_offset}, expected {self.next_offset}")
                 if header.commit_timestamp < self.max_timestamp:
@@ -184,7 +202,7 @@ class LogSegment:
                 self._track(position, header)
                 valid_end = position + header.size
         except CorruptRecordError as exc:
-            logger.warning("truncating %s at byte %d of %d: %s", self.path, valid_end, file_size, exc.message)
+            logger.warning("%s; truncating the segment at byte %d of %d", exc.message, valid_end, file_size)
         self.size = valid_end
         if valid_end < file_size:
             try:
@@ -193,13 +211,27 @@ class LogSegment:
                 raise StorageError(f"cannot truncate segment {self.path}: {exc}") from exc
         return file_size - valid_end
 
+    def _corrupt_but_not_torn(self, position: int, header: BatchHeader, file_size: int) -> bool:
+        """A torn write can only hit the tail; a bad batch followed by a good one is disk corruption."""
+        after = position + header.size
+        if header.base_offset != self.next_offset or after + HEADER_SIZE > file_size:
+            return False
+        following = read_header(self._pread(HEADER_SIZE, after))
+        if following.base_offset != header.next_offset or after + following.size > file_size:
+            return False
+        try:
+            validate(self._pread(following.size, after), 0, f"{self.path} at byte {after}")
+        except CorruptRecordError:
+            return False
+        return True
+
     def sanity_check(self) -> int:
         """Trust the indexes if they hold together and the last batch ends at the file's end;
         otherwise :meth:`recover`. Reads only the headers after the last index entry."""
         try:
             self._check_tail()
         except CorruptRecordError as exc:
-            logger.warning("rebuilding %s: %s", self.path, exc.message)
+            logger.warning("%s; rebuilding the segment's indexes", exc.message)
             return self.recover()
         return 0
 

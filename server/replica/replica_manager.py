@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from lakelog.errors import (
+    CorruptRecordError,
     InvalidRequestError,
     LakelogError,
     NotLeaderError,
@@ -80,7 +81,7 @@ class ReplicaManager:
                 self._tables[assignment.info.table_id] = assignment.info
                 self._led[assignment.info.table_id] = mine
             for bucket in sorted(mine):
-                self._logs.get_or_create(assignment.info.table_id, bucket, self._name(assignment.info, bucket))
+                self._logs.get_or_create(assignment.info.table_id, bucket, str(assignment.info.path))
             if mine:
                 log.info("leading %s buckets %s", assignment.info.path, sorted(mine))
 
@@ -206,7 +207,10 @@ class ReplicaManager:
                 return BucketFetchResult(
                     request.table_id, request.bucket, b"", tablet.high_watermark, tablet.log_start_offset
                 )
-            read = tablet.read(request.fetch_offset, min(request.max_bytes, budget))
+            try:
+                read = tablet.read(request.fetch_offset, min(request.max_bytes, budget))
+            except CorruptRecordError as error:
+                raise CorruptRecordError(f"{self._name(info, request.bucket)}: {error.message}") from None
             records = project_records(read.records, fields) if fields and read.records else read.records
             return BucketFetchResult(request.table_id, request.bucket, records, read.high_watermark, read.log_start_offset)
         except LakelogError as error:

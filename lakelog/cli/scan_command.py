@@ -1,0 +1,190 @@
+"""`lakelog scan DB.TABLE`: print a table's records, from any tier, as JSON lines or a text table.
+
+Without ``--follow`` a scan is a snapshot: it reads each bucket up to the high watermark the servers
+reported when it started, so it ends even while producers keep writing. Every poll is printed as it
+arrives; nothing accumulates, so a scan of any size runs in bounded memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import sys
+from datetime import date, datetime, time as time_of_day
+from decimal import Decimal
+from typing import Any, Callable, Protocol, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.cli.common_args import (
+    add_bucket_argument,
+    add_connection_arguments,
+    add_table_argument,
+    open_connection,
+    table_path,
+    timestamp_ms,
+)
+from lakelog.cli.text_table import TextTable
+from lakelog.client.scanner.log_scanner import LogScanner
+from lakelog.client.scanner.scan_records import BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN
+from lakelog.errors import InvalidRequestError
+from lakelog.metadata import OffsetSpec
+
+META_HEADER = (BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN)
+CHUNK_ROWS = 4096  # rows converted and written at a time: bounds the Python objects alive at once
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("scan", help="Print a table's records.", description=__doc__.splitlines()[0])
+    add_table_argument(parser)
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument("--from-beginning", action="store_true", help="start at each bucket's earliest offset (default)")
+    start.add_argument("--offset", type=int, metavar="N", help="start every chosen bucket at offset N")
+    start.add_argument("--timestamp", type=timestamp_ms, metavar="MS", help="start at the first record with timestamp >= MS (ms or ISO 8601)")
+    add_bucket_argument(parser)
+    parser.add_argument("--columns", metavar="A,B", help="only these columns, in this order")
+    parser.add_argument("--max-records", type=int, metavar="N", help="stop after N records")
+    parser.add_argument("--output", choices=("table", "jsonl"), default="table", help="text table (default) or one JSON object per line")
+    parser.add_argument("--follow", action="store_true", help="keep waiting for new records (Ctrl-C stops)")
+    parser.add_argument("--timeout-ms", type=int, default=1000, metavar="MS", help="how long one poll waits for records")
+    add_connection_arguments(parser)
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    path = table_path(args)
+    if args.max_records is not None and args.max_records < 0:
+        raise InvalidRequestError(f"--max-records must be >= 0, got {args.max_records}")
+    try:
+        with open_connection(args) as conn:
+            table = conn.get_table(path)
+            scan = table.new_scan()
+            if args.columns:
+                scan = scan.project([name.strip() for name in args.columns.split(",") if name.strip()])
+            buckets = sorted(set(args.bucket)) if args.bucket else list(range(table.info.buckets))
+            with scan.create_log_scanner() as scanner:
+                stop = None if args.follow else conn.admin.list_offsets(path, buckets, OffsetSpec.latest())
+                _subscribe(scanner, args, buckets)
+                output: Output = (JsonLinesOutput if args.output == "jsonl" else TableOutput)(scanner.schema.names)
+                _stream(scanner, stop, args.max_records, args.timeout_ms, output)
+    except BrokenPipeError:
+        # `lakelog scan ... | head`: the reader left, which is not an error; keep Python quiet at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _subscribe(scanner: LogScanner, args: argparse.Namespace, buckets: list[int]) -> None:
+    if args.offset is not None:
+        for bucket in buckets:
+            scanner.subscribe(bucket, args.offset)
+    elif args.timestamp is not None:
+        scanner.subscribe_from_timestamp(args.timestamp, buckets)
+    else:
+        scanner.subscribe_from_beginning(buckets)
+
+
+def _stream(scanner: LogScanner, stop: dict[int, int] | None, max_records: int | None, timeout_ms: int, output: "Output") -> None:
+    """Poll and print until every bucket reached ``stop`` (never, with ``None``) or ``max_records``."""
+    remaining = max_records
+    pending = dict(stop) if stop is not None else None
+    while remaining != 0:
+        if pending is not None:
+            _drop_finished(scanner, pending)
+            if not pending:
+                break
+        table = scanner.poll_arrow(timeout_ms)
+        if stop is not None:
+            table = _before(table, stop)
+        if remaining is not None:
+            table = table.slice(0, remaining)
+            remaining -= table.num_rows
+        for chunk in table.to_batches(max_chunksize=CHUNK_ROWS):
+            output.write(chunk)
+    output.finish()
+
+
+def _before(table: pa.Table, stop: dict[int, int]) -> pa.Table:
+    """Only records below each bucket's stop offset: later ones were written after the scan started."""
+    if not table.num_rows:
+        return table
+    ends = pa.array([stop.get(bucket, 0) for bucket in range(max(stop) + 1)], pa.int64())
+    return table.filter(pc.less(table[OFFSET_COLUMN], pc.take(ends, table[BUCKET_COLUMN])))
+
+
+def _drop_finished(scanner: LogScanner, pending: dict[int, int]) -> None:
+    positions = scanner.positions()
+    for bucket, end in list(pending.items()):
+        if positions.get(bucket, end) >= end:
+            del pending[bucket]
+            scanner.unsubscribe(bucket)
+
+
+class Output(Protocol):
+    def write(self, batch: pa.RecordBatch) -> None: ...
+    def finish(self) -> None: ...
+
+
+class JsonLinesOutput:
+    """One object per record: the three meta fields, then the columns."""
+
+    def __init__(self, columns: Sequence[str]) -> None:
+        self._names = [*META_HEADER, *columns]
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        names = self._names
+        columns = [_python_values(batch.column(name), plain_value) for name in names]
+        lines = [json.dumps(dict(zip(names, values)), ensure_ascii=False) for values in zip(*columns)]
+        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.flush()
+
+    def finish(self) -> None:
+        pass
+
+
+class TableOutput:
+    def __init__(self, columns: Sequence[str]) -> None:
+        self._names = [*META_HEADER, *columns]
+        self._table = TextTable(self._names)
+        self._printed = False
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        columns = [_python_values(batch.column(name), _cell) for name in self._names]
+        sys.stdout.write("\n".join(self._table.render(list(zip(*columns)))) + "\n")
+        sys.stdout.flush()
+        self._printed = True
+
+    def finish(self) -> None:
+        if not self._printed:  # an empty scan still shows which columns it would have printed
+            sys.stdout.write("\n".join(self._table.render([])) + "\n")
+
+
+def _python_values(array: pa.Array, convert: Callable[[Any], Any]) -> list[Any]:
+    """A column as Python values, converted only where its type has no plain JSON form (fast path)."""
+    values = array.to_pylist()
+    if pa.types.is_integer(array.type) or pa.types.is_floating(array.type) or pa.types.is_string(array.type):
+        return values
+    return [convert(value) for value in values]
+
+
+def plain_value(value: Any) -> Any:
+    """A JSON-ready value: times and dates in ISO 8601, decimals as exact strings, bytes as base64."""
+    if isinstance(value, (datetime, date, time_of_day)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, dict):
+        return {key: plain_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain_value(item) for item in value]
+    return value
+
+
+def _cell(value: Any) -> Any:
+    """JSON spellings in the text table too (true, not True), so both outputs read the same."""
+    converted = plain_value(value)
+    return json.dumps(converted) if isinstance(converted, (dict, list, bool)) else converted

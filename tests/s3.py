@@ -1,0 +1,146 @@
+"""S3 for tests: moto's real server on loopback, behind a TCP proxy a test can cut and restore.
+
+moto keeps objects in memory, so an outage is the proxy refusing connections, not a moto restart.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import uuid
+from contextlib import closing
+from typing import Iterator
+
+import pytest
+from moto.server import ThreadedMotoServer
+
+ACCESS_KEY = "testing"
+SECRET_KEY = "testing"
+REGION = "us-east-1"
+
+
+def free_port() -> int:
+    with closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:port to a target; ``cut()`` drops every connection and refuses new ones."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._up = threading.Event()
+        self._up.set()
+        self._connections: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if not self._up.is_set():
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._connections += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def cut(self) -> None:
+        self._up.clear()
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for sock in connections:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            except OSError:
+                pass
+
+    def restore(self) -> None:
+        self._up.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self.cut()
+        self._listener.close()
+
+
+class MotoS3:
+    """A moto S3 server and a proxy in front of it; ``endpoint`` goes through the proxy."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+        self.proxy = TcpProxy(self.port)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.proxy.port}"
+
+    def create_bucket(self, name: str | None = None) -> str:
+        import boto3
+
+        name = name or f"lakelog-{uuid.uuid4().hex[:12]}"
+        boto3.client(
+            "s3",
+            endpoint_url=f"http://127.0.0.1:{self.port}",
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name=REGION,
+        ).create_bucket(Bucket=name)
+        return name
+
+    def settings(self) -> dict[str, str]:
+        """Config keys that point lakelog (server or client) at this S3."""
+        return {"remote.fs.s3.endpoint": self.endpoint, "remote.fs.s3.region": REGION}
+
+    def stop(self) -> None:
+        self.proxy.close()
+        self.server.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[MotoS3]:
+    import os
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    os.environ.setdefault("AWS_REGION", REGION)
+    s3 = MotoS3()
+    yield s3
+    s3.stop()
+
+
+@pytest.fixture
+def s3_outage(moto_s3: MotoS3) -> Iterator[TcpProxy]:
+    """The proxy, restored after the test whatever it did."""
+    yield moto_s3.proxy
+    moto_s3.proxy.restore()
