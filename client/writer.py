@@ -53,6 +53,7 @@ class AppendWriter:
         self._linger_s = conf.get("client.writer.linger") / 1000
         self._max_pending = max(conf.get("client.writer.max-inflight"), 1) * max(info.buckets, 1)
         self._names = set(info.schema.names)
+        self._integer_columns = [f.name for f in info.schema if pa.types.is_integer(f.type)]
         self._queues = [_BucketQueue() for _ in range(info.buckets)]
         self._sticky = itertools.cycle(range(info.buckets))
         self._current = next(self._sticky)
@@ -164,6 +165,8 @@ class AppendWriter:
             return
         rows, queue.rows = queue.rows, []
         try:
+            if any(self._loses_precision(row) for row in rows):
+                raise ValueError("a float value would be truncated into an integer column")
             batch = pa.RecordBatch.from_pylist(rows, schema=self._info.schema)
         except _CONVERSION_ERRORS:
             good = [row for row in rows if self._converts(row)]
@@ -176,7 +179,13 @@ class AppendWriter:
             ) from None
         self._seal(queue, batch)
 
+    def _loses_precision(self, row: dict[str, Any]) -> bool:
+        """pyarrow casts 2.5 into an int column as 2; a log must not change what it was given."""
+        return any(isinstance(row.get(name), float) for name in self._integer_columns)
+
     def _converts(self, row: dict[str, Any]) -> bool:
+        if self._loses_precision(row):
+            return False
         try:
             pa.RecordBatch.from_pylist([row], schema=self._info.schema)
             return True

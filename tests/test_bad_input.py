@@ -108,7 +108,8 @@ def test_schema_mismatch_on_append(conn: lakelog.Connection) -> None:
         writer.append_arrow(uncastable)
     writer.append({"id": 1, "name": "ok", "amount": 2.0})
     writer.append({"id": "two", "name": "bad", "amount": 2.0})
-    with pytest.raises(lakelog.SchemaMismatchError, match="1 row\\(s\\) do not match"):
+    writer.append({"id": 2.5, "name": "truncated", "amount": 2.0})
+    with pytest.raises(lakelog.SchemaMismatchError, match="2 row\\(s\\) do not match"):
         writer.flush()
     writer.flush()
     assert conn.admin.list_offsets(table.path)[0] == 1, "the good row was kept and written"

@@ -119,21 +119,21 @@ def test_long_poll_returns_as_soon_as_data_arrives(conn: lakelog.Connection) -> 
     scanner = table.new_scan().create_log_scanner()
     scanner.subscribe(0, 0)
     assert len(scanner.poll(timeout_ms=300)) == 0
-    arrived = threading.Event()
 
     def late_producer() -> None:
         time.sleep(0.5)
         writer = table.new_append().create_writer()
         writer.append({"id": 1, "name": "late", "amount": 1.0})
         writer.flush()
-        arrived.set()
 
-    threading.Thread(target=late_producer).start()
+    producer = threading.Thread(target=late_producer)
+    producer.start()
     timeout_s = 120
     started = time.monotonic()
     records = scanner.poll(timeout_ms=timeout_s * 1000)
     waited = time.monotonic() - started
-    assert arrived.is_set() and [r.row["name"] for r in records] == ["late"]
+    producer.join()
+    assert [r.row["name"] for r in records] == ["late"]
     assert waited < timeout_s / 2, "the poll ended because data arrived, not because its timeout ran out"
 
 

@@ -57,7 +57,8 @@ def open_tablet(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[..., LogT
     opened: list[LogTablet] = []
 
     def open_(directory: str = "bucket", *, name: str = "shop.orders bucket 0", **config: int | str) -> LogTablet:
-        tablet = LogTablet.open(tmp_path / directory, LogConfig(**config), 0, name, clock=clock)  # type: ignore[arg-type]
+        log_config = LogConfig(**config)  # type: ignore[arg-type]
+        tablet = LogTablet.open(tmp_path / directory, log_config, 0, name, clock=clock)
         opened.append(tablet)
         return tablet
 

@@ -68,7 +68,7 @@ def test_time_index_lookup_gives_last_entry_older_than_timestamp(tmp_path: Path)
 
 def test_time_index_going_back_in_time_is_not_intact(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000.timeindex"
-    path.write_bytes((2000).to_bytes(8, "big") + (0).to_bytes(4, "big") + (1000).to_bytes(8, "big") + (5).to_bytes(4, "big"))
+    path.write_bytes(TimeIndex.ENTRY.pack(2000, 0) + TimeIndex.ENTRY.pack(1000, 5))
     index = TimeIndex(path, 0)
     assert not index.intact and index.entries == []
     index.close()

@@ -53,16 +53,20 @@ def test_round_trip_across_many_segments(open_tablet: OpenTablet, make_batch: Ma
     assert ids == [list(range(100 * i, 100 * i + i % 5 + 1)) for i in range(60)]
 
 
-def test_read_inside_a_batch_returns_that_batch(open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches) -> None:
+def test_read_inside_a_batch_returns_that_batch(
+    open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches
+) -> None:
     tablet = open_tablet()
     for _ in range(5):
         tablet.append(make_batch(10))
-    assert batches(tablet.read(27, 1 << 20).records)[0][:2] == (20, 10)
-    assert batches(tablet.read(20, 1 << 20).records)[0][:2] == (20, 10)
-    assert batches(tablet.read(49, 1 << 20).records) == [(40, 10, batches(tablet.read(40, 1).records)[0][2])]
+    assert [b[:2] for b in batches(tablet.read(27, 1 << 20).records)] == [(20, 10), (30, 10), (40, 10)]
+    assert [b[:2] for b in batches(tablet.read(20, 1 << 20).records)] == [(20, 10), (30, 10), (40, 10)]
+    assert [b[:2] for b in batches(tablet.read(49, 1 << 20).records)] == [(40, 10)]
 
 
-def test_max_bytes_is_honoured_but_one_batch_always_returned(open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches) -> None:
+def test_max_bytes_is_honoured_but_one_batch_always_returned(
+    open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches
+) -> None:
     tablet = open_tablet()
     for _ in range(6):
         tablet.append(make_batch(3))
@@ -75,14 +79,18 @@ def test_max_bytes_is_honoured_but_one_batch_always_returned(open_tablet: OpenTa
         tablet.read(0, -1)
 
 
-def test_one_append_of_several_batches_shares_one_timestamp(open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches, clock) -> None:
+def test_one_append_of_several_batches_shares_one_timestamp(
+    open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches, clock
+) -> None:
     tablet = open_tablet()
     result = tablet.append(make_batch(2) + make_batch(3) + make_batch(1))
-    assert (result.base_offset, result.next_offset, result.record_count, result.commit_timestamp) == (0, 6, 6, clock.now)
+    assert result == AppendResult(base_offset=0, next_offset=6, commit_timestamp=clock.now, record_count=6)
     assert batches(tablet.read(0, 1 << 20).records) == [(0, 2, clock.now), (2, 3, clock.now), (5, 1, clock.now)]
 
 
-def test_timestamps_never_decrease_when_the_clock_goes_back(open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches, clock) -> None:
+def test_timestamps_never_decrease_when_the_clock_goes_back(
+    open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches, clock
+) -> None:
     tablet = open_tablet()
     stamps = []
     for now in (5000, 7000, 6000, 1000, 9000, 8999):
@@ -179,7 +187,9 @@ def test_bad_appends_are_refused(open_tablet: OpenTablet, make_batch: MakeBatch)
     assert tablet.append(good).base_offset == 0
 
 
-def test_corrupt_stored_batch_fails_its_read_only(open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches) -> None:
+def test_corrupt_stored_batch_fails_its_read_only(
+    open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches
+) -> None:
     tablet = open_tablet("a")
     other = open_tablet("b", name="shop.orders bucket 1")
     for _ in range(4):
@@ -201,7 +211,9 @@ def test_corrupt_stored_batch_fails_its_read_only(open_tablet: OpenTablet, make_
     assert other.append(make_batch(1)).base_offset == 20
 
 
-def test_async_mode_high_watermark_is_immediate(open_tablet: OpenTablet, make_batch: MakeBatch, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_async_mode_high_watermark_is_immediate(
+    open_tablet: OpenTablet, make_batch: MakeBatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tablet = open_tablet(flush_mode="async", flush_interval_ms=3_600_000)
     fsyncs: list[int] = []
     real_fsync = os.fsync
@@ -229,7 +241,9 @@ def test_high_watermark_callback(tmp_path: Path, make_batch: MakeBatch) -> None:
         assert seen == [2, 5], mode
 
 
-def test_group_commit_shares_fsyncs(open_tablet: OpenTablet, make_batch: MakeBatch, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_group_commit_shares_fsyncs(
+    open_tablet: OpenTablet, make_batch: MakeBatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tablet = open_tablet(segment_max_bytes=1 << 30)
     fsyncs = 0
     fsync_lock = threading.Lock()
@@ -270,7 +284,9 @@ def test_group_commit_shares_fsyncs(open_tablet: OpenTablet, make_batch: MakeBat
     assert fsyncs <= appends // 2, f"{fsyncs} fsyncs for {appends} appends"
 
 
-def test_sync_mode_high_watermark_is_the_flushed_offset(open_tablet: OpenTablet, make_batch: MakeBatch, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sync_mode_high_watermark_is_the_flushed_offset(
+    open_tablet: OpenTablet, make_batch: MakeBatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tablet = open_tablet()
     tablet.append(make_batch(2))
     broken = OSError(5, "Input/output error")
@@ -288,7 +304,9 @@ def test_sync_mode_high_watermark_is_the_flushed_offset(open_tablet: OpenTablet,
     assert tablet.high_watermark == 6
 
 
-def test_delete_segments_before_persists_log_start(open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches) -> None:
+def test_delete_segments_before_persists_log_start(
+    open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches
+) -> None:
     tablet = open_tablet(segment_max_bytes=1)  # one batch per segment
     for _ in range(5):
         tablet.append(make_batch(10))
@@ -309,7 +327,9 @@ def test_delete_segments_before_persists_log_start(open_tablet: OpenTablet, make
         reopened.read(39, 100)
 
 
-def test_read_snapshot_survives_a_concurrent_delete(open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches) -> None:
+def test_read_snapshot_survives_a_concurrent_delete(
+    open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches
+) -> None:
     tablet = open_tablet(segment_max_bytes=1)
     for _ in range(3):
         tablet.append(make_batch(10))
@@ -329,3 +349,40 @@ def test_closed_tablet_refuses_work(open_tablet: OpenTablet, make_batch: MakeBat
     with pytest.raises(StorageError, match="closed"):
         tablet.read(0, 100)
     assert not tablet.maybe_roll_by_age()
+
+
+def test_close_during_concurrent_appends_keeps_every_acknowledged_record(
+    open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches
+) -> None:
+    tablet = open_tablet(segment_max_bytes=5000)
+    acknowledged: list[AppendResult] = []
+    refused: list[str] = []
+    some_written = threading.Event()
+
+    def produce() -> None:
+        batch = make_batch(3)
+        while True:
+            try:
+                acknowledged.append(tablet.append(batch))
+            except StorageError as exc:
+                refused.append(str(exc))
+                return
+            some_written.set()
+
+    workers = [threading.Thread(target=produce) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    some_written.wait()
+    tablet.close()
+    for worker in workers:
+        worker.join()
+    assert len(refused) == 4 and all("closed" in message for message in refused)
+
+    reopened = open_tablet(segment_max_bytes=5000)
+    assert reopened.log_end_offset == 3 * len(acknowledged)
+    offset, stored = 0, []
+    while offset < reopened.high_watermark:
+        for base, count, _ in batches(reopened.read(offset, 1 << 20).records):
+            stored.append(base)
+            offset = base + count
+    assert stored == sorted(r.base_offset for r in acknowledged)

@@ -1,0 +1,301 @@
+"""The data commands of the CLI (`table`, `produce`, `scan`, `offsets`) against a real server.
+
+Most tests call ``main([...])`` in-process (fast, capsys captures the output); the subprocess tests
+prove that ``python -m lakelog`` works as a user runs it, including ``LAKELOG_BOOTSTRAP`` and stdin.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lakelog.cli.main import main
+from lakelog.cli.produce_command import Progress
+from lakelog.cli.schema_text import format_schema, parse_schema
+from lakelog.errors import InvalidTableError
+from lakelog.server.server_process import ServerProcess
+
+RICH_SCHEMA_TEXT = (
+    "id:int64 not null,name:string,amount:decimal(10,2),price:float64,qty:int32,"
+    "ok:bool,day:date32,ts:timestamp[ms, tz=UTC],raw:binary"
+)
+RICH_SCHEMA = parse_schema(RICH_SCHEMA_TEXT)
+EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with ServerProcess({"data.dir": str(tmp_path_factory.mktemp("cli-data")), "server.port": 0}) as process:
+        yield process
+
+
+class Cli:
+    """Runs ``main`` in-process against the test server; returns (exit code, stdout, stderr)."""
+
+    def __init__(self, server: ServerProcess, capsys: pytest.CaptureFixture[str]) -> None:
+        self.address = server.address
+        self.capsys = capsys
+
+    def __call__(self, *argv: str) -> tuple[int, str, str]:
+        self.capsys.readouterr()
+        code = main([*argv, "--bootstrap", self.address])
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    def ok(self, *argv: str) -> str:
+        code, out, err = self(*argv)
+        assert code == 0, err
+        return out
+
+    def jsonl(self, *argv: str) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.ok("scan", *argv, "--output", "jsonl").splitlines()]
+
+
+@pytest.fixture
+def cli(server: ServerProcess, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(server, capsys)
+
+
+def rich_row(i: int) -> dict[str, Any]:
+    """Row ``i`` as Python values; every tenth row has nulls where the schema allows them."""
+    blank = i % 10 == 0
+    return {
+        "id": i,
+        "name": f"name-{i}",
+        "amount": None if blank else Decimal(f"{i}.{i % 100:02d}"),
+        "price": None if blank else i * 0.25,
+        "qty": None if blank else i % 7 - 3,
+        "ok": None if blank else i % 2 == 0,
+        "day": None if blank else date(2024, 1, 1) + timedelta(days=i),
+        "ts": None if blank else EPOCH + timedelta(seconds=i, milliseconds=i % 1000),
+        "raw": None if blank else f"r{i}".encode(),
+    }
+
+
+def expected_json(i: int) -> dict[str, Any]:
+    """What ``scan --output jsonl`` must print for row ``i`` (ISO times, exact decimals, base64)."""
+    row = rich_row(i)
+    return {
+        **row,
+        "amount": None if row["amount"] is None else str(row["amount"]),
+        "day": None if row["day"] is None else row["day"].isoformat(),
+        "ts": None if row["ts"] is None else row["ts"].isoformat(),
+        "raw": None if row["raw"] is None else base64.b64encode(row["raw"]).decode(),
+    }
+
+
+def write_csv(path: Path, ids: range) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(RICH_SCHEMA.names)
+        for i in ids:
+            row = rich_row(i)
+            cells = {**row, "ts": row["ts"].isoformat() if row["ts"] else None, "raw": row["raw"].decode() if row["raw"] else None}
+            writer.writerow(["" if cells[name] is None else cells[name] for name in RICH_SCHEMA.names])
+
+
+def write_jsonl(path: Path, ids: range) -> None:
+    path.write_text("".join(json.dumps(expected_json(i)) + "\n" for i in ids))
+
+
+def write_parquet(path: Path, ids: range) -> None:
+    table = pa.Table.from_pylist([rich_row(i) for i in ids], schema=RICH_SCHEMA)
+    pq.write_table(table, path, row_group_size=64)
+
+
+def check_records(records: list[dict[str, Any]], ids: set[int]) -> None:
+    """Every id exactly once and every value exactly as produced."""
+    assert sorted(r["id"] for r in records) == sorted(ids)
+    for record in records:
+        columns = {key: value for key, value in record.items() if not key.startswith("__")}
+        assert isinstance(record["__timestamp"], int) and record["__timestamp"] > 0
+        assert columns == expected_json(record["id"])
+
+
+def offsets_by_bucket(records: list[dict[str, Any]]) -> dict[int, list[int]]:
+    result: dict[int, list[int]] = {}
+    for record in records:
+        result.setdefault(record["__bucket"], []).append(record["__offset"])
+    return result
+
+
+def test_schema_text_round_trip_and_errors() -> None:
+    schema = parse_schema(RICH_SCHEMA_TEXT + ",big:decimal(50,3),t:timestamp[us],z:TIMESTAMP[ms, tz=Europe/Paris],x:int,s:int8")
+    assert schema.field("id").nullable is False
+    assert schema.field("amount").type == pa.decimal128(10, 2)
+    assert schema.field("big").type == pa.decimal256(50, 3)
+    assert schema.field("z").type == pa.timestamp("ms", tz="Europe/Paris")
+    assert schema.field("x").type == pa.int32()
+    assert parse_schema(format_schema(schema)) == schema
+    with pytest.raises(InvalidTableError, match="unknown type 'varchar' for column 'name'"):
+        parse_schema("id:int64,name:varchar")
+    with pytest.raises(InvalidTableError, match="not NAME:TYPE"):
+        parse_schema("id")
+
+
+def test_create_produce_all_formats_and_scan_back(cli: Cli, tmp_path: Path) -> None:
+    out = cli.ok("table", "create", "shop.rich", "--schema", RICH_SCHEMA_TEXT, "--buckets", "3", "--property", "table.log.ttl=7d")
+    assert "created table shop.rich" in out
+    write_csv(tmp_path / "a.csv", range(0, 300))
+    write_jsonl(tmp_path / "b.jsonl", range(300, 500))
+    write_parquet(tmp_path / "c.parquet", range(500, 750))
+
+    assert cli.ok("produce", "shop.rich", "--file", str(tmp_path / "a.csv")).strip() == "produced 300 records to shop.rich"
+    assert "produced 200 records" in cli.ok("produce", "shop.rich", "--file", str(tmp_path / "b.jsonl"), "--batch-rows", "64")
+    assert "produced 250 records" in cli.ok("produce", "shop.rich", "--file", str(tmp_path / "c.parquet"), "--batch-rows", "50")
+
+    records = cli.jsonl("shop.rich")
+    offsets = offsets_by_bucket(records)
+    assert set(offsets) <= {0, 1, 2}
+    for bucket, seen in offsets.items():
+        assert seen == list(range(len(seen))), f"bucket {bucket} offsets not contiguous"
+    check_records(records, set(range(750)))
+
+    latest = dict(line.split() for line in cli.ok("offsets", "shop.rich").splitlines())
+    assert {int(b): int(o) for b, o in latest.items()} == {b: len(offsets.get(b, [])) for b in range(3)}
+    assert cli.ok("offsets", "shop.rich", "--earliest", "--bucket", "1").splitlines() == ["1 0"]
+
+
+def test_produce_stdin_and_scan_options(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli.ok("table", "create", "shop.opts", "--schema", RICH_SCHEMA_TEXT)
+    write_jsonl(tmp_path / "first.jsonl", range(0, 20))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO((tmp_path / "first.jsonl").read_bytes())))
+    assert "produced 20 records" in cli.ok("produce", "shop.opts", "--file", "-", "--format", "jsonl")
+    first = cli.jsonl("shop.opts")
+    time.sleep(0.05)  # the second produce gets a later commit timestamp
+    write_csv(tmp_path / "second.csv", range(20, 30))
+    cli.ok("produce", "shop.opts", "--file", str(tmp_path / "second.csv"))
+
+    projected = cli.jsonl("shop.opts", "--columns", "name,id")
+    assert [list(r) for r in projected[:1]] == [["__bucket", "__offset", "__timestamp", "name", "id"]]
+    assert [(r["id"], r["name"]) for r in projected] == [(i, f"name-{i}") for i in range(30)]
+
+    from_offset = cli.jsonl("shop.opts", "--offset", "25", "--bucket", "0")
+    assert [r["__offset"] for r in from_offset] == [25, 26, 27, 28, 29]
+    assert [r["id"] for r in from_offset] == [25, 26, 27, 28, 29]
+
+    after_first = max(r["__timestamp"] for r in first) + 1
+    assert [r["id"] for r in cli.jsonl("shop.opts", "--timestamp", str(after_first))] == list(range(20, 30))
+    assert cli.ok("offsets", "shop.opts", "--timestamp", str(after_first)).splitlines() == ["0 20"]
+    assert cli.ok("offsets", "shop.opts", "--latest").splitlines() == ["0 30"]
+    assert cli.ok("offsets", "shop.opts", "--timestamp", "2000-01-01T00:00:00Z").splitlines() == ["0 0"]
+
+    limited = cli.jsonl("shop.opts", "--max-records", "7")
+    assert [r["__offset"] for r in limited] == list(range(7))
+
+    table = cli.ok("scan", "shop.opts", "--columns", "id,name,ok", "--max-records", "3").splitlines()
+    assert table[0].split() == ["__bucket", "__offset", "__timestamp", "id", "name", "ok"]
+    assert table[2].split()[3:] == ["0", "name-0", "null"] and table[3].split()[3:] == ["1", "name-1", "false"]
+    assert len({line.index("name-") for line in table[2:]}) == 1, "columns are aligned"
+
+
+def test_describe_list_and_drop(cli: Cli) -> None:
+    cli.ok("table", "create", "inventory.items", "--schema", "sku:string not null,count:int32", "--buckets", "2", "--property", "owner=ops")
+    code, _, err = cli("table", "create", "inventory.items", "--schema", "sku:string")
+    assert code == 1 and "TableAlreadyExistError" in err
+    cli.ok("table", "create", "inventory.items", "--schema", "sku:string", "--if-not-exists")
+
+    described = cli.ok("table", "describe", "inventory.items")
+    assert "inventory.items" in described and "buckets:    2" in described
+    assert any(line.split() == ["sku", "string", "no"] for line in described.splitlines())
+    assert "owner = ops" in described
+    bucket_rows = [line.split() for line in described.split("\nbuckets:\n")[1].splitlines()[2:]]
+    assert [row[:3] for row in bucket_rows] == [["0", "0", "0"], ["1", "0", "0"]]
+
+    assert "inventory.items" in cli.ok("table", "list").splitlines()
+    assert cli.ok("table", "list", "inventory").splitlines() == ["inventory.items"]
+    assert cli.ok("table", "drop", "inventory.items").strip() == "dropped table inventory.items"
+    assert cli.ok("table", "list", "inventory").splitlines() == []
+
+
+def test_errors_exit_1_with_a_clear_message(cli: Cli, tmp_path: Path) -> None:
+    code, out, err = cli("table", "create", "shop.bad", "--schema", "id:int64,name:varchar(10)")
+    assert code == 1 and out == ""
+    assert err.strip().startswith("lakelog: InvalidTableError: unknown type 'varchar(10)' for column 'name'")
+
+    for argv in (("scan", "shop.nope"), ("offsets", "shop.nope"), ("table", "describe", "shop.nope"), ("table", "drop", "shop.nope")):
+        code, _, err = cli(*argv)
+        assert code == 1 and "TableNotExistError" in err and "shop.nope" in err, argv
+
+    code, _, err = cli("scan", "bad name.x")
+    assert code == 1 and "InvalidNameError" in err
+
+    cli.ok("table", "create", "shop.strict", "--schema", "id:int64,amount:float64")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1, "amount": 2.5}\n{"id": 2.5, "amount": 1}\n')
+    code, _, err = cli("produce", "shop.strict", "--file", str(bad))
+    assert code == 1 and "line 2" in err and "'id'" in err
+    extra = tmp_path / "extra.csv"
+    extra.write_text("id,amount,colour\n1,2.0,red\n")
+    code, _, err = cli("produce", "shop.strict", "--file", str(extra))
+    assert code == 1 and "colour" in err
+    code, _, err = cli("produce", "shop.strict", "--file", str(tmp_path / "missing.csv"))
+    assert code == 1 and "no such file" in err
+    code, _, err = cli("produce", "shop.strict", "--file", str(tmp_path / "data.txt"))
+    assert code == 1 and "--format" in err
+    code, _, err = cli("scan", "shop.strict", "--bucket", "5")
+    assert code == 1 and "UnknownBucketError" in err
+
+
+def test_progress_lines_are_plain_lines() -> None:
+    stream = io.StringIO()
+    progress = Progress("shop.orders", stream, interval_s=0)
+    progress.add(10)
+    progress.add(5)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 and "\r" not in stream.getvalue()
+    assert lines[-1].startswith("lakelog produce: 15 records to shop.orders")
+
+
+def _lakelog(server: ServerProcess, *argv: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LAKELOG_BOOTSTRAP": server.address}
+    return subprocess.run([sys.executable, "-m", "lakelog", *argv], env=env, capture_output=True, text=True, timeout=120, **kwargs)
+
+
+def test_python_m_lakelog_subprocess(server: ServerProcess) -> None:
+    created = _lakelog(server, "table", "create", "sub.events", "--schema", "id:int64,msg:string", "--buckets", "2")
+    assert created.returncode == 0, created.stderr
+    produced = _lakelog(server, "produce", "sub.events", "--file", "-", "--format", "csv", input='id,msg\n1,hello\n2,world\n3,""\n4,\n')
+    assert produced.returncode == 0 and produced.stdout.strip() == "produced 4 records to sub.events", produced.stderr
+    scanned = _lakelog(server, "scan", "sub.events", "--output", "jsonl")
+    assert scanned.returncode == 0, scanned.stderr
+    rows = [json.loads(line) for line in scanned.stdout.splitlines()]
+    # as in PostgreSQL's CSV: a quoted "" is an empty string, an empty field is null
+    assert sorted((r["id"], r["msg"]) for r in rows) == [(1, "hello"), (2, "world"), (3, ""), (4, None)]
+
+    failed = _lakelog(server, "scan", "sub.nope")
+    assert failed.returncode == 1 and failed.stdout == ""
+    assert failed.stderr.strip() == "lakelog: TableNotExistError: table sub.nope does not exist"
+
+
+def test_scan_follow_sees_records_produced_after_it_started(server: ServerProcess, tmp_path: Path) -> None:
+    assert _lakelog(server, "table", "create", "sub.live", "--schema", "id:int64").returncode == 0
+    env = {**os.environ, "LAKELOG_BOOTSTRAP": server.address}
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "lakelog", "scan", "sub.live", "--follow", "--max-records", "3", "--output", "jsonl", "--timeout-ms", "200"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        time.sleep(2)  # the follower is subscribed to an empty table by now
+        (tmp_path / "live.jsonl").write_text('{"id": 1}\n{"id": 2}\n{"id": 3}\n')
+        assert _lakelog(server, "produce", "sub.live", "--file", str(tmp_path / "live.jsonl")).returncode == 0
+        out, err = follower.communicate(timeout=60)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+    assert follower.returncode == 0, err
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [1, 2, 3]
