@@ -5,6 +5,10 @@ poll consumes the previous one, so the network and the servers work while the ca
 records. A bucket with a fetch in flight or an unconsumed answer is never fetched again, and an
 answer whose offset no longer matches the bucket's position (re-subscribed meanwhile) is dropped,
 so no record is returned twice.
+
+An answer that points at remote log segments starts a :class:`RemoteLogReader`: the client reads
+those segments from remote storage itself, over as many polls as they take, and only then fetches
+the bucket from the server again, at the offset where the segments ended.
 """
 
 from __future__ import annotations
@@ -26,7 +30,10 @@ from lakelog.rpc.status import error_from_rpc
 from lakelog.client.metadata import MetadataCache
 from lakelog.client.rpc_client import RpcClient
 from lakelog.client.scanner.completed_fetch import decode_records
-from lakelog.client.scanner.scan_records import OFFSET_COLUMN
+from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader
+from lakelog.client.scanner.remote_log_fetch_info import RemoteLogFetchInfo, RemoteLogSegment
+from lakelog.client.scanner.remote_log_reader import RemoteLogReader
+from lakelog.client.scanner.scan_records import OFFSET_COLUMN, with_meta_fields
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +48,25 @@ class CompletedFetch:
     high_watermark: int = -1
     log_start_offset: int = -1
     error: LakelogError | None = None
+    remote: RemoteLogFetchInfo | None = None
+
+
+def remote_fetch_info(item: pb.PbFetchLogRespForBucket) -> RemoteLogFetchInfo | None:
+    """The answer's remote segments as the reader's own types; None when it points at none."""
+    if not item.HasField("remote_log_fetch_info") or not item.remote_log_fetch_info.remote_log_segments:
+        return None
+    info = item.remote_log_fetch_info
+    segments = tuple(
+        RemoteLogSegment(
+            s.remote_log_segment_id,
+            s.remote_log_start_offset,
+            s.remote_log_end_offset,
+            s.segment_size_in_bytes,
+            s.max_timestamp,
+        )
+        for s in info.remote_log_segments
+    )
+    return RemoteLogFetchInfo(info.remote_log_tablet_dir, segments, info.first_start_pos, info.partition_name)
 
 
 @dataclass(frozen=True)
@@ -63,7 +89,7 @@ class LogFetcher:
     ) -> None:
         self._info = info
         self._projection = projection or []
-        self._schema = projected_schema
+        self._out_schema = with_meta_fields(projected_schema)
         self._rpc = rpc
         self._metadata = metadata
         self._max_bytes = conf.get("client.scanner.fetch.max-bytes")
@@ -76,6 +102,11 @@ class LogFetcher:
         self._retry_at: dict[int, float] = {}
         self._cond = threading.Condition()
         self._stale_metadata = False
+        self._remote_reads: dict[int, RemoteLogReader] = {}
+        self._downloader = RemoteLogDownloader(
+            conf.with_prefix("remote.fs."), conf.get("client.scanner.remote-log.prefetch-num"), self._wake
+        )
+        self._deferred_error: LakelogError | None = None
 
     # subscriptions
 
@@ -83,11 +114,21 @@ class LogFetcher:
         with self._cond:
             self.positions[bucket] = offset
             self._completed.pop(bucket, None)
+        self._drop_remote(bucket)
 
     def unsubscribe(self, bucket: int) -> None:
         with self._cond:
             self.positions.pop(bucket, None)
             self._completed.pop(bucket, None)
+        self._drop_remote(bucket)
+
+    def remote_read_stats(self) -> dict[str, int]:
+        return self._downloader.bytes_read()
+
+    def close(self) -> None:
+        for bucket in list(self.positions):
+            self.unsubscribe(bucket)
+        self._downloader.close()
 
     # sending
 
@@ -98,7 +139,8 @@ class LogFetcher:
         by_leader: dict[ServerNode, list[tuple[int, int]]] = defaultdict(list)
         with self._cond:
             for bucket, offset in self.positions.items():
-                if bucket in self._in_flight or bucket in self._completed or self._retry_at.get(bucket, 0) > now:
+                busy = bucket in self._in_flight or bucket in self._completed or bucket in self._remote_reads
+                if busy or self._retry_at.get(bucket, 0) > now:
                     continue
                 try:
                     node = self._metadata.leader(self._info.table_id, bucket)
@@ -156,6 +198,7 @@ class LogFetcher:
                         item.high_watermark,
                         item.log_start_offset,
                         error,
+                        None if error else remote_fetch_info(item),
                     )
                 )
         self._complete(completed)
@@ -170,13 +213,22 @@ class LogFetcher:
 
     # collecting
 
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
     def wait(self, timeout_s: float) -> None:
         with self._cond:
-            if not self._completed:
+            if not self._completed and not any(reader.ready() for reader in self._remote_reads.values()):
                 self._cond.wait(timeout_s)
 
     def collect(self) -> FetchedBatch:
-        """Decode every buffered answer and advance positions over the records returned."""
+        """Decode every buffered answer and downloaded remote batch, and advance positions over the
+        records returned. An error after some records were taken is raised by the next call, so
+        those records are returned and no position moves past records the caller never got."""
+        if self._deferred_error is not None:
+            error, self._deferred_error = self._deferred_error, None
+            raise error
         with self._cond:
             completed, self._completed = self._completed, {}
         tables: dict[int, pa.Table] = {}
@@ -188,23 +240,71 @@ class LogFetcher:
                     self._handle_error(fetch)
                     continue
                 high_watermarks[bucket] = fetch.high_watermark
-                if not fetch.records:
-                    continue
-                table = decode_records(
-                    fetch.records, bucket, fetch.fetch_offset, self._schema, f"{self._info.path} bucket {bucket}"
-                )
-                if table.num_rows:
-                    self._check_contiguous(bucket, fetch.fetch_offset, table)
-                    with self._cond:
-                        if self.positions.get(bucket) != fetch.fetch_offset:
-                            continue
-                        self.positions[bucket] = fetch.fetch_offset + table.num_rows
-                    tables[bucket] = table
+                if fetch.remote is not None:
+                    self._start_remote(bucket, fetch, fetch.remote)
+                elif fetch.records:
+                    where = f"{self._info.path} bucket {bucket}"
+                    table = decode_records(fetch.records, bucket, fetch.fetch_offset, self._out_schema, where)
+                    self._accept(bucket, fetch.fetch_offset, table, tables)
+            with self._cond:
+                remote_reads = sorted(self._remote_reads.items())
+            for bucket, reader in remote_reads:
+                self._read_remote(bucket, reader, tables, high_watermarks)
+        except LakelogError as error:
+            if not tables:
+                raise
+            self._deferred_error = error
         finally:
             with self._cond:
                 for bucket, fetch in completed.items():
                     self._completed.setdefault(bucket, fetch)
         return FetchedBatch(tables, high_watermarks)
+
+    def _accept(self, bucket: int, fetch_offset: int, table: pa.Table, tables: dict[int, pa.Table]) -> None:
+        """Return ``table`` and move the bucket past it, unless the bucket was re-subscribed meanwhile."""
+        if not table.num_rows:
+            return
+        self._check_contiguous(bucket, fetch_offset, table)
+        with self._cond:
+            if self.positions.get(bucket) != fetch_offset:
+                return
+            self.positions[bucket] = fetch_offset + table.num_rows
+        tables[bucket] = table
+
+    def _start_remote(self, bucket: int, fetch: CompletedFetch, remote: RemoteLogFetchInfo) -> None:
+        reader = RemoteLogReader(
+            remote,
+            fetch.fetch_offset,
+            self._downloader,
+            bucket,
+            self._out_schema,
+            self._projection or None,
+            f"{self._info.path} bucket {bucket}",
+            fetch.high_watermark,
+        )
+        with self._cond:
+            self._remote_reads[bucket] = reader
+
+    def _read_remote(
+        self, bucket: int, reader: RemoteLogReader, tables: dict[int, pa.Table], high_watermarks: dict[int, int]
+    ) -> None:
+        """Take the next downloaded records of ``bucket``. A failed read is dropped with the position
+        unchanged, so the next poll asks the server again where to continue."""
+        high_watermarks[bucket] = reader.high_watermark
+        try:
+            offset = reader.next_offset
+            self._accept(bucket, offset, reader.read(self._bucket_bytes), tables)
+        except LakelogError:
+            self._drop_remote(bucket)
+            raise
+        if reader.done:
+            self._drop_remote(bucket)
+
+    def _drop_remote(self, bucket: int) -> None:
+        with self._cond:
+            reader = self._remote_reads.pop(bucket, None)
+        if reader is not None:
+            reader.close()
 
     def _check_contiguous(self, bucket: int, fetch_offset: int, table: pa.Table) -> None:
         offsets = table.column(OFFSET_COLUMN)

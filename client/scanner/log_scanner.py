@@ -88,9 +88,14 @@ class LogScanner:
         """Like :meth:`poll`, as one Arrow table with ``__bucket``, ``__offset`` and ``__timestamp``."""
         return self.poll(timeout_ms).to_arrow()
 
+    def remote_read_stats(self) -> dict[str, int]:
+        """Bytes this scanner read from remote storage, per remote log segment id: what a caller
+        checks to see that remote reads start at the fetched batch, not at the segment's start."""
+        return self._fetcher.remote_read_stats()
+
     def close(self) -> None:
-        for bucket in list(self._fetcher.positions):
-            self._fetcher.unsubscribe(bucket)
+        """Unsubscribe everything, stop remote downloads and delete their temp files."""
+        self._fetcher.close()
 
     def __enter__(self) -> "LogScanner":
         return self

@@ -131,6 +131,17 @@ class LogSegment:
             yield position, header
             position += header.size
 
+    def iter_batches(self) -> Iterator[tuple[int, BatchHeader]]:
+        """Position and header of every batch, oldest first: what the remote tier builds its
+        dense indexes from when it uploads a rolled segment."""
+        return self._headers(0, self.size)
+
+    def iter_chunks(self, chunk_size: int) -> Iterator[bytes]:
+        """The ``.log`` bytes in chunks of at most ``chunk_size``, so an upload never holds a whole
+        segment in memory; read through the open descriptor, so a concurrent delete cannot cut it."""
+        for position in range(0, self.size, chunk_size):
+            yield self._pread(min(chunk_size, self.size - position), position)
+
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the batch holding ``offset``; None past the segment's end."""
         for position, header in self._headers(self.offset_index.lookup(offset), self.size):

@@ -1,0 +1,76 @@
+"""The per-bucket manifest: the one record of which remote segments exist.
+
+It is immutable here: every change makes a new manifest with the next version, which the storage
+writes atomically, so a reader sees the old list or the new one, never half of each.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_right
+from dataclasses import asdict, dataclass
+
+from lakelog.errors import RemoteStorageError
+
+MANIFEST_FILE = "manifest.json"
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLogSegment:
+    """One uploaded segment: offsets ``[start_offset, end_offset)``, stored under ``segment_id``."""
+
+    segment_id: str
+    start_offset: int
+    end_offset: int
+    max_timestamp: int
+    size_in_bytes: int
+
+
+@dataclass(frozen=True)
+class RemoteLogManifest:
+    """The remote segments of one bucket, oldest first and contiguous; ``version`` counts writes."""
+
+    version: int = 0
+    segments: tuple[RemoteLogSegment, ...] = ()
+
+    @property
+    def start_offset(self) -> int:
+        """The first remote offset, -1 when the remote tier is empty."""
+        return self.segments[0].start_offset if self.segments else -1
+
+    @property
+    def end_offset(self) -> int:
+        """The offset after the last remote record (exclusive), -1 when the remote tier is empty."""
+        return self.segments[-1].end_offset if self.segments else -1
+
+    def index_of(self, offset: int) -> int | None:
+        """Index in :attr:`segments` of the segment holding ``offset``, None outside the range."""
+        index = bisect_right(self.segments, offset, key=lambda segment: segment.start_offset) - 1
+        return index if index >= 0 and offset < self.segments[index].end_offset else None
+
+    def appended(self, segment: RemoteLogSegment) -> RemoteLogManifest:
+        return RemoteLogManifest(self.version + 1, (*self.segments, segment))
+
+    def without_oldest(self, count: int) -> RemoteLogManifest:
+        return RemoteLogManifest(self.version + 1, self.segments[count:])
+
+    def to_json(self) -> bytes:
+        return json.dumps({"version": self.version, "segments": [asdict(s) for s in self.segments]}).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> RemoteLogManifest:
+        try:
+            raw = json.loads(data)
+            segments = tuple(
+                RemoteLogSegment(
+                    str(s["segment_id"]),
+                    int(s["start_offset"]),
+                    int(s["end_offset"]),
+                    int(s["max_timestamp"]),
+                    int(s["size_in_bytes"]),
+                )
+                for s in raw["segments"]
+            )
+            return cls(int(raw["version"]), segments)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RemoteStorageError(f"{where}: not a remote log manifest: {exc!r}") from None
