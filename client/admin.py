@@ -1,4 +1,4 @@
-"""Admin: databases, tables, offsets and bucket descriptions."""
+"""Admin: databases, tables, offsets, bucket descriptions and lake snapshots."""
 
 from __future__ import annotations
 
@@ -7,7 +7,17 @@ from collections import defaultdict
 from typing import Any, Callable, Iterable
 
 from lakelog.errors import NetworkError, NotLeaderError, UnknownBucketError, error_from_code
-from lakelog.metadata import BucketInfo, OffsetSpec, ServerNode, TableDescriptor, TableInfo, TablePath, schema_to_bytes
+from lakelog.lake.lake_config import LakeConfig
+from lakelog.metadata import (
+    BucketInfo,
+    LakeSnapshot,
+    OffsetSpec,
+    ServerNode,
+    TableDescriptor,
+    TableInfo,
+    TablePath,
+    schema_to_bytes,
+)
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.client.metadata import MetadataCache
@@ -143,3 +153,33 @@ class Admin:
                 )
         return dict(sorted(described.items()))
 
+    # lake
+
+    def get_lake_snapshot(self, path: TablePath) -> LakeSnapshot:
+        """The latest lake snapshot the coordinator knows for ``path``, with each bucket's lake range.
+
+        Raises :class:`LakeSnapshotNotExistError` while no tiering round has committed.
+        """
+        response = self._coordinator("GetLakeSnapshot", pb.GetLakeSnapshotRequest(table_path=codec.path_to_pb(path)))
+        return codec.lake_snapshot_from_pb(response.snapshot_id, response.bucket_snapshots)  # type: ignore[attr-defined]
+
+    def get_lake_config(self) -> LakeConfig:
+        """The cluster's lake format and catalog properties, without secrets."""
+        return codec.lake_config_from_pb(self._coordinator("GetLakeConfig", pb.GetLakeConfigRequest()))  # type: ignore[arg-type]
+
+    def commit_lake_snapshot(self, path: TablePath, snapshot: LakeSnapshot) -> None:
+        """Tell the coordinator about a lake snapshot committed to Iceberg (the tiering job's call).
+
+        Raises :class:`StaleLakeSnapshotError` if the coordinator already holds a newer one.
+        """
+        info = self._metadata.table(path)
+        request = pb.CommitLakeTableSnapshotRequest(
+            tables_req=[
+                pb.PbLakeTableSnapshotInfo(
+                    table_id=info.table_id, snapshot_id=snapshot.snapshot_id, buckets_req=codec.lake_buckets_to_pb(snapshot)
+                )
+            ]
+        )
+        for item in self._coordinator("CommitLakeTableSnapshot", request).table_resp:  # type: ignore[attr-defined]
+            if item.error_code:
+                raise error_from_code(item.error_code, item.error_message)

@@ -138,6 +138,19 @@ class LakeDataError(LakelogError):
     code = 26
 
 
+class LakeSnapshotNotExistError(LakelogError):
+    """A lake-enabled table no tiering round has committed yet, so it has no lake snapshot."""
+
+    code = 27
+
+
+class StaleLakeSnapshotError(LakelogError):
+    """A lake snapshot commit that would move a bucket's lake end offset backwards; the coordinator
+    already holds a newer snapshot (a racing tiering job committed after this one)."""
+
+    code = 28
+
+
 class UnknownServerError(LakelogError):
     """An unexpected failure on a server; its message is the server's own."""
 

@@ -128,6 +128,24 @@ class BucketInfo:
     lake_log_end_offset: int = -1
 
 
+@dataclass(frozen=True, slots=True)
+class LakeBucketOffset:
+    """What a lake snapshot holds of one bucket: offsets ``[log_start_offset, log_end_offset)`` and
+    the largest commit timestamp among them (-1 when unknown)."""
+
+    log_start_offset: int
+    log_end_offset: int
+    log_max_timestamp: int = -1
+
+
+@dataclass(frozen=True)
+class LakeSnapshot:
+    """A committed lake (Iceberg) snapshot and, per bucket, the log range it holds."""
+
+    snapshot_id: int
+    bucket_offsets: Mapping[int, LakeBucketOffset] = field(default_factory=dict)
+
+
 class OffsetType(IntEnum):
     EARLIEST = 0
     LATEST = 1

@@ -58,6 +58,9 @@ def file_system(location: RemoteLocation, settings: Mapping[str, str]) -> pafs.F
         "connect_timeout": float(settings.get("s3.connect-timeout", "3")),
         "request_timeout": float(settings.get("s3.request-timeout", "10")),
         "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=int(settings.get("s3.max-attempts", "2"))),
+        # A write smaller than one multipart part becomes a single PUT: a small object (a manifest)
+        # is replaced in one request, and no upload is left half-initiated by an early failure.
+        "allow_delayed_open": True,
     }
     if endpoint:
         parsed = urlparse(endpoint if "://" in endpoint else f"http://{endpoint}")

@@ -1,12 +1,15 @@
-"""The coordinator role: the SQLite metadata store and the coordinator logic behind its service."""
+"""The coordinator role: the SQLite metadata store, the lake configuration and the coordinator logic
+behind its service."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from lakelog.config import Configuration
+from lakelog.lake.lake_config import LakeConfig
 from lakelog.metadata import ServerNode
 from lakelog.server.coordinator.coordinator import Coordinator
+from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore
 from lakelog.server.rpc.coordinator_service import CoordinatorService
 from lakelog.server.rpc.tablet_client import GrpcTabletNotifier
@@ -16,7 +19,7 @@ class CoordinatorRole:
     def __init__(self, conf: Configuration, data_dir: Path) -> None:
         self.store = MetadataStore(data_dir / "coordinator" / "metadata.db")
         self._notifier = GrpcTabletNotifier(conf.get("rpc.max-message-size"))
-        self.coordinator = Coordinator(self.store, self._notifier)
+        self.coordinator = Coordinator(self.store, self._notifier, LakeTables(LakeConfig.from_configuration(conf, data_dir)))
 
     def service(self, node: ServerNode) -> CoordinatorService:
         return CoordinatorService(self.coordinator, node)

@@ -1,4 +1,5 @@
-"""The tablet server role: bucket logs, the replica manager, registration with the coordinator."""
+"""The tablet server role: bucket logs, their remote tier, the replica manager, registration with
+the coordinator."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from lakelog.metadata import ServerNode
 from lakelog.server.coordinator.coordinator import TableAssignment
 from lakelog.server.log.log_manager import LogManager
 from lakelog.server.log.log_tablet import LogConfig
+from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.replica.replica_manager import ReplicaManager
 from lakelog.server.rpc.coordinator_client import CoordinatorClient
 from lakelog.server.rpc.tablet_service import TabletService
@@ -32,7 +34,8 @@ class TabletServerRole:
         self.logs = LogManager(
             self._dir / "log", LogConfig.from_configuration(conf), on_high_watermark=self._on_high_watermark
         )
-        self.replicas = ReplicaManager(self.server_id, self.logs, self._resolve)
+        self.remote = RemoteLogManager.from_configuration(conf, data_dir)
+        self.replicas = ReplicaManager(self.server_id, self.logs, self._resolve, self.remote)
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick_loop, name="log-ticker", daemon=True)
 
@@ -80,13 +83,15 @@ class TabletServerRole:
     def _tick_loop(self) -> None:
         interval = min(self._conf.get("remote.log.task-interval"), 1000) / 1000
         while not self._stop.wait(interval):
-            try:
-                self.logs.tick()
-            except Exception:  # noqa: BLE001 - a failed tick is retried on the next one
-                log.exception("log maintenance failed")
+            for task in (self.logs.tick, self.remote.tick):  # the remote one keeps its own schedule
+                try:
+                    task()
+                except Exception:  # noqa: BLE001 - a failed tick is retried on the next one
+                    log.exception("log maintenance failed")
 
     def close(self) -> None:
         self._stop.set()
+        self.remote.close()
         if self._ticker.is_alive():
             self._ticker.join()
         self.logs.close_all()

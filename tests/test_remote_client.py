@@ -66,17 +66,9 @@ def build_segments(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.log"))[:-1]  # the last one is the empty active segment
 
 
-@pytest.fixture(params=["file", "s3"])
-def remote(request: pytest.FixtureRequest, tmp_path: Path) -> Remote:
-    settings: dict[str, str] = {}
-    if request.param == "s3":
-        moto_s3: MotoS3 = request.getfixturevalue("moto_s3")
-        tablet_dir = f"s3://{moto_s3.create_bucket()}/log/shop/orders-1/0"
-        settings = {"s3.endpoint": moto_s3.endpoint, "s3.region": "us-east-1"}
-    else:
-        tablet_dir = (tmp_path / "remote" / "orders-1" / "0").as_uri()
+def upload(tablet_dir: str, settings: dict[str, str], local: Path) -> Remote:
     segments, files = [], {}
-    for path in build_segments(tmp_path / "local"):
+    for path in build_segments(local):
         data = path.read_bytes()
         headers = [header for _, header in iter_headers(data)]
         segment = RemoteLogSegment(
@@ -91,6 +83,19 @@ def remote(request: pytest.FixtureRequest, tmp_path: Path) -> Remote:
         with fs.open_output_stream(uploaded.path(segment)) as out:
             out.write(files[segment.segment_id])
     return uploaded
+
+
+@pytest.fixture
+def s3_remote(moto_s3: MotoS3, tmp_path: Path) -> Remote:
+    settings = {"s3.endpoint": moto_s3.endpoint, "s3.region": "us-east-1"}
+    return upload(f"s3://{moto_s3.create_bucket()}/log/shop/orders-1/0", settings, tmp_path / "local")
+
+
+@pytest.fixture(params=["file", "s3"])
+def remote(request: pytest.FixtureRequest, tmp_path: Path) -> Remote:
+    if request.param == "s3":
+        return request.getfixturevalue("s3_remote")
+    return upload((tmp_path / "remote" / "orders-1" / "0").as_uri(), {}, tmp_path / "local")
 
 
 @pytest.fixture
@@ -219,7 +224,25 @@ def test_temp_files_are_deleted_as_consumed_and_on_close(
     assert list(temp.iterdir()) == []
 
 
-def test_s3_cut_mid_read_then_restore_continues_without_gap(
-    moto_s3: MotoS3, s3_outage, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    remote = request.getfixturevalue("remote") if False else None  # noqa: F841 - parametrized below
+def test_s3_cut_mid_read_then_restore_continues_without_gap(s3_remote: Remote, s3_outage) -> None:
+    downloader = RemoteLogDownloader(s3_remote.settings, prefetch_num=1, chunk_bytes=1000)
+    reader = reader_at(s3_remote, downloader, 0)
+    tables = []
+    deadline = time.monotonic() + 30
+    while reader.next_offset < s3_remote.segments[0].end_offset:
+        assert time.monotonic() < deadline
+        if reader.ready():
+            tables.append(reader.read(1))
+        else:
+            time.sleep(0.01)
+    s3_outage.cut()  # the next segment is not requested yet: prefetch 1
+    with pytest.raises(RemoteStorageError) as caught:
+        read_all(reader)
+    assert caught.value.retriable
+    assert s3_remote.segments[1].segment_id in str(caught.value)
+    position = reader.next_offset
+    reader.close()
+    s3_outage.restore()
+    tables.append(read_all(reader_at(s3_remote, downloader, position)))
+    downloader.close()
+    assert pa.concat_tables(tables).column("__offset").to_pylist() == list(range(BATCHES * ROWS_PER_BATCH))

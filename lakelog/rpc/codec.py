@@ -6,7 +6,18 @@ with these functions, and everything inside works on the dataclasses of lakelog.
 
 from __future__ import annotations
 
-from lakelog.metadata import ServerNode, TableInfo, TablePath, schema_from_bytes, schema_to_bytes
+from typing import Iterable
+
+from lakelog.lake.lake_config import LakeConfig
+from lakelog.metadata import (
+    LakeBucketOffset,
+    LakeSnapshot,
+    ServerNode,
+    TableInfo,
+    TablePath,
+    schema_from_bytes,
+    schema_to_bytes,
+)
 from lakelog.rpc import lakelog_api_pb2 as pb
 
 
@@ -70,3 +81,60 @@ def table_metadata_to_pb(info: TableInfo, leaders: dict[int, int]) -> pb.PbTable
 def table_metadata_from_pb(message: pb.PbTableMetadata) -> tuple[TableInfo, dict[int, int]]:
     leaders = {item.bucket_id: item.leader_id for item in message.bucket_metadata}
     return table_info_from_pb(message.table_info), leaders
+
+
+def lake_buckets_to_pb(snapshot: LakeSnapshot) -> list[pb.PbLakeTableOffsetForBucket]:
+    return [
+        pb.PbLakeTableOffsetForBucket(
+            bucket_id=bucket,
+            log_start_offset=o.log_start_offset,
+            log_end_offset=o.log_end_offset,
+            log_max_timestamp=o.log_max_timestamp,
+        )
+        for bucket, o in sorted(snapshot.bucket_offsets.items())
+    ]
+
+
+def lake_snapshot_from_pb(snapshot_id: int, buckets: Iterable[pb.PbLakeTableOffsetForBucket]) -> LakeSnapshot:
+    return LakeSnapshot(
+        snapshot_id,
+        {b.bucket_id: LakeBucketOffset(b.log_start_offset, b.log_end_offset, b.log_max_timestamp) for b in buckets},
+    )
+
+
+def lake_offsets_to_pb(tables: Iterable[tuple[int, LakeSnapshot]]) -> pb.NotifyLakeTableOffsetRequest:
+    """(table id, lake snapshot) pairs -> what NotifyLakeTableOffset and RegisterTabletServer carry."""
+    return pb.NotifyLakeTableOffsetRequest(
+        notify_buckets_req=[
+            pb.PbNotifyLakeTableOffsetReqForBucket(
+                table_id=table_id,
+                bucket_id=bucket,
+                snapshot_id=snapshot.snapshot_id,
+                log_start_offset=o.log_start_offset,
+                log_end_offset=o.log_end_offset,
+                log_max_timestamp=o.log_max_timestamp,
+            )
+            for table_id, snapshot in tables
+            for bucket, o in sorted(snapshot.bucket_offsets.items())
+        ]
+    )
+
+
+def lake_offsets_from_pb(message: pb.NotifyLakeTableOffsetRequest) -> list[tuple[int, LakeSnapshot]]:
+    """The reverse of :func:`lake_offsets_to_pb`: one lake snapshot per (table, snapshot id)."""
+    grouped: dict[tuple[int, int], dict[int, LakeBucketOffset]] = {}
+    for item in message.notify_buckets_req:
+        grouped.setdefault((item.table_id, item.snapshot_id), {})[item.bucket_id] = LakeBucketOffset(
+            item.log_start_offset, item.log_end_offset, item.log_max_timestamp
+        )
+    return [(table_id, LakeSnapshot(snapshot_id, buckets)) for (table_id, snapshot_id), buckets in grouped.items()]
+
+
+def lake_config_to_pb(config: LakeConfig) -> pb.GetLakeConfigResponse:
+    return pb.GetLakeConfigResponse(
+        datalake_format=config.format, catalog_properties=properties_to_pb(dict(config.catalog_properties))
+    )
+
+
+def lake_config_from_pb(message: pb.GetLakeConfigResponse) -> LakeConfig:
+    return LakeConfig(message.datalake_format, properties_from_pb(list(message.catalog_properties)))

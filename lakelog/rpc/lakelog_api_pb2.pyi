@@ -514,6 +514,18 @@ class GetLakeSnapshotResponse(_message.Message):
     bucket_snapshots: _containers.RepeatedCompositeFieldContainer[PbLakeTableOffsetForBucket]
     def __init__(self, table_id: _Optional[int] = ..., snapshot_id: _Optional[int] = ..., bucket_snapshots: _Optional[_Iterable[_Union[PbLakeTableOffsetForBucket, _Mapping]]] = ...) -> None: ...
 
+class GetLakeConfigRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetLakeConfigResponse(_message.Message):
+    __slots__ = ("datalake_format", "catalog_properties")
+    DATALAKE_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    CATALOG_PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    datalake_format: str
+    catalog_properties: _containers.RepeatedCompositeFieldContainer[PbKeyValue]
+    def __init__(self, datalake_format: _Optional[str] = ..., catalog_properties: _Optional[_Iterable[_Union[PbKeyValue, _Mapping]]] = ...) -> None: ...
+
 class NotifyLakeTableOffsetRequest(_message.Message):
     __slots__ = ("notify_buckets_req",)
     NOTIFY_BUCKETS_REQ_FIELD_NUMBER: _ClassVar[int]

@@ -91,6 +91,11 @@ class CoordinatorServiceStub:
                 request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeSnapshotRequest.SerializeToString,
                 response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeSnapshotResponse.FromString,
                 _registered_method=True)
+        self.GetLakeConfig = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/GetLakeConfig',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeConfigRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeConfigResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServiceServicer:
@@ -166,6 +171,14 @@ class CoordinatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetLakeConfig(self, request, context):
+        """The lake's format and catalog properties, secrets left out: what a client or a tiering job
+        needs to open the lake knowing only the bootstrap address.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -223,6 +236,11 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.GetLakeSnapshot,
                     request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeSnapshotRequest.FromString,
                     response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeSnapshotResponse.SerializeToString,
+            ),
+            'GetLakeConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLakeConfig,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeConfigRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeConfigResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -524,6 +542,33 @@ class CoordinatorService:
             '/lakelog.rpc.CoordinatorService/GetLakeSnapshot',
             lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeSnapshotRequest.SerializeToString,
             lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetLakeConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/GetLakeConfig',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeConfigRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeConfigResponse.FromString,
             options,
             channel_credentials,
             insecure,

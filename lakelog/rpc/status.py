@@ -18,6 +18,8 @@ _STATUS: dict[type[errors.LakelogError], grpc.StatusCode] = {
     errors.DatabaseNotExistError: grpc.StatusCode.NOT_FOUND,
     errors.TableNotExistError: grpc.StatusCode.NOT_FOUND,
     errors.UnknownBucketError: grpc.StatusCode.NOT_FOUND,
+    errors.LakeSnapshotNotExistError: grpc.StatusCode.NOT_FOUND,
+    errors.StaleLakeSnapshotError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.DatabaseAlreadyExistError: grpc.StatusCode.ALREADY_EXISTS,
     errors.TableAlreadyExistError: grpc.StatusCode.ALREADY_EXISTS,
     errors.DatabaseNotEmptyError: grpc.StatusCode.FAILED_PRECONDITION,

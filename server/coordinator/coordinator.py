@@ -1,4 +1,5 @@
-"""The coordinator's logic: catalog operations, bucket placement and telling tablet servers what they lead.
+"""The coordinator's logic: catalog operations, bucket placement, lake snapshot bookkeeping and
+telling tablet servers what they lead and what the lake holds.
 
 Plain Python, no gRPC: the RPC handlers in lakelog.server.rpc call these methods, and tests can too.
 """
@@ -14,11 +15,16 @@ from lakelog.errors import (
     DatabaseAlreadyExistError,
     DatabaseNotEmptyError,
     DatabaseNotExistError,
+    InvalidRequestError,
+    LakeSnapshotNotExistError,
     NoTabletServerError,
+    StaleLakeSnapshotError,
     TableAlreadyExistError,
     TableNotExistError,
 )
-from lakelog.metadata import ServerNode, TableDescriptor, TableInfo, TablePath, validate_name
+from lakelog.lake.lake_config import LakeConfig
+from lakelog.metadata import LakeSnapshot, ServerNode, TableDescriptor, TableInfo, TablePath, validate_name
+from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -32,16 +38,27 @@ class TableAssignment:
     leaders: dict[int, int]
 
 
+@dataclass(frozen=True)
+class LakeOffsets:
+    """A table's latest lake snapshot, limited to the buckets one tablet server leads."""
+
+    table_id: int
+    snapshot: LakeSnapshot
+
+
 class TabletNotifier(Protocol):
     """How the coordinator reaches a tablet server (gRPC in production)."""
 
     def notify_leaders(self, node: ServerNode, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None: ...
 
+    def notify_lake_offsets(self, node: ServerNode, offsets: Sequence[LakeOffsets]) -> None: ...
+
 
 class Coordinator:
-    def __init__(self, store: MetadataStore, notifier: TabletNotifier) -> None:
+    def __init__(self, store: MetadataStore, notifier: TabletNotifier, lake: LakeTables) -> None:
         self._store = store
         self._notifier = notifier
+        self._lake = lake
         self._lock = threading.Lock()
 
     # databases
@@ -77,7 +94,11 @@ class Coordinator:
     # tables
 
     def create_table(self, path: TablePath, descriptor: TableDescriptor, ignore_if_exists: bool = False) -> int:
+        """Create a table; a lake-enabled one gets its Iceberg table first, so a schema the lake
+        cannot hold is refused before the lakelog table exists."""
         descriptor.validate()
+        if descriptor.lake_enabled:
+            descriptor = self._lake.with_format(descriptor)
         with self._lock:
             if not self._store.database_exists(path.database):
                 raise DatabaseNotExistError(f"database {path.database!r} does not exist")
@@ -91,6 +112,8 @@ class Coordinator:
                 raise NoTabletServerError(f"cannot create table {path}: no tablet server has registered yet")
             start = len(self._store.all_tables())
             leaders = {b: servers[(start + b) % len(servers)].server_id for b in range(descriptor.buckets)}
+            if descriptor.lake_enabled:
+                self._lake.create_table(path, descriptor.schema)
             info = self._store.insert_table(path, descriptor, leaders)
         log.info("created table %s (id %d, %d buckets, leaders %s)", path, info.table_id, info.buckets, leaders)
         self._tell_leaders([TableAssignment(info, leaders)], [])
@@ -134,6 +157,66 @@ class Coordinator:
     def tablet_servers(self) -> list[ServerNode]:
         return self._store.tablet_servers()
 
+    # lake
+
+    def lake_config(self) -> LakeConfig:
+        """The lake's format and catalog properties, secrets included: callers send ``.public()``."""
+        return self._lake.config
+
+    def lake_snapshot(self, table_id: int) -> LakeSnapshot:
+        snapshot = self._store.lake_snapshot(table_id)
+        if snapshot is None:
+            info = self.table_by_id(table_id)
+            raise LakeSnapshotNotExistError(f"table {info.path} has no lake snapshot yet: no tiering round has committed")
+        return snapshot
+
+    def commit_lake_snapshot(self, table_id: int, snapshot: LakeSnapshot) -> None:
+        """Record a lake snapshot the tiering job committed to Iceberg, then tell the bucket leaders.
+
+        Refused if it would move any bucket's lake end offset backwards: the coordinator already
+        holds a newer snapshot, which a racing job committed after this one. Sending the snapshot it
+        holds again is accepted (a job that restarts after a lost reply does that).
+        """
+        with self._lock:
+            info = self.table_by_id(table_id)
+            if not info.lake_enabled:
+                raise InvalidRequestError(f"table {info.path} is not lake-enabled")
+            for bucket, offsets in snapshot.bucket_offsets.items():
+                if not 0 <= bucket < info.buckets:
+                    raise InvalidRequestError(f"{info.path} has no bucket {bucket} (it has buckets 0..{info.buckets - 1})")
+                if not 0 <= offsets.log_start_offset <= offsets.log_end_offset:
+                    raise InvalidRequestError(f"{info.path} bucket {bucket}: lake range {offsets} is not a range")
+            current = self._store.lake_snapshot(table_id) or LakeSnapshot(-1)
+            for bucket, offsets in snapshot.bucket_offsets.items():
+                known = current.bucket_offsets.get(bucket)
+                if known is not None and offsets.log_end_offset < known.log_end_offset:
+                    raise StaleLakeSnapshotError(
+                        f"{info.path} bucket {bucket}: lake snapshot {snapshot.snapshot_id} ends at offset"
+                        f" {offsets.log_end_offset}, behind snapshot {current.snapshot_id} (end {known.log_end_offset})"
+                    )
+            self._store.put_lake_snapshot(table_id, snapshot)
+            merged = self.lake_snapshot(table_id)
+            leaders = self._store.leaders(table_id)
+        log.info("table %s: lake snapshot %d committed (%s)", info.path, snapshot.snapshot_id, _ends(merged))
+        for node in self._store.tablet_servers():
+            mine = _led_by(node.server_id, table_id, merged, leaders)
+            if mine is None:
+                continue
+            try:
+                self._notifier.notify_lake_offsets(node, [mine])
+            except Exception as exc:  # noqa: BLE001 - a server that misses this learns the offsets when it registers
+                log.warning("could not tell tablet server %d at %s the lake offsets of %s: %s", node.server_id, node.address, info.path, exc)
+
+    def lake_offsets_led_by(self, server_id: int) -> list[LakeOffsets]:
+        """The lake offsets of every bucket ``server_id`` leads: what a (re)starting tablet server learns."""
+        led = []
+        for info in self._store.all_tables():
+            snapshot = self._store.lake_snapshot(info.table_id) if info.lake_enabled else None
+            mine = _led_by(server_id, info.table_id, snapshot, self._store.leaders(info.table_id)) if snapshot else None
+            if mine is not None:
+                led.append(mine)
+        return led
+
     # tablet servers
 
     def register_tablet_server(self, node: ServerNode) -> list[TableAssignment]:
@@ -157,3 +240,12 @@ class Coordinator:
                 self._notifier.notify_leaders(node, mine, dropped)
             except Exception as exc:  # noqa: BLE001 - any failure here is retried by the tablet server itself
                 log.warning("could not notify tablet server %d at %s: %s", node.server_id, node.address, exc)
+
+
+def _led_by(server_id: int, table_id: int, snapshot: LakeSnapshot, leaders: dict[int, int]) -> LakeOffsets | None:
+    buckets = {b: o for b, o in snapshot.bucket_offsets.items() if leaders.get(b) == server_id}
+    return LakeOffsets(table_id, LakeSnapshot(snapshot.snapshot_id, buckets)) if buckets else None
+
+
+def _ends(snapshot: LakeSnapshot) -> str:
+    return ", ".join(f"bucket {b} [{o.log_start_offset}, {o.log_end_offset})" for b, o in sorted(snapshot.bucket_offsets.items()))

@@ -13,7 +13,16 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from lakelog.metadata import ServerNode, TableDescriptor, TableInfo, TablePath, schema_from_bytes, schema_to_bytes
+from lakelog.metadata import (
+    LakeBucketOffset,
+    LakeSnapshot,
+    ServerNode,
+    TableDescriptor,
+    TableInfo,
+    TablePath,
+    schema_from_bytes,
+    schema_to_bytes,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS databases (
@@ -45,11 +54,24 @@ CREATE TABLE IF NOT EXISTS bucket_leaders (
     leader_id INTEGER NOT NULL,
     PRIMARY KEY (table_id, bucket)
 );
+CREATE TABLE IF NOT EXISTS lake_snapshots (
+    table_id INTEGER PRIMARY KEY REFERENCES tables(table_id) ON DELETE CASCADE,
+    snapshot_id INTEGER NOT NULL,
+    committed_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS lake_bucket_offsets (
+    table_id INTEGER NOT NULL REFERENCES tables(table_id) ON DELETE CASCADE,
+    bucket INTEGER NOT NULL,
+    log_start_offset INTEGER NOT NULL,
+    log_end_offset INTEGER NOT NULL,
+    log_max_timestamp INTEGER NOT NULL,
+    PRIMARY KEY (table_id, bucket)
+);
 """
 
 
 class MetadataStore:
-    """Databases, tables, tablet servers and bucket leaders; thread-safe."""
+    """Databases, tables, tablet servers, bucket leaders and lake snapshots; thread-safe."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -159,6 +181,40 @@ class MetadataStore:
                 "SELECT bucket, leader_id FROM bucket_leaders WHERE table_id = ? ORDER BY bucket", (table_id,)
             ).fetchall()
         return {bucket: leader for bucket, leader in rows}
+
+    # lake snapshots
+
+    def put_lake_snapshot(self, table_id: int, snapshot: LakeSnapshot) -> None:
+        """Record a committed lake snapshot; buckets it does not mention keep their offsets."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO lake_snapshots (table_id, snapshot_id, committed_ms) VALUES (?, ?, ?)"
+                " ON CONFLICT(table_id) DO UPDATE SET snapshot_id = excluded.snapshot_id,"
+                " committed_ms = excluded.committed_ms",
+                (table_id, snapshot.snapshot_id, int(time.time() * 1000)),
+            )
+            db.executemany(
+                "INSERT INTO lake_bucket_offsets (table_id, bucket, log_start_offset, log_end_offset, log_max_timestamp)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT(table_id, bucket) DO UPDATE SET"
+                " log_start_offset = excluded.log_start_offset, log_end_offset = excluded.log_end_offset,"
+                " log_max_timestamp = excluded.log_max_timestamp",
+                [
+                    (table_id, bucket, o.log_start_offset, o.log_end_offset, o.log_max_timestamp)
+                    for bucket, o in snapshot.bucket_offsets.items()
+                ],
+            )
+
+    def lake_snapshot(self, table_id: int) -> LakeSnapshot | None:
+        with self._lock:
+            row = self._db.execute("SELECT snapshot_id FROM lake_snapshots WHERE table_id = ?", (table_id,)).fetchone()
+            if row is None:
+                return None
+            buckets = self._db.execute(
+                "SELECT bucket, log_start_offset, log_end_offset, log_max_timestamp FROM lake_bucket_offsets"
+                " WHERE table_id = ? ORDER BY bucket",
+                (table_id,),
+            ).fetchall()
+        return LakeSnapshot(row[0], {bucket: LakeBucketOffset(*offsets) for bucket, *offsets in buckets})
 
     # tablet servers
 

@@ -2,6 +2,12 @@
 
 Plain Python, no gRPC. Fetches long-poll here: a fetch without enough bytes waits on one condition
 that every bucket's high-watermark advance notifies, until it has ``min_bytes`` or ``max_wait_ms``.
+
+Tiers (spec section 4): a fetch at or above the local log start reads the local log; below it, the
+answer is where the records lie in remote storage (the client reads them itself), else
+OFFSET_OUT_OF_RANGE. The earliest readable offset everywhere (fetch responses, EARLIEST, errors)
+counts the remote tier. Remote storage is consulted only for offsets below the local log start, so
+an outage of it never stops local produce and fetch.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from lakelog.errors import (
     LakelogError,
     NetworkError,
     NotLeaderError,
+    OffsetOutOfRangeError,
     SchemaMismatchError,
     TableNotExistError,
     UnknownBucketError,
@@ -29,6 +36,9 @@ from lakelog.record import batch as rb
 from lakelog.server.coordinator.coordinator import TableAssignment
 from lakelog.server.log.log_manager import LogManager
 from lakelog.server.log.log_tablet import AppendResult, LogTablet
+from lakelog.server.remote.manifest import RemoteLogManifest
+from lakelog.server.remote.remote_log_manager import RemoteLogManager
+from lakelog.server.remote.remote_log_tablet import RemoteLogFetchInfo
 from lakelog.server.replica.projection import check_projection, project_records
 
 log = logging.getLogger(__name__)
@@ -55,18 +65,23 @@ class FetchParams:
 
 @dataclass(frozen=True)
 class BucketFetchResult:
+    """Records read locally, or (``records`` empty) where to read them remotely, or an error;
+    ``log_start_offset`` is the earliest readable offset of any tier."""
+
     table_id: int
     bucket: int
     records: bytes = b""
     high_watermark: int = -1
     log_start_offset: int = -1
     error: LakelogError | None = None
+    remote_log_fetch_info: RemoteLogFetchInfo | None = None
 
 
 class ReplicaManager:
-    def __init__(self, server_id: int, logs: LogManager, resolve: TableResolver) -> None:
+    def __init__(self, server_id: int, logs: LogManager, resolve: TableResolver, remote: RemoteLogManager) -> None:
         self.server_id = server_id
         self._logs = logs
+        self._remote = remote
         self._resolve = resolve
         self._tables: dict[int, TableInfo] = {}
         self._led: dict[int, set[int]] = {}
@@ -83,8 +98,10 @@ class ReplicaManager:
             with self._lock:
                 self._tables[assignment.info.table_id] = assignment.info
                 self._led[assignment.info.table_id] = mine
-            for bucket in sorted(mine):
-                self._logs.get_or_create(assignment.info.table_id, bucket, str(assignment.info.path))
+            tablets = [
+                self._logs.get_or_create(assignment.info.table_id, bucket, str(assignment.info.path)) for bucket in sorted(mine)
+            ]
+            self._remote.lead(assignment.info, tablets)
             if mine:
                 log.info("leading %s buckets %s", assignment.info.path, sorted(mine))
 
@@ -93,6 +110,7 @@ class ReplicaManager:
             with self._lock:
                 info = self._tables.pop(table_id, None)
                 self._led.pop(table_id, None)
+            self._remote.drop_table(table_id)
             self._logs.drop_table(table_id)
             if info is not None:
                 log.info("dropped the logs of %s (id %d)", info.path, table_id)
@@ -181,7 +199,8 @@ class ReplicaManager:
             results = self._read_all(params)
             fetched = sum(len(r.records) for r in results)
             remaining = deadline - time.monotonic()
-            if fetched >= params.min_bytes or remaining <= 0 or any(r.error for r in results):
+            answered = any(r.error or r.remote_log_fetch_info for r in results)
+            if fetched >= params.min_bytes or remaining <= 0 or answered:
                 return results
             with self._data_arrived:
                 if self._closing:
@@ -207,28 +226,56 @@ class ReplicaManager:
                 )
             info, tablet = self._tablet(request.table_id, request.bucket)
             fields = check_projection(info.schema, projection, str(info.path)) if projection else []
+            if request.fetch_offset < tablet.log_start_offset:
+                return self._read_remote(request, tablet)
+            earliest = self._earliest(request.table_id, request.bucket, tablet)
             if budget <= 0:
-                return BucketFetchResult(
-                    request.table_id, request.bucket, b"", tablet.high_watermark, tablet.log_start_offset
-                )
+                return BucketFetchResult(request.table_id, request.bucket, b"", tablet.high_watermark, earliest)
             try:
                 read = tablet.read(request.fetch_offset, min(request.max_bytes, budget))
+            except OffsetOutOfRangeError:
+                if request.fetch_offset < tablet.log_start_offset:  # local retention ran meanwhile
+                    return self._read_remote(request, tablet)
+                raise
             except CorruptRecordError as error:
                 raise CorruptRecordError(f"{self._name(info, request.bucket)}: {error.message}") from None
             records = project_records(read.records, fields) if fields and read.records else read.records
-            return BucketFetchResult(request.table_id, request.bucket, records, read.high_watermark, read.log_start_offset)
+            return BucketFetchResult(request.table_id, request.bucket, records, read.high_watermark, earliest)
         except LakelogError as error:
             return self._failed(request, error)
 
+    def _read_remote(self, request: BucketFetch, tablet: LogTablet) -> BucketFetchResult:
+        """A fetch below the local log start: the remote segments holding it, or out of range."""
+        fetch_info = self._remote.fetch_info(request.table_id, request.bucket, request.fetch_offset)
+        earliest = self._earliest(request.table_id, request.bucket, tablet)
+        if fetch_info is None:
+            raise OffsetOutOfRangeError(request.bucket, request.fetch_offset, earliest)
+        return BucketFetchResult(
+            request.table_id,
+            request.bucket,
+            high_watermark=tablet.high_watermark,
+            log_start_offset=earliest,
+            remote_log_fetch_info=fetch_info,
+        )
+
+    def _earliest(self, table_id: int, bucket: int, tablet: LogTablet, manifest: RemoteLogManifest | None = None) -> int:
+        """The earliest offset any tier can serve; ``manifest`` defaults to the remote segments as
+        last seen, so answering this never waits on remote storage."""
+        remote_start = (manifest if manifest is not None else self._remote.known_manifest(table_id, bucket)).start_offset
+        return tablet.log_start_offset if remote_start < 0 else min(remote_start, tablet.log_start_offset)
+
     def _failed(self, request: BucketFetch, error: LakelogError) -> BucketFetchResult:
         tablet = self._logs.get(request.table_id, request.bucket)
+        earliest = self._earliest(request.table_id, request.bucket, tablet) if tablet else -1
+        if isinstance(error, OffsetOutOfRangeError):
+            error = OffsetOutOfRangeError(request.bucket, request.fetch_offset, earliest)
         if not isinstance(error, InvalidRequestError):
             log.warning("fetch of %s bucket %d failed: %s", self.table_name(request.table_id), request.bucket, error)
         return BucketFetchResult(
             request.table_id,
             request.bucket,
             high_watermark=tablet.high_watermark if tablet else -1,
-            log_start_offset=tablet.log_start_offset if tablet else -1,
+            log_start_offset=earliest,
             error=error,
         )
 
@@ -237,22 +284,32 @@ class ReplicaManager:
     def list_offset(self, table_id: int, bucket: int, spec: OffsetSpec) -> int:
         _, tablet = self._tablet(table_id, bucket)
         if spec.type == OffsetType.EARLIEST:
-            return tablet.log_start_offset
+            return self._earliest(table_id, bucket, tablet, self._remote.manifest(table_id, bucket))
         if spec.type == OffsetType.LATEST:
             return tablet.high_watermark
         if spec.type == OffsetType.TIMESTAMP:
-            found = tablet.lookup_offset_by_timestamp(spec.ms)
+            # Remote first: it holds the offsets below the local start, and timestamps never decrease.
+            found = self._remote.lookup_offset_by_timestamp(table_id, bucket, spec.ms, below=tablet.log_start_offset)
+            if found is None:
+                found = tablet.lookup_offset_by_timestamp(spec.ms)
             return tablet.high_watermark if found is None else found
         raise InvalidRequestError(f"unknown offset type {spec.type!r}")
 
     def describe(self, table_id: int, bucket: int) -> BucketInfo:
         _, tablet = self._tablet(table_id, bucket)
+        manifest = self._remote.manifest(table_id, bucket)
         return BucketInfo(
             leader=self.server_id,
             high_watermark=tablet.high_watermark,
             local_log_start_offset=tablet.log_start_offset,
+            remote_log_start_offset=manifest.start_offset,
+            remote_log_end_offset=manifest.end_offset,
         )
 
     def local_segment_count(self, table_id: int, bucket: int) -> int:
         _, tablet = self._tablet(table_id, bucket)
         return len(tablet.segments)
+
+    def remote_segment_count(self, table_id: int, bucket: int) -> int:
+        self._tablet(table_id, bucket)
+        return len(self._remote.manifest(table_id, bucket).segments)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from lakelog.errors import InvalidRequestError, InvalidTableError
+from lakelog.errors import InvalidRequestError, InvalidTableError, LakelogError
 from lakelog.metadata import ServerNode, TableDescriptor, schema_from_bytes
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
@@ -91,6 +91,39 @@ class CoordinatorService(CoordinatorServiceServicer):
         if node.server_id < 0 or not node.host or not 0 < node.port < 65536:
             raise InvalidRequestError(f"RegisterTabletServer needs an id >= 0, a host and a port, got {node}")
         assignments = self._coordinator.register_tablet_server(node)
+        lake_offsets = self._coordinator.lake_offsets_led_by(node.server_id)
         return pb.RegisterTabletServerResponse(
-            table_metadata=[codec.table_metadata_to_pb(a.info, a.leaders) for a in assignments]
+            table_metadata=[codec.table_metadata_to_pb(a.info, a.leaders) for a in assignments],
+            lake_offsets=codec.lake_offsets_to_pb((o.table_id, o.snapshot) for o in lake_offsets),
         )
+
+    @rpc_method
+    def CommitLakeTableSnapshot(
+        self, request: pb.CommitLakeTableSnapshotRequest, context: grpc.ServicerContext
+    ) -> pb.CommitLakeTableSnapshotResponse:
+        """Each table commits or fails on its own: the error goes in that table's response."""
+        responses = []
+        for table in request.tables_req:
+            try:
+                snapshot = codec.lake_snapshot_from_pb(table.snapshot_id, table.buckets_req)
+                self._coordinator.commit_lake_snapshot(table.table_id, snapshot)
+                responses.append(pb.PbCommitLakeTableSnapshotRespForTable(table_id=table.table_id))
+            except LakelogError as error:
+                responses.append(
+                    pb.PbCommitLakeTableSnapshotRespForTable(
+                        table_id=table.table_id, error_code=error.code, error_message=error.message
+                    )
+                )
+        return pb.CommitLakeTableSnapshotResponse(table_resp=responses)
+
+    @rpc_method
+    def GetLakeSnapshot(self, request: pb.GetLakeSnapshotRequest, context: grpc.ServicerContext) -> pb.GetLakeSnapshotResponse:
+        info = self._coordinator.table(codec.path_from_pb(request.table_path))
+        snapshot = self._coordinator.lake_snapshot(info.table_id)
+        return pb.GetLakeSnapshotResponse(
+            table_id=info.table_id, snapshot_id=snapshot.snapshot_id, bucket_snapshots=codec.lake_buckets_to_pb(snapshot)
+        )
+
+    @rpc_method
+    def GetLakeConfig(self, request: pb.GetLakeConfigRequest, context: grpc.ServicerContext) -> pb.GetLakeConfigResponse:
+        return codec.lake_config_to_pb(self._coordinator.lake_config().public())

@@ -11,7 +11,7 @@ from lakelog.metadata import ServerNode
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
-from lakelog.server.coordinator.coordinator import TableAssignment
+from lakelog.server.coordinator.coordinator import LakeOffsets, TableAssignment
 from lakelog.server.rpc.grpc_server import channel_options
 
 NOTIFY_TIMEOUT_S = 10.0
@@ -36,6 +36,10 @@ class GrpcTabletNotifier:
             dropped_table_id=list(dropped),
         )
         self._stub(node).NotifyLeaderAndIsr(request, timeout=NOTIFY_TIMEOUT_S)
+
+    def notify_lake_offsets(self, node: ServerNode, offsets: Sequence[LakeOffsets]) -> None:
+        request = codec.lake_offsets_to_pb((o.table_id, o.snapshot) for o in offsets)
+        self._stub(node).NotifyLakeTableOffset(request, timeout=NOTIFY_TIMEOUT_S)
 
     def close(self) -> None:
         with self._lock:

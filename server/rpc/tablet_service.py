@@ -12,6 +12,7 @@ from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceServicer, add_TabletServiceServicer_to_server
 from lakelog.server.coordinator.coordinator import TableAssignment
+from lakelog.server.remote.remote_log_tablet import RemoteLogFetchInfo
 from lakelog.server.replica.replica_manager import BucketFetch, FetchParams, ReplicaManager
 from lakelog.server.rpc.error_boundary import rpc_method
 
@@ -69,6 +70,7 @@ class TabletService(TabletServiceServicer):
                     high_watermark=result.high_watermark,
                     log_start_offset=result.log_start_offset,
                     records=result.records,
+                    remote_log_fetch_info=_remote_fetch_info_to_pb(result.remote_log_fetch_info),
                 )
             )
         return pb.FetchLogResponse(
@@ -110,6 +112,7 @@ class TabletService(TabletServiceServicer):
                         lake_log_start_offset=info.lake_log_start_offset,
                         lake_log_end_offset=info.lake_log_end_offset,
                         local_segment_count=self._replicas.local_segment_count(request.table_id, bucket),
+                        remote_segment_count=self._replicas.remote_segment_count(request.table_id, bucket),
                     )
                 )
             except LakelogError as error:
@@ -124,3 +127,24 @@ class TabletService(TabletServiceServicer):
         self._replicas.become_leader(assignments)
         self._replicas.drop_tables(list(request.dropped_table_id))
         return pb.NotifyLeaderAndIsrResponse()
+
+
+def _remote_fetch_info_to_pb(info: RemoteLogFetchInfo | None) -> pb.PbRemoteLogFetchInfo | None:
+    """Only the URI of the tablet dir goes out: the client reaches storage with its own settings."""
+    if info is None:
+        return None
+    return pb.PbRemoteLogFetchInfo(
+        remote_log_tablet_dir=info.remote_log_tablet_dir,
+        partition_name=info.partition_name,
+        remote_log_segments=[
+            pb.PbRemoteLogSegment(
+                remote_log_segment_id=segment.segment_id,
+                remote_log_start_offset=segment.start_offset,
+                remote_log_end_offset=segment.end_offset,
+                segment_size_in_bytes=segment.size_in_bytes,
+                max_timestamp=segment.max_timestamp,
+            )
+            for segment in info.segments
+        ],
+        first_start_pos=info.first_start_pos,
+    )

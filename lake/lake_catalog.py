@@ -1,0 +1,89 @@
+"""The Iceberg catalog of a lake: opening it from a :class:`LakeConfig`, creating and loading the
+lake tables of lakelog tables.
+
+Catalog and storage failures become :class:`LakeError` (retriable: the catalog or the object store
+may be back later); a schema the lake cannot hold is an :class:`InvalidTableError`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, TypeVar
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.table import Table
+
+from lakelog.errors import InvalidTableError, LakeError, LakelogError
+from lakelog.lake.lake_config import CATALOG_NAME, ICEBERG, LakeConfig
+from lakelog.lake.schema_mapping import lake_schema
+from lakelog.lake.table_layout import TABLE_PROPERTIES, identifier, partition_spec, sort_order
+from lakelog.metadata import TablePath
+
+Result = TypeVar("Result")
+
+
+def _lake_call(what: str, call: Callable[[], Result]) -> Result:
+    """Run a catalog call; anything but a lakelog error becomes a :class:`LakeError` saying what failed."""
+    try:
+        return call()
+    except LakelogError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - PyIceberg, SQLAlchemy, pyarrow and boto raise many types
+        raise LakeError(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+class LakeCatalog:
+    def __init__(self, config: LakeConfig) -> None:
+        if config.format != ICEBERG:
+            raise LakeError(f"lake format {config.format!r} is not supported (only {ICEBERG!r})")
+        self.config = config
+        sqlite = config.default_sqlite_path
+        if sqlite is not None:
+            sqlite.parent.mkdir(parents=True, exist_ok=True)
+        self.catalog: Catalog = _lake_call(
+            "cannot open the Iceberg catalog", lambda: load_catalog(CATALOG_NAME, **config.catalog_properties)
+        )
+
+    def create_table(self, path: TablePath, log_schema: pa.Schema) -> Table:
+        """Create the lake table of ``path`` (the schema is checked first, before the catalog is touched).
+
+        An existing lake table is reused only while it holds no snapshot and has exactly this schema:
+        what is left of an earlier attempt whose lakelog table was never created. Anything else
+        would mix the offsets of two different tables, so it is refused.
+        """
+        schema = lake_schema(log_schema, str(path))
+        ident = identifier(path)
+
+        def create() -> Table:
+            self.catalog.create_namespace_if_not_exists(path.database)
+            if not self.catalog.table_exists(ident):
+                return self.catalog.create_table(
+                    ident,
+                    schema=schema,
+                    partition_spec=partition_spec(schema),
+                    sort_order=sort_order(schema),
+                    properties=TABLE_PROPERTIES,
+                )
+            existing = self.catalog.load_table(ident)
+            same_schema = schema_to_pyarrow(existing.schema(), include_field_ids=False) == schema_to_pyarrow(
+                schema, include_field_ids=False
+            )
+            if existing.current_snapshot() is not None or not same_schema:
+                raise InvalidTableError(
+                    f"table {path}: the Iceberg catalog already has a lake table {'.'.join(ident)}"
+                    f" ({'with data' if same_schema else 'with another schema'}); drop it from the catalog first"
+                )
+            return existing
+
+        return _lake_call(f"cannot create lake table {path}", create)
+
+    def load_table(self, path: TablePath) -> Table:
+        def load() -> Table:
+            try:
+                return self.catalog.load_table(identifier(path))
+            except NoSuchTableError:
+                raise LakeError(f"table {path} has no lake table {'.'.join(identifier(path))} in the Iceberg catalog") from None
+
+        return _lake_call(f"cannot load lake table {path}", load)

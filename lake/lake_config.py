@@ -1,0 +1,82 @@
+"""Which lake a cluster tiers into: the format and the PyIceberg catalog properties.
+
+The servers read it from ``datalake.format`` and ``datalake.iceberg.*``; the coordinator hands the
+non-secret part to clients and tiering jobs (GetLakeConfig), so they need only the bootstrap
+address and add their own credentials (AWS environment variables, ``--set datalake.iceberg.*``).
+This module imports no PyIceberg: a plain client and a server with no lake table never need it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+from lakelog.config import Configuration
+
+ICEBERG = "iceberg"
+PROPERTY_PREFIX = "datalake.iceberg."
+CATALOG_NAME = "lakelog"
+_SECRET_WORDS = re.compile(r"secret|password|token|credential|key", re.IGNORECASE)
+# Names that carry one of those words but only say where something is, never how to get in.
+_LOCATION_SUFFIXES = (".endpoint", ".uri", "-uri", ".region", ".url", "-url")
+
+
+def is_secret(key: str) -> bool:
+    """A catalog property the coordinator never sends: access keys, passwords, tokens, credentials."""
+    return bool(_SECRET_WORDS.search(key)) and not key.lower().endswith(_LOCATION_SUFFIXES)
+
+
+def _without_password(value: str) -> str:
+    """``postgresql://user:pw@host/db`` -> ``postgresql://user@host/db``: a catalog URI stays usable
+    as a location while its password stays on the server."""
+    if "://" not in value:
+        return value
+    parts = urlsplit(value)
+    if parts.password is None:
+        return value
+    host = parts.hostname or ""
+    netloc = f"{parts.username}@{host}" if parts.username else host
+    if parts.port is not None:
+        netloc = f"{netloc}:{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+@dataclass(frozen=True)
+class LakeConfig:
+    """``format`` (``iceberg``) and the PyIceberg catalog properties (``type``, ``uri``, ``warehouse``,
+    ``s3.endpoint``, ...)."""
+
+    format: str = ICEBERG
+    catalog_properties: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_configuration(cls, conf: Configuration, data_dir: Path) -> "LakeConfig":
+        """The server's lake. With no catalog configured: a SQLite catalog at
+        ``<data-dir>/lake/catalog.db``; with no warehouse for it: ``<data-dir>/lake/warehouse``."""
+        properties = conf.with_prefix(PROPERTY_PREFIX)
+        lake_dir = data_dir.resolve() / "lake"
+        if properties.get("type", "sql") == "sql" and "uri" not in properties:
+            properties.setdefault("type", "sql")
+            properties["uri"] = f"sqlite:///{lake_dir / 'catalog.db'}"
+            properties.setdefault("warehouse", (lake_dir / "warehouse").as_uri())
+        return cls(conf.get("datalake.format"), properties)
+
+    @property
+    def default_sqlite_path(self) -> Path | None:
+        """The SQLite file of an embedded catalog, whose directory must exist before it opens."""
+        uri = self.catalog_properties.get("uri", "")
+        return Path(uri[len("sqlite:///") :]) if uri.startswith("sqlite:///") else None
+
+    def public(self) -> "LakeConfig":
+        """What may leave the server: secrets dropped, passwords cut out of URIs."""
+        return LakeConfig(
+            self.format,
+            {key: _without_password(value) for key, value in self.catalog_properties.items() if not is_secret(key)},
+        )
+
+    def with_overrides(self, overrides: Mapping[str, str]) -> "LakeConfig":
+        """This config with a job's own properties (its credentials) on top."""
+        return LakeConfig(self.format, {**self.catalog_properties, **overrides})

@@ -1,0 +1,60 @@
+"""What a tiering commit records in its Iceberg snapshot summary, and how it is read back.
+
+Each tiering commit is one snapshot whose summary carries ``lakelog.commit-user`` (the job that
+committed it) and ``lakelog.bucket-offsets``: JSON ``{bucket: {"start", "end", "max_timestamp"}}``
+covering every bucket tiered so far. The lake, not the coordinator, is the source of truth for what
+was tiered: a job resumes from here, and the coordinator is brought up to date from here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Mapping
+
+from pyiceberg.table import Table
+
+from lakelog.errors import LakeDataError
+from lakelog.metadata import LakeBucketOffset, LakeSnapshot
+
+COMMIT_USER = "lakelog.commit-user"
+BUCKET_OFFSETS = "lakelog.bucket-offsets"
+
+
+def encode_bucket_offsets(offsets: Mapping[int, LakeBucketOffset]) -> str:
+    return json.dumps(
+        {
+            str(bucket): {"start": o.log_start_offset, "end": o.log_end_offset, "max_timestamp": o.log_max_timestamp}
+            for bucket, o in sorted(offsets.items())
+        },
+        separators=(",", ":"),
+    )
+
+
+def decode_bucket_offsets(text: str) -> dict[int, LakeBucketOffset]:
+    try:
+        return {
+            int(bucket): LakeBucketOffset(int(o["start"]), int(o["end"]), int(o.get("max_timestamp", -1)))
+            for bucket, o in json.loads(text).items()
+        }
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise LakeDataError(f"snapshot summary {BUCKET_OFFSETS} is not valid: {exc}: {text[:200]!r}") from None
+
+
+def summary_properties(commit_user: str, offsets: Mapping[int, LakeBucketOffset]) -> dict[str, str]:
+    return {COMMIT_USER: commit_user, BUCKET_OFFSETS: encode_bucket_offsets(offsets)}
+
+
+def latest_lake_snapshot(table: Table) -> LakeSnapshot | None:
+    """The newest snapshot on the table's main branch that a tiering commit wrote.
+
+    Walks back from the current snapshot, so maintenance snapshots committed on top (compaction,
+    rewrites without lakelog's summary) do not hide what was tiered.
+    """
+    snapshot = table.current_snapshot()
+    while snapshot is not None:
+        summary = snapshot.summary
+        text = summary.get(BUCKET_OFFSETS) if summary is not None else None
+        if text is not None:
+            return LakeSnapshot(snapshot.snapshot_id, decode_bucket_offsets(text))
+        snapshot = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+    return None

@@ -1,0 +1,60 @@
+"""How a lake-enabled table is laid out in Iceberg: name, system columns, partitioning, sort order,
+table properties and where data files go.
+
+Everything that reads or writes a lake table (the coordinator creating it, the tiering job writing
+it, the LogSource plugins reading it) takes these facts from here.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table import Table
+from pyiceberg.table.sorting import SortField, SortOrder
+from pyiceberg.transforms import IdentityTransform
+
+from lakelog.metadata import RESERVED_COLUMNS, TablePath
+
+BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN = RESERVED_COLUMNS
+PARTITION_FIELD_ID = 1000
+DATA_FILE_SUFFIX = ".parquet"
+
+TABLE_PROPERTIES = {
+    "format-version": "2",
+    # Exactly once rests on a commit being refused when the table moved since the round was
+    # planned. PyIceberg would otherwise retry a refused append on top of the new snapshot and
+    # commit the same offsets twice.
+    "commit.retry.num-retries": "0",
+    "write.parquet.compression-codec": "zstd",
+}
+
+
+def identifier(path: TablePath) -> tuple[str, str]:
+    """Namespace = database, name = table."""
+    return (path.database, path.table)
+
+
+def partition_spec(schema: Schema) -> PartitionSpec:
+    """identity(__bucket): a bucket's records of one round form one file in one partition."""
+    source = schema.find_field(BUCKET_COLUMN)
+    return PartitionSpec(
+        PartitionField(source_id=source.field_id, field_id=PARTITION_FIELD_ID, transform=IdentityTransform(), name=BUCKET_COLUMN)
+    )
+
+
+def sort_order(schema: Schema) -> SortOrder:
+    """Rows sorted by __offset, as they are in the log."""
+    return SortOrder(SortField(source_id=schema.find_field(OFFSET_COLUMN).field_id, transform=IdentityTransform()))
+
+
+def data_location(table: Table) -> str:
+    """Where the table's data files live (``write.data.path``, else ``<location>/data``)."""
+    return table.properties.get("write.data.path", f"{table.location().rstrip('/')}/data")
+
+
+def new_data_file_path(data_root: str, bucket: int, start_offset: int, end_offset: int) -> str:
+    """A fresh, never reused file name in the bucket's partition directory; the offsets in it help
+    whoever looks at the warehouse, the random part keeps two jobs' files apart."""
+    return f"{data_root}/{BUCKET_COLUMN}={bucket}/{start_offset:020d}-{end_offset:020d}-{uuid.uuid4().hex}{DATA_FILE_SUFFIX}"

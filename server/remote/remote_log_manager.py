@@ -1,0 +1,213 @@
+"""The remote log task of a tablet server: upload rolled segments, trim local ones, expire remote ones.
+
+The tablet server's timer calls :meth:`RemoteLogManager.tick`; every led bucket is due once per
+``remote.log.task-interval``, or later after failures (exponential backoff, so an outage costs a
+few failed requests, not a storm). A failure touches only the remote tier and its bucket: local
+produce and fetch never wait on remote storage, and local segments stay until their upload is in
+the manifest. :meth:`RemoteLogManager.run_once` does one pass over every bucket now, whatever
+the schedule: for tests and operators.
+
+The manifest is the truth across restarts: a bucket's first pass re-reads it and deletes any files
+it does not name, so a crash between an upload and its manifest write costs one re-upload under a
+new id, and each segment is in the manifest exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from lakelog.config import Configuration
+from lakelog.errors import LakelogError, NotLeaderError
+from lakelog.metadata import TableInfo, TablePath
+from lakelog.server.log.log_tablet import LogTablet, wall_clock_ms
+from lakelog.server.remote.manifest import RemoteLogManifest
+from lakelog.server.remote.remote_log_tablet import RemoteLogFetchInfo, RemoteLogTablet, TieringPolicy
+from lakelog.server.remote.remote_storage import RemoteLogStorage
+
+logger = logging.getLogger(__name__)
+
+LakeEndOffset = Callable[[int, int], "int | None"]
+"""``lake_end_offset(table_id, bucket)``: the end (exclusive) of what a committed lake snapshot
+holds of the bucket; None or -1 when the lake holds nothing."""
+
+MAX_BACKOFF_MS = 600_000
+
+
+@dataclass
+class RemoteTaskReport:
+    """What one pass did; ``errors`` holds one error per bucket whose pass failed."""
+
+    uploaded: int = 0
+    deleted_local: int = 0
+    expired: int = 0
+    orphans_deleted: int = 0
+    errors: list[LakelogError] = field(default_factory=list)
+
+
+class RemoteLogManager:
+    """The remote tier of every bucket this server leads; thread-safe."""
+
+    def __init__(
+        self,
+        storage: RemoteLogStorage,
+        task_interval_ms: int,
+        lake_end_offset: LakeEndOffset | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.storage = storage
+        self.task_interval_ms = task_interval_ms
+        self.lake_end_offset = lake_end_offset
+        self.clock = clock  # ms since the epoch, what TTL compares with; public so tests can move it
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._pass_lock = threading.Lock()
+        self._closed = threading.Event()
+        self._tablets: dict[tuple[int, int], RemoteLogTablet] = {}
+        self._dropped: list[tuple[TablePath, int]] = []
+        self._dropped_due = 0.0
+
+    @classmethod
+    def from_configuration(
+        cls, conf: Configuration, data_dir: Path, lake_end_offset: LakeEndOffset | None = None
+    ) -> RemoteLogManager:
+        return cls(RemoteLogStorage.from_configuration(conf, data_dir), conf.get("remote.log.task-interval"), lake_end_offset)
+
+    # -- leadership -----------------------------------------------------------------------------
+
+    def lead(self, info: TableInfo, tablets: Sequence[LogTablet]) -> None:
+        """The buckets of ``info`` this server leads now; others of the table are let go."""
+        led = {tablet.bucket: tablet for tablet in tablets}
+        due = self._monotonic() + self.task_interval_ms / 1000
+        with self._lock:
+            for key in [key for key in self._tablets if key[0] == info.table_id and key[1] not in led]:
+                self._tablets.pop(key).active = False
+            for bucket, tablet in led.items():
+                remote = self._tablets.get((info.table_id, bucket))
+                if remote is not None and remote.tablet is tablet:
+                    remote.info = info
+                else:
+                    directory = self.storage.tablet_dir(info.path, info.table_id, bucket)
+                    self._tablets[info.table_id, bucket] = RemoteLogTablet(info, tablet, directory, due)
+
+    def drop_table(self, table_id: int) -> None:
+        """Forget a dropped table; its remote files go at the start of the next pass (not here: an
+        upload of the table may be in flight, and this runs on an RPC thread)."""
+        with self._lock:
+            dropped = [self._tablets.pop(key) for key in [key for key in self._tablets if key[0] == table_id]]
+            if dropped:
+                self._dropped.append((dropped[0].info.path, table_id))
+        for remote in dropped:
+            remote.active = False
+
+    def tablet(self, table_id: int, bucket: int) -> RemoteLogTablet:
+        with self._lock:
+            remote = self._tablets.get((table_id, bucket))
+        if remote is None:
+            raise NotLeaderError(f"the remote log of table {table_id} bucket {bucket} is not led here")
+        return remote
+
+    # -- reads (RPC threads) --------------------------------------------------------------------
+
+    def manifest(self, table_id: int, bucket: int) -> RemoteLogManifest:
+        """The bucket's remote segments (read from remote storage once after a restart)."""
+        return self.tablet(table_id, bucket).manifest(self.storage)
+
+    def known_manifest(self, table_id: int, bucket: int) -> RemoteLogManifest:
+        """The bucket's remote segments as last seen, without remote I/O; empty if not led here."""
+        with self._lock:
+            remote = self._tablets.get((table_id, bucket))
+        return remote.known_manifest if remote else RemoteLogManifest()
+
+    def fetch_info(self, table_id: int, bucket: int, offset: int) -> RemoteLogFetchInfo | None:
+        return self.tablet(table_id, bucket).fetch_info(self.storage, offset)
+
+    def lookup_offset_by_timestamp(self, table_id: int, bucket: int, timestamp: int, below: int) -> int | None:
+        return self.tablet(table_id, bucket).lookup_offset_by_timestamp(self.storage, timestamp, below)
+
+    # -- the task -------------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Run the buckets that are due; the tablet server's timer calls this."""
+        now = self._monotonic()
+        with self._lock:
+            due = [remote for remote in self._tablets.values() if remote.next_due <= now]
+            dropped = bool(self._dropped) and self._dropped_due <= now
+        if due or dropped:
+            self._run(due)
+
+    def run_once(self) -> RemoteTaskReport:
+        """One pass over every led bucket now, backoff and schedule ignored."""
+        with self._lock:
+            tablets = list(self._tablets.values())
+        return self._run(tablets)
+
+    def close(self) -> None:
+        """Stop a running pass after the upload in flight."""
+        self._closed.set()
+
+    def _run(self, tablets: list[RemoteLogTablet]) -> RemoteTaskReport:
+        report = RemoteTaskReport()
+        with self._pass_lock:
+            self._delete_dropped(report)
+            for remote in sorted(tablets, key=lambda r: (r.info.table_id, r.tablet.bucket)):
+                if self._closed.is_set():
+                    break
+                if remote.active:
+                    self._run_bucket(remote, report)
+        return report
+
+    def _run_bucket(self, remote: RemoteLogTablet, report: RemoteTaskReport) -> None:
+        try:
+            policy = TieringPolicy.of(remote.info)
+            if not remote.reconciled:
+                report.orphans_deleted += len(remote.reconcile(self.storage))
+            for _ in remote.upload(self.storage):
+                report.uploaded += 1
+                if not remote.active or self._closed.is_set():
+                    break
+            report.deleted_local += remote.retain_local(policy.local_segments)
+            older_than = self.clock() - policy.ttl_ms
+            report.expired += remote.expire(self.storage, older_than, self._expiry_bound(remote, policy))
+        except LakelogError as error:
+            remote.reconciled = False  # what the failed step left behind is known only to storage
+            remote.failures += 1
+            delay_ms = min(self.task_interval_ms * 2 ** min(remote.failures - 1, 20), max(self.task_interval_ms, MAX_BACKOFF_MS))
+            remote.next_due = self._monotonic() + delay_ms / 1000
+            report.errors.append(error)
+            logger.warning(
+                "remote log task of %s failed (%d in a row, next try in %.0fs): %s",
+                remote.name, remote.failures, delay_ms / 1000, error,
+            )
+        else:
+            remote.failures = 0
+            remote.next_due = self._monotonic() + self.task_interval_ms / 1000
+
+    def _expiry_bound(self, remote: RemoteLogTablet, policy: TieringPolicy) -> int:
+        """The offset TTL may delete up to: anything for a plain table; for a lake-enabled table
+        only what a committed lake snapshot holds, so no offset becomes unreadable (spec 4)."""
+        if not policy.lake_enabled:
+            return sys.maxsize
+        end = self.lake_end_offset(remote.info.table_id, remote.tablet.bucket) if self.lake_end_offset else None
+        return -1 if end is None else end
+
+    def _delete_dropped(self, report: RemoteTaskReport) -> None:
+        with self._lock:
+            dropped, self._dropped = self._dropped, []
+        for index, (path, table_id) in enumerate(dropped):
+            try:
+                self.storage.delete_table(path, table_id)
+                logger.info("deleted the remote log of dropped table %s (id %d)", path, table_id)
+            except LakelogError as error:
+                logger.warning("cannot delete the remote log of dropped table %s yet: %s", path, error)
+                report.errors.append(error)
+                with self._lock:
+                    self._dropped.extend(dropped[index:])
+                    self._dropped_due = self._monotonic() + self.task_interval_ms / 1000
+                return

@@ -1,0 +1,200 @@
+"""One led bucket's remote log: its manifest, the reads served from it and the maintenance steps.
+
+The manifest held here is the last one this server wrote or read, replaced whole (never mutated),
+so readers on RPC threads take it without a lock while the remote log task changes it. The task
+runs the steps in order, on one thread: :meth:`reconcile` (after a start or a failure: read the
+manifest, the truth, and delete what it does not name), :meth:`upload`, :meth:`retain_local`,
+:meth:`expire`. Storage is passed in rather than held, so the manager owns the one instance.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Iterator
+
+from lakelog.config import parse_duration_ms
+from lakelog.errors import InvalidConfigError
+from lakelog.metadata import TableInfo
+from lakelog.remote_fs import RemoteLocation
+from lakelog.server.log.log_tablet import LogTablet
+from lakelog.server.remote.manifest import RemoteLogManifest, RemoteLogSegment
+from lakelog.server.remote.remote_storage import RemoteLogStorage
+
+logger = logging.getLogger(__name__)
+
+LOCAL_SEGMENTS_PROPERTY = "table.log.tiered.local-segments"
+TTL_PROPERTY = "table.log.ttl"
+DEFAULT_LOCAL_SEGMENTS = 2
+DEFAULT_TTL = "7d"
+MAX_FETCH_SEGMENTS = 16
+
+
+@dataclass(frozen=True)
+class TieringPolicy:
+    """A table's tiering properties: local segments kept (the active one counted) and remote TTL."""
+
+    local_segments: int
+    ttl_ms: int
+    lake_enabled: bool
+
+    @classmethod
+    def of(cls, info: TableInfo) -> TieringPolicy:
+        properties = info.properties
+        try:
+            local_segments = int(properties.get(LOCAL_SEGMENTS_PROPERTY, DEFAULT_LOCAL_SEGMENTS))
+            ttl_ms = parse_duration_ms(properties.get(TTL_PROPERTY, DEFAULT_TTL))
+        except ValueError as exc:
+            raise InvalidConfigError(f"{info.path}: bad tiering property: {exc}") from None
+        if local_segments < 1:
+            raise InvalidConfigError(f"{info.path}: {LOCAL_SEGMENTS_PROPERTY} must be at least 1, not {local_segments}")
+        return cls(local_segments, ttl_ms, info.lake_enabled)
+
+
+@dataclass(frozen=True)
+class RemoteLogFetchInfo:
+    """The answer to a fetch below the local log start: where the client reads the records itself.
+
+    ``segments`` start with the one holding the fetch offset; ``first_start_pos`` is the byte
+    position, in that segment's ``.log``, of the batch holding the fetch offset.
+    """
+
+    remote_log_tablet_dir: str
+    segments: tuple[RemoteLogSegment, ...]
+    first_start_pos: int
+    partition_name: str = ""
+
+
+class RemoteLogTablet:
+    """The remote side of one :class:`LogTablet` led by this server."""
+
+    def __init__(self, info: TableInfo, tablet: LogTablet, directory: RemoteLocation, next_due: float) -> None:
+        self.info = info
+        self.tablet = tablet
+        self.directory = directory
+        self.active = True  # cleared when the bucket is dropped or no longer led: the task stops
+        self.reconciled = False
+        self.failures = 0
+        self.next_due = next_due
+        self._manifest: RemoteLogManifest | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.tablet.name
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    @property
+    def known_manifest(self) -> RemoteLogManifest:
+        """The manifest as last read or written, without remote I/O (empty before the first read)."""
+        manifest = self._manifest
+        return manifest if manifest is not None else RemoteLogManifest()
+
+    def manifest(self, storage: RemoteLogStorage) -> RemoteLogManifest:
+        """The manifest, read from remote storage the first time (after a restart)."""
+        manifest = self._manifest
+        if manifest is None:
+            with self._lock:
+                if self._manifest is None:
+                    self._manifest = storage.read_manifest(self.directory)
+                manifest = self._manifest
+        return manifest
+
+    def _publish(self, manifest: RemoteLogManifest) -> None:
+        """Make a manifest the task read or wrote current. Under the lock, so a first read by a
+        reader still in flight cannot land after it and bring back an older version."""
+        with self._lock:
+            self._manifest = manifest
+
+    def fetch_info(self, storage: RemoteLogStorage, offset: int) -> RemoteLogFetchInfo | None:
+        """Where ``offset`` lives remotely, None if no remote segment holds it."""
+        manifest = self.manifest(storage)
+        index = manifest.index_of(offset)
+        if index is None:
+            return None
+        segments = manifest.segments[index : index + MAX_FETCH_SEGMENTS]
+        position = storage.offset_index(self.directory, segments[0]).position_of(offset)
+        return RemoteLogFetchInfo(self.directory.uri, segments, position)
+
+    def lookup_offset_by_timestamp(self, storage: RemoteLogStorage, timestamp: int, below: int) -> int | None:
+        """The first offset with a commit timestamp >= ``timestamp`` in the remote segments that start
+        below ``below`` (the local log start: from there on the local log answers); None if none.
+        The manifest's max timestamps pick the one segment whose dense time index is read."""
+        for segment in self.manifest(storage).segments:
+            if segment.start_offset >= below:
+                break
+            if segment.max_timestamp >= timestamp:
+                return storage.time_index(self.directory, segment).offset_of(timestamp)
+        return None
+
+    # -- maintenance (the remote log task's thread only) ----------------------------------------
+
+    def reconcile(self, storage: RemoteLogStorage) -> list[str]:
+        """Re-read the manifest and delete the segment files it does not name: an upload whose
+        manifest write failed or never happened (a crash) left them. Returns what was deleted."""
+        manifest = storage.read_manifest(self.directory)
+        self._publish(manifest)
+        orphans = storage.delete_orphans(self.directory, manifest)
+        if orphans:
+            logger.info("%s deleted %d orphan remote files: %s", self.name, len(orphans), ", ".join(orphans))
+        self.reconciled = True
+        return orphans
+
+    def upload(self, storage: RemoteLogStorage) -> Iterator[RemoteLogSegment]:
+        """Upload, oldest first, every rolled segment the manifest lacks, writing the manifest after
+        each so one failure loses no earlier progress; yields each segment once it is in the
+        manifest, so the caller counts progress even when a later one fails, and may stop early."""
+        manifest = self.known_manifest
+        high_watermark = self.tablet.high_watermark
+        pending = [
+            segment
+            for segment in self.tablet.segments[:-1]
+            if segment.base_offset >= manifest.end_offset and 0 < segment.size and segment.next_offset <= high_watermark
+        ]
+        for segment in pending:
+            entry = storage.upload_segment(self.directory, segment)
+            manifest = manifest.appended(entry)
+            storage.write_manifest(self.directory, manifest)
+            self._publish(manifest)
+            logger.info(
+                "uploaded %s segment [%d, %d) %.1f MB as %s",
+                self.name, entry.start_offset, entry.end_offset, entry.size_in_bytes / 1e6, entry.segment_id,
+            )
+            yield entry
+
+    def retain_local(self, keep: int) -> int:
+        """Delete local segments beyond the newest ``keep``, but only those whose records are all
+        in the manifest: until then the local copy is the only one."""
+        segments = self.tablet.segments
+        if len(segments) <= keep:
+            return 0
+        cutoff = min(segments[-keep].base_offset, self.known_manifest.end_offset)
+        return self.tablet.delete_segments_before(cutoff) if cutoff > 0 else 0
+
+    def expire(self, storage: RemoteLogStorage, older_than_ms: int, upto_offset: int) -> int:
+        """Drop the oldest remote segments whose newest record is older than ``older_than_ms`` and
+        that end at or below ``upto_offset``: manifest first, then files, so a reader never gets a
+        segment whose files are gone before the manifest says so. Local segments below the expired
+        end go too: their records are past retention, and kept they would be uploaded again."""
+        manifest = self.known_manifest
+        count = 0
+        for segment in manifest.segments:
+            if segment.max_timestamp >= older_than_ms or segment.end_offset > upto_offset:
+                break
+            count += 1
+        if not count:
+            return 0
+        expired = manifest.segments[:count]
+        remaining = manifest.without_oldest(count)
+        storage.write_manifest(self.directory, remaining)
+        self._publish(remaining)
+        self.tablet.delete_segments_before(expired[-1].end_offset)
+        for segment in expired:
+            storage.delete_segment(self.directory, segment.segment_id)
+        logger.info(
+            "%s expired %d remote segments [%d, %d); remote log now starts at %d",
+            self.name, count, expired[0].start_offset, expired[-1].end_offset, remaining.start_offset,
+        )
+        return count

@@ -1,0 +1,31 @@
+"""The SparkSession a tiering job runs its tasks in: ``local[*]``, a cluster URL or a Spark Connect
+``sc://`` address; under ``spark-submit`` (no ``--spark-master``) the master spark-submit chose."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+APP_NAME = "lakelog-tier"
+
+
+def spark_session(master: str | None = None, app_name: str = APP_NAME) -> "SparkSession":
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if master and master.startswith("sc://"):
+        return builder.remote(master).getOrCreate()
+    under_spark_submit = "PYSPARK_GATEWAY_PORT" in os.environ
+    if master or not under_spark_submit:
+        master = master or DEFAULT_MASTER
+        builder = builder.master(master)
+        if master.startswith("local"):
+            # Local Python workers must run this interpreter, the one lakelog is installed in.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The job prints its own progress line; Spark's console bar would garble it.
+    return builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
