@@ -69,13 +69,14 @@ class TabletServerRole:
         deadline = time.monotonic() + REGISTER_DEADLINE_S
         while True:
             try:
-                assignments = self._coordinator.register(node)
+                assignments, lake_ranges = self._coordinator.register(node)
                 break
             except LakelogError as error:
                 if not error.retriable or time.monotonic() > deadline:
                     raise
                 log.info("coordinator %s not reachable yet (%s); retrying", coordinator_address, error)
                 time.sleep(0.5)
+        self.replicas.lake.update(lake_ranges)
         self.replicas.become_leader(assignments)
         self._ticker.start()
         log.info("tablet server %d serving at %s", node.server_id, node.address)

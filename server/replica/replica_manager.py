@@ -4,9 +4,11 @@ Plain Python, no gRPC. Fetches long-poll here: a fetch without enough bytes wait
 that every bucket's high-watermark advance notifies, until it has ``min_bytes`` or ``max_wait_ms``.
 
 Tiers (spec section 4): a fetch at or above the local log start reads the local log; below it, the
-answer is where the records lie in remote storage (the client reads them itself), else
-OFFSET_OUT_OF_RANGE. The earliest readable offset everywhere (fetch responses, EARLIEST, errors)
-counts the remote tier. Remote storage is consulted only for offsets below the local log start, so
+answer is where the records lie in remote storage (the client reads them itself), then, only for a
+request that sets ``enable_lake``, the lake snapshot that holds them, else OFFSET_OUT_OF_RANGE. The
+earliest readable offset everywhere (fetch responses, EARLIEST, errors) counts the remote tier, and
+the lake for a request that enables it; a request without ``enable_lake`` gets exactly the answers
+it had before lake reads existed. Remote storage is consulted only for offsets below the local log start, so
 an outage of it never stops local produce and fetch.
 """
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import pyarrow as pa
@@ -39,6 +41,7 @@ from lakelog.server.log.log_tablet import AppendResult, LogTablet
 from lakelog.server.remote.manifest import RemoteLogManifest
 from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.remote.remote_log_tablet import RemoteLogFetchInfo
+from lakelog.server.replica.lake_offsets import LakeOffsets
 from lakelog.server.replica.projection import check_projection, project_records
 
 log = logging.getLogger(__name__)
@@ -61,6 +64,23 @@ class FetchParams:
     max_bytes: int = 16 << 20
     min_bytes: int = 1
     max_wait_ms: int = 0
+    enable_lake: bool = False
+
+
+@dataclass(frozen=True)
+class LakeLogFetchInfo:
+    """The fetch offset lies only in the lake: read ``[offset, log_end_offset)`` of this snapshot."""
+
+    snapshot_id: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True)
+class OffsetAnswer:
+    """A ListOffsets answer; ``lake_snapshot_id`` >= 0 means the lake must resolve the timestamp."""
+
+    offset: int
+    lake_snapshot_id: int = -1
 
 
 @dataclass(frozen=True)
@@ -75,6 +95,7 @@ class BucketFetchResult:
     log_start_offset: int = -1
     error: LakelogError | None = None
     remote_log_fetch_info: RemoteLogFetchInfo | None = None
+    lake_log_fetch_info: LakeLogFetchInfo | None = None
 
 
 class ReplicaManager:
@@ -82,6 +103,8 @@ class ReplicaManager:
         self.server_id = server_id
         self._logs = logs
         self._remote = remote
+        self.lake = LakeOffsets()
+        remote.lake_end_offset = self.lake.end_offset
         self._resolve = resolve
         self._tables: dict[int, TableInfo] = {}
         self._led: dict[int, set[int]] = {}
@@ -111,6 +134,7 @@ class ReplicaManager:
                 info = self._tables.pop(table_id, None)
                 self._led.pop(table_id, None)
             self._remote.drop_table(table_id)
+            self.lake.drop_table(table_id)
             self._logs.drop_table(table_id)
             if info is not None:
                 log.info("dropped the logs of %s (id %d)", info.path, table_id)
@@ -199,7 +223,7 @@ class ReplicaManager:
             results = self._read_all(params)
             fetched = sum(len(r.records) for r in results)
             remaining = deadline - time.monotonic()
-            answered = any(r.error or r.remote_log_fetch_info for r in results)
+            answered = any(r.error or r.remote_log_fetch_info or r.lake_log_fetch_info for r in results)
             if fetched >= params.min_bytes or remaining <= 0 or answered:
                 return results
             with self._data_arrived:
@@ -212,12 +236,14 @@ class ReplicaManager:
         budget = params.max_bytes
         results = []
         for request in params.buckets:
-            result = self._read_one(request, params.projections.get(request.table_id, []), budget)
+            result = self._read_one(request, params.projections.get(request.table_id, []), budget, params.enable_lake)
             budget = max(budget - len(result.records), 0)
             results.append(result)
         return results
 
-    def _read_one(self, request: BucketFetch, projection: list[int], budget: int) -> BucketFetchResult:
+    def _read_one(
+        self, request: BucketFetch, projection: list[int], budget: int, enable_lake: bool
+    ) -> BucketFetchResult:
         try:
             if request.fetch_offset < 0 or request.max_bytes <= 0:
                 raise InvalidRequestError(
@@ -227,46 +253,56 @@ class ReplicaManager:
             info, tablet = self._tablet(request.table_id, request.bucket)
             fields = check_projection(info.schema, projection, str(info.path)) if projection else []
             if request.fetch_offset < tablet.log_start_offset:
-                return self._read_remote(request, tablet)
-            earliest = self._earliest(request.table_id, request.bucket, tablet)
+                return self._read_below_local(request, tablet, enable_lake)
+            earliest = self._earliest(request.table_id, request.bucket, tablet, enable_lake=enable_lake)
             if budget <= 0:
                 return BucketFetchResult(request.table_id, request.bucket, b"", tablet.high_watermark, earliest)
             try:
                 read = tablet.read(request.fetch_offset, min(request.max_bytes, budget))
             except OffsetOutOfRangeError:
                 if request.fetch_offset < tablet.log_start_offset:  # local retention ran meanwhile
-                    return self._read_remote(request, tablet)
+                    return self._read_below_local(request, tablet, enable_lake)
                 raise
             except CorruptRecordError as error:
                 raise CorruptRecordError(f"{self._name(info, request.bucket)}: {error.message}") from None
             records = project_records(read.records, fields) if fields and read.records else read.records
             return BucketFetchResult(request.table_id, request.bucket, records, read.high_watermark, earliest)
         except LakelogError as error:
-            return self._failed(request, error)
+            return self._failed(request, error, enable_lake)
 
-    def _read_remote(self, request: BucketFetch, tablet: LogTablet) -> BucketFetchResult:
-        """A fetch below the local log start: the remote segments holding it, or out of range."""
-        fetch_info = self._remote.fetch_info(request.table_id, request.bucket, request.fetch_offset)
-        earliest = self._earliest(request.table_id, request.bucket, tablet)
-        if fetch_info is None:
-            raise OffsetOutOfRangeError(request.bucket, request.fetch_offset, earliest)
-        return BucketFetchResult(
-            request.table_id,
-            request.bucket,
-            high_watermark=tablet.high_watermark,
-            log_start_offset=earliest,
-            remote_log_fetch_info=fetch_info,
+    def _read_below_local(self, request: BucketFetch, tablet: LogTablet, enable_lake: bool) -> BucketFetchResult:
+        """A fetch below the local log start: the remote segments holding it, else (when the
+        request enables it) the lake snapshot holding it, else out of range."""
+        earliest = self._earliest(request.table_id, request.bucket, tablet, enable_lake=enable_lake)
+        result = BucketFetchResult(
+            request.table_id, request.bucket, high_watermark=tablet.high_watermark, log_start_offset=earliest
         )
+        fetch_info = self._remote.fetch_info(request.table_id, request.bucket, request.fetch_offset)
+        if fetch_info is not None:
+            return replace(result, remote_log_fetch_info=fetch_info)
+        lake = self.lake.get(request.table_id, request.bucket) if enable_lake else None
+        if lake is not None and lake.start_offset <= request.fetch_offset < lake.end_offset:
+            return replace(result, lake_log_fetch_info=LakeLogFetchInfo(lake.snapshot_id, lake.end_offset))
+        raise OffsetOutOfRangeError(request.bucket, request.fetch_offset, earliest)
 
-    def _earliest(self, table_id: int, bucket: int, tablet: LogTablet, manifest: RemoteLogManifest | None = None) -> int:
+    def _earliest(
+        self,
+        table_id: int,
+        bucket: int,
+        tablet: LogTablet,
+        manifest: RemoteLogManifest | None = None,
+        enable_lake: bool = False,
+    ) -> int:
         """The earliest offset any tier can serve; ``manifest`` defaults to the remote segments as
         last seen, so answering this never waits on remote storage."""
         remote_start = (manifest if manifest is not None else self._remote.known_manifest(table_id, bucket)).start_offset
-        return tablet.log_start_offset if remote_start < 0 else min(remote_start, tablet.log_start_offset)
+        earliest = tablet.log_start_offset if remote_start < 0 else min(remote_start, tablet.log_start_offset)
+        lake = self.lake.get(table_id, bucket) if enable_lake else None
+        return min(earliest, lake.start_offset) if lake is not None else earliest
 
-    def _failed(self, request: BucketFetch, error: LakelogError) -> BucketFetchResult:
+    def _failed(self, request: BucketFetch, error: LakelogError, enable_lake: bool = False) -> BucketFetchResult:
         tablet = self._logs.get(request.table_id, request.bucket)
-        earliest = self._earliest(request.table_id, request.bucket, tablet) if tablet else -1
+        earliest = self._earliest(request.table_id, request.bucket, tablet, enable_lake=enable_lake) if tablet else -1
         if isinstance(error, OffsetOutOfRangeError):
             error = OffsetOutOfRangeError(request.bucket, request.fetch_offset, earliest)
         if not isinstance(error, InvalidRequestError):
@@ -281,29 +317,36 @@ class ReplicaManager:
 
     # offsets
 
-    def list_offset(self, table_id: int, bucket: int, spec: OffsetSpec) -> int:
+    def list_offset(self, table_id: int, bucket: int, spec: OffsetSpec, enable_lake: bool = False) -> OffsetAnswer:
         _, tablet = self._tablet(table_id, bucket)
         if spec.type == OffsetType.EARLIEST:
-            return self._earliest(table_id, bucket, tablet, self._remote.manifest(table_id, bucket))
+            manifest = self._remote.manifest(table_id, bucket)
+            return OffsetAnswer(self._earliest(table_id, bucket, tablet, manifest, enable_lake))
         if spec.type == OffsetType.LATEST:
-            return tablet.high_watermark
+            return OffsetAnswer(tablet.high_watermark)
         if spec.type == OffsetType.TIMESTAMP:
+            lake = self.lake.get(table_id, bucket) if enable_lake else None
+            if lake is not None and lake.max_timestamp >= spec.ms:
+                return OffsetAnswer(-1, lake.snapshot_id)
             # Remote first: it holds the offsets below the local start, and timestamps never decrease.
             found = self._remote.lookup_offset_by_timestamp(table_id, bucket, spec.ms, below=tablet.log_start_offset)
             if found is None:
                 found = tablet.lookup_offset_by_timestamp(spec.ms)
-            return tablet.high_watermark if found is None else found
+            return OffsetAnswer(tablet.high_watermark if found is None else found)
         raise InvalidRequestError(f"unknown offset type {spec.type!r}")
 
     def describe(self, table_id: int, bucket: int) -> BucketInfo:
         _, tablet = self._tablet(table_id, bucket)
         manifest = self._remote.manifest(table_id, bucket)
+        lake = self.lake.get(table_id, bucket)
         return BucketInfo(
             leader=self.server_id,
             high_watermark=tablet.high_watermark,
             local_log_start_offset=tablet.log_start_offset,
             remote_log_start_offset=manifest.start_offset,
             remote_log_end_offset=manifest.end_offset,
+            lake_log_start_offset=lake.start_offset if lake else -1,
+            lake_log_end_offset=lake.end_offset if lake else -1,
         )
 
     def local_segment_count(self, table_id: int, bucket: int) -> int:

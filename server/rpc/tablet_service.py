@@ -13,7 +13,8 @@ from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceServicer, add_TabletServiceServicer_to_server
 from lakelog.server.coordinator.coordinator import TableAssignment
 from lakelog.server.remote.remote_log_tablet import RemoteLogFetchInfo
-from lakelog.server.replica.replica_manager import BucketFetch, FetchParams, ReplicaManager
+from lakelog.server.replica.lake_offsets import LakeBucketRange
+from lakelog.server.replica.replica_manager import BucketFetch, FetchParams, LakeLogFetchInfo, ReplicaManager
 from lakelog.server.rpc.error_boundary import rpc_method
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class TabletService(TabletServiceServicer):
             max_bytes=request.max_bytes,
             min_bytes=request.min_bytes,
             max_wait_ms=min(request.max_wait_ms, 60_000),
+            enable_lake=request.enable_lake,
         )
         by_table: dict[int, list[pb.PbFetchLogRespForBucket]] = {}
         for result in self._replicas.fetch(params):
@@ -71,6 +73,7 @@ class TabletService(TabletServiceServicer):
                     log_start_offset=result.log_start_offset,
                     records=result.records,
                     remote_log_fetch_info=_remote_fetch_info_to_pb(result.remote_log_fetch_info),
+                    lake_log_fetch_info=_lake_fetch_info_to_pb(result.lake_log_fetch_info),
                 )
             )
         return pb.FetchLogResponse(
@@ -85,8 +88,12 @@ class TabletService(TabletServiceServicer):
         responses = []
         for bucket in request.bucket_id:
             try:
-                offset = self._replicas.list_offset(request.table_id, bucket, spec)
-                responses.append(pb.PbListOffsetsRespForBucket(bucket_id=bucket, offset=offset, lake_snapshot_id=-1))
+                answer = self._replicas.list_offset(request.table_id, bucket, spec, request.enable_lake)
+                responses.append(
+                    pb.PbListOffsetsRespForBucket(
+                        bucket_id=bucket, offset=answer.offset, lake_snapshot_id=answer.lake_snapshot_id
+                    )
+                )
             except LakelogError as error:
                 responses.append(
                     pb.PbListOffsetsRespForBucket(bucket_id=bucket, error_code=error.code, error_message=error.message)
@@ -128,6 +135,13 @@ class TabletService(TabletServiceServicer):
         self._replicas.drop_tables(list(request.dropped_table_id))
         return pb.NotifyLeaderAndIsrResponse()
 
+    @rpc_method
+    def NotifyLakeTableOffset(
+        self, request: pb.NotifyLakeTableOffsetRequest, context: grpc.ServicerContext
+    ) -> pb.NotifyLakeTableOffsetResponse:
+        self._replicas.lake.update(lake_ranges_from_pb(request))
+        return pb.NotifyLakeTableOffsetResponse()
+
 
 def _remote_fetch_info_to_pb(info: RemoteLogFetchInfo | None) -> pb.PbRemoteLogFetchInfo | None:
     """Only the URI of the tablet dir goes out: the client reaches storage with its own settings."""
@@ -148,3 +162,18 @@ def _remote_fetch_info_to_pb(info: RemoteLogFetchInfo | None) -> pb.PbRemoteLogF
         ],
         first_start_pos=info.first_start_pos,
     )
+
+
+def lake_ranges_from_pb(request: pb.NotifyLakeTableOffsetRequest) -> list[LakeBucketRange]:
+    return [
+        LakeBucketRange(
+            n.table_id, n.bucket_id, n.snapshot_id, n.log_start_offset, n.log_end_offset, n.log_max_timestamp
+        )
+        for n in request.notify_buckets_req
+    ]
+
+
+def _lake_fetch_info_to_pb(info: LakeLogFetchInfo | None) -> pb.PbLakeLogFetchInfo | None:
+    if info is None:
+        return None
+    return pb.PbLakeLogFetchInfo(snapshot_id=info.snapshot_id, log_end_offset=info.log_end_offset)

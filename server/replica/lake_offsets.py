@@ -1,0 +1,57 @@
+"""What the coordinator last told this tablet server is in the lake, per bucket.
+
+The lake (not the coordinator) is the source of truth for what was tiered; the coordinator relays
+each committed snapshot's offsets with NotifyLakeTableOffset, and a restarted tablet server learns
+them back when it registers, before it serves a fetch.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LakeBucketRange:
+    """Offsets ``[start_offset, end_offset)`` of a bucket that lake snapshot ``snapshot_id`` holds."""
+
+    table_id: int
+    bucket: int
+    snapshot_id: int
+    start_offset: int
+    end_offset: int
+    max_timestamp: int
+
+    @property
+    def empty(self) -> bool:
+        return self.end_offset <= self.start_offset
+
+
+class LakeOffsets:
+    def __init__(self) -> None:
+        self._ranges: dict[tuple[int, int], LakeBucketRange] = {}
+        self._lock = threading.Lock()
+
+    def update(self, ranges: list[LakeBucketRange]) -> None:
+        """Apply notifications; an older one arriving late never moves a bucket backwards."""
+        with self._lock:
+            for new in ranges:
+                key = (new.table_id, new.bucket)
+                old = self._ranges.get(key)
+                if old is None or (new.end_offset, new.snapshot_id) >= (old.end_offset, old.snapshot_id):
+                    self._ranges[key] = new
+
+    def get(self, table_id: int, bucket: int) -> LakeBucketRange | None:
+        with self._lock:
+            found = self._ranges.get((table_id, bucket))
+        return None if found is None or found.empty else found
+
+    def end_offset(self, table_id: int, bucket: int) -> int | None:
+        """The remote TTL hook: records below this are safe in the lake."""
+        found = self.get(table_id, bucket)
+        return found.end_offset if found else None
+
+    def drop_table(self, table_id: int) -> None:
+        with self._lock:
+            for key in [key for key in self._ranges if key[0] == table_id]:
+                del self._ranges[key]

@@ -1,0 +1,125 @@
+"""The tier rule of SPEC section 4 on the server: lake answers only for requests that set
+``enable_lake``, the lake end is exclusive, and an old client sees exactly the old behaviour.
+
+The lake range is set with a real NotifyLakeTableOffset call (what the coordinator sends after a
+tiering commit); the records below the remote start are then really gone from remote and local.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+import lakelog
+from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
+from tests.conftest import create_table
+from tests.test_remote_server import BASE_CONF, produce, remote_manager
+
+SNAPSHOT = 4242
+
+
+def call(server, method: str, request):  # noqa: ANN001, ANN201 - raw protobuf in, raw protobuf out
+    with grpc.insecure_channel(server.address) as channel:
+        return getattr(TabletServiceStub(channel), method)(request, timeout=30)
+
+
+def fetch(server, table: lakelog.Table, offset: int, enable_lake: bool) -> pb.PbFetchLogRespForBucket:
+    request = pb.FetchLogRequest(
+        max_bytes=1 << 20,
+        enable_lake=enable_lake,
+        tables_req=[
+            pb.PbFetchLogReqForTable(
+                table_id=table.info.table_id,
+                buckets_req=[pb.PbFetchLogReqForBucket(bucket_id=0, fetch_offset=offset, max_fetch_bytes=1 << 20)],
+            )
+        ],
+    )
+    return call(server, "FetchLog", request).tables_resp[0].buckets_resp[0]
+
+
+def list_offset(server, table: lakelog.Table, offset_type: int, enable_lake: bool, ms: int = 0) -> pb.PbListOffsetsRespForBucket:
+    request = pb.ListOffsetsRequest(
+        offset_type=offset_type, table_id=table.info.table_id, bucket_id=[0], start_timestamp=ms, enable_lake=enable_lake
+    )
+    return call(server, "ListOffsets", request).buckets_resp[0]
+
+
+@pytest.fixture
+def lake_only_prefix(server_factory, tmp_path: Path):
+    """A lake-enabled table whose offsets [0, lake_end) were tiered and then expired from remote."""
+    server = server_factory(**BASE_CONF, **{"remote.data.dir": (tmp_path / "remote").as_uri()})
+    conn = lakelog.connect(server.address)
+    table = create_table(conn, properties={"table.datalake.enabled": "true", "table.log.ttl": "1s"})
+    produce(table, 80)
+    manager = remote_manager(server)
+    manager.run_once()
+    segments = manager.manifest(table.info.table_id, 0).segments
+    lake_end = segments[2].end_offset
+    max_ts = segments[2].max_timestamp
+    call(
+        server,
+        "NotifyLakeTableOffset",
+        pb.NotifyLakeTableOffsetRequest(
+            notify_buckets_req=[
+                pb.PbNotifyLakeTableOffsetReqForBucket(
+                    table_id=table.info.table_id,
+                    bucket_id=0,
+                    snapshot_id=SNAPSHOT,
+                    log_start_offset=0,
+                    log_end_offset=lake_end,
+                    log_max_timestamp=max_ts,
+                )
+            ]
+        ),
+    )
+    manager.clock = lambda: time.time_ns() // 1_000_000 + 86_400_000
+    assert manager.run_once().expired == 3, "the TTL deletes exactly what the lake covers"
+    yield server, conn, table, lake_end, max_ts
+    conn.close()
+
+
+def test_fetch_in_the_lake_only_with_enable_lake(lake_only_prefix) -> None:
+    server, conn, table, lake_end, _ = lake_only_prefix
+    for offset in (0, lake_end // 2, lake_end - 1):
+        answer = fetch(server, table, offset, enable_lake=True)
+        assert answer.error_code == 0 and not answer.records
+        assert (answer.lake_log_fetch_info.snapshot_id, answer.lake_log_fetch_info.log_end_offset) == (SNAPSHOT, lake_end)
+        assert answer.log_start_offset == 0
+        old = fetch(server, table, offset, enable_lake=False)
+        assert old.error_code == lakelog.OffsetOutOfRangeError.code
+        assert old.log_start_offset == lake_end and not old.HasField("lake_log_fetch_info")
+        assert f"offset {offset} of bucket 0" in old.error_message
+    at_end = fetch(server, table, lake_end, enable_lake=True)
+    assert not at_end.HasField("lake_log_fetch_info"), "the lake end is exclusive"
+    assert at_end.error_code == 0
+    assert at_end.records or at_end.remote_log_fetch_info.remote_log_segments[0].remote_log_start_offset == lake_end
+
+
+def test_list_offsets_with_and_without_the_lake(lake_only_prefix) -> None:
+    server, conn, table, lake_end, max_ts = lake_only_prefix
+    assert list_offset(server, table, pb.EARLIEST, enable_lake=True).offset == 0
+    assert list_offset(server, table, pb.EARLIEST, enable_lake=False).offset == lake_end
+    lake = list_offset(server, table, pb.TIMESTAMP, enable_lake=True, ms=max_ts)
+    assert lake.lake_snapshot_id == SNAPSHOT
+    later = list_offset(server, table, pb.TIMESTAMP, enable_lake=True, ms=max_ts + 1)
+    assert later.lake_snapshot_id == -1 and later.offset >= lake_end
+    old = list_offset(server, table, pb.TIMESTAMP, enable_lake=False, ms=0)
+    assert old.lake_snapshot_id == -1 and old.offset == lake_end
+    described = conn.admin.describe_buckets(table.path)[0]
+    assert (described.lake_log_start_offset, described.lake_log_end_offset) == (0, lake_end)
+    starts = [o for o in (described.remote_log_start_offset, described.local_log_start_offset) if o >= 0]
+    assert min(starts) == lake_end, "the server's own tiers start where the lake ends"
+
+
+def test_old_client_gets_offset_out_of_range_for_lake_only_offsets(lake_only_prefix) -> None:
+    _, conn, table, lake_end, _ = lake_only_prefix
+    scanner = table.new_scan().create_log_scanner()
+    scanner.subscribe(0, 0)
+    with pytest.raises(lakelog.OffsetOutOfRangeError) as info:
+        for _ in range(10):
+            scanner.poll(timeout_ms=500)
+    assert (info.value.offset, info.value.earliest) == (0, lake_end)
