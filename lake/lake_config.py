@@ -22,11 +22,23 @@ CATALOG_NAME = "lakelog"
 _SECRET_WORDS = re.compile(r"secret|password|token|credential|key", re.IGNORECASE)
 # Names that carry one of those words but only say where something is, never how to get in.
 _LOCATION_SUFFIXES = (".endpoint", ".uri", "-uri", ".region", ".url", "-url")
+# A job's own S3 credentials, from the variables every AWS tool reads.
+_AWS_ENVIRONMENT = {
+    "AWS_ACCESS_KEY_ID": "s3.access-key-id",
+    "AWS_SECRET_ACCESS_KEY": "s3.secret-access-key",
+    "AWS_SESSION_TOKEN": "s3.session-token",
+}
 
 
 def is_secret(key: str) -> bool:
     """A catalog property the coordinator never sends: access keys, passwords, tokens, credentials."""
     return bool(_SECRET_WORDS.search(key)) and not key.lower().endswith(_LOCATION_SUFFIXES)
+
+
+def credentials_from_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """S3 catalog properties from ``AWS_*`` variables. Passed on explicitly, they reach Spark
+    workers that do not share the job's environment (a cluster, a session started earlier)."""
+    return {prop: environ[var] for var, prop in _AWS_ENVIRONMENT.items() if environ.get(var)}
 
 
 def _without_password(value: str) -> str:

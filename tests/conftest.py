@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import lakelog
@@ -121,3 +122,71 @@ class ServerSubprocess:
 
 
 from tests.s3 import moto_s3, s3_outage  # noqa: E402,F401 - fixtures shared by every test module
+
+
+# ---------------------------------------------------------------- the lake tier
+
+LAKE_TABLE = {"table.datalake.enabled": "true"}
+# Small segments uploaded at once, one kept locally: most of a bucket is read from remote storage.
+REMOTE_TIER = {"log.segment.max-bytes": "256kb", "remote.log.task-interval": "200ms"}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local[2] SparkSession for every test that tiers in-process (one takes seconds to start)."""
+    from lakelog.tiering.spark_session import spark_session
+
+    session = spark_session("local[2]", "lakelog-tests")
+    yield session
+    session.stop()
+
+
+def produce_orders(table: lakelog.Table, start: int, count: int, batch: int = 2000) -> None:
+    writer = table.new_append().create_writer()
+    for first in range(start, start + count, batch):
+        writer.append_arrow(order_rows(first, min(batch, start + count - first)))
+    writer.flush()
+
+
+def lake_table(server: ServerProcess, path: lakelog.TablePath) -> Any:
+    """The PyIceberg table of ``path``, opened with the server's full lake configuration."""
+    from lakelog.lake.lake_catalog import LakeCatalog
+    from lakelog.lake.lake_config import LakeConfig
+
+    return LakeCatalog(LakeConfig.from_configuration(server.conf, server.data_dir)).load_table(path)
+
+
+def log_rows(address: str, path: lakelog.TablePath) -> pa.Table:
+    """Every record of the log up to the high watermarks, read without the lake, by bucket and offset."""
+    with lakelog.connect(address, {"client.lake.enabled": "false"}) as conn:
+        total = sum(conn.admin.list_offsets(path).values())
+        with conn.get_table(path).new_scan().create_log_scanner() as scanner:
+            scanner.subscribe_from_beginning()
+            rows = scan_all(scanner, total)
+    return rows.sort_by([("__bucket", "ascending"), ("__offset", "ascending")])
+
+
+def assert_lake_holds_log(server: ServerProcess, path: lakelog.TablePath) -> pa.Table:
+    """The lake holds every offset of every bucket exactly once, with the log's values and
+    timestamps, and the coordinator's lake snapshot is the lake's latest. Returns the lake rows."""
+    from lakelog.lake.snapshot_summary import latest_lake_snapshot
+
+    table = lake_table(server, path)
+    lake = table.scan().to_arrow().sort_by([("__bucket", "ascending"), ("__offset", "ascending")])
+    log = log_rows(server.address, path)
+    assert lake.num_rows == log.num_rows
+    assert lake.column("__bucket").equals(log.column("__bucket"))
+    assert lake.column("__offset").equals(log.column("__offset"))
+    millis = pc.divide(lake.column("__timestamp").cast(pa.int64()), 1000)
+    assert millis.equals(log.column("__timestamp"))
+    names = ORDERS_SCHEMA.names
+    assert lake.select(names).cast(ORDERS_SCHEMA).equals(log.select(names))
+    with lakelog.connect(server.address) as conn:
+        assert conn.admin.get_lake_snapshot(path) == latest_lake_snapshot(table)
+    return lake
+
+
+def run_tier(address: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m lakelog tier --once` in its own process (its own SparkSession)."""
+    command = [sys.executable, "-m", "lakelog", "tier", "--bootstrap", address, "--once", "--spark-master", "local[2]", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})

@@ -1,27 +1,32 @@
 """The client reads remote log segments itself: real segment files, a real file:// directory and a
-real (moto) S3 behind a proxy that can be cut, the client's own downloader and reader."""
+real (moto) S3 behind a proxy that can be cut. First the client's own downloader and reader over
+segments a local log rolled, then end to end through a real tablet server that uploaded them.
+"""
 
 from __future__ import annotations
 
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
+import lakelog
 from lakelog.errors import CorruptRecordError, RemoteStorageError
 from lakelog.record.batch import HEADER_SIZE, encode_batch, iter_headers
 from lakelog.remote_fs import RemoteLocation, file_system
 from lakelog.server.log.log_tablet import LogConfig, LogTablet
+from lakelog.server.server_process import ServerProcess
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader
 from lakelog.client.scanner.remote_log_fetch_info import RemoteLogFetchInfo, RemoteLogSegment
 from lakelog.client.scanner.remote_log_reader import RemoteLogReader
 from lakelog.client.scanner.scan_records import with_meta_fields
-from tests.conftest import ORDERS_SCHEMA, order_rows
+from tests.conftest import ORDERS_SCHEMA, create_table, order_rows, scan_all
 from tests.s3 import MotoS3
 
 ROWS_PER_BATCH = 10
@@ -110,7 +115,8 @@ def reader_at(remote: Remote, downloader: RemoteLogDownloader, offset: int, proj
     return RemoteLogReader(remote.fetch_info(offset), offset, downloader, 0, schema, projection, "shop.orders bucket 0")
 
 
-def read_all(reader: RemoteLogReader, max_bytes: int = 1 << 20, timeout_s: float = 30) -> pa.Table:
+def read_tables(reader: RemoteLogReader, max_bytes: int = 1 << 20, timeout_s: float = 30) -> list[pa.Table]:
+    """What each read of the reader gave, until it is done."""
     tables = []
     deadline = time.monotonic() + timeout_s
     while not reader.done:
@@ -119,7 +125,11 @@ def read_all(reader: RemoteLogReader, max_bytes: int = 1 << 20, timeout_s: float
             time.sleep(0.01)
             continue
         tables.append(reader.read(max_bytes))
-    return pa.concat_tables(tables)
+    return tables
+
+
+def read_all(reader: RemoteLogReader) -> pa.Table:
+    return pa.concat_tables(read_tables(reader))
 
 
 def expected(start: int, end: int) -> list[tuple[float, int, int]]:
@@ -157,12 +167,7 @@ def test_reads_exactly_from_a_mid_segment_offset_with_projection(remote: Remote,
 def test_each_read_is_bounded_and_straddles_segment_ends(remote: Remote, downloader: RemoteLogDownloader) -> None:
     reader = reader_at(remote, downloader, 0, projection=None)
     batch_size = next(iter_headers(remote.files[remote.segments[0].segment_id]))[1].size
-    tables = []
-    while not reader.done:
-        if reader.ready():
-            tables.append(reader.read(2 * batch_size))
-        else:
-            time.sleep(0.01)
+    tables = read_tables(reader, 2 * batch_size)
     assert max(t.num_rows for t in tables) <= 2 * ROWS_PER_BATCH
     table = pa.concat_tables(tables)
     assert table.column("__offset").to_pylist() == list(range(BATCHES * ROWS_PER_BATCH))
@@ -246,3 +251,148 @@ def test_s3_cut_mid_read_then_restore_continues_without_gap(s3_remote: Remote, s
     tables.append(read_all(reader_at(s3_remote, downloader, position)))
     downloader.close()
     assert pa.concat_tables(tables).column("__offset").to_pylist() == list(range(BATCHES * ROWS_PER_BATCH))
+
+
+# -- end to end: a tablet server uploads, the client reads the remote tier itself -------------------
+
+E2E_BATCHES = 120
+E2E_ROWS_PER_BATCH = 100
+E2E_TOTAL = E2E_BATCHES * E2E_ROWS_PER_BATCH
+
+
+@dataclass
+class Cluster:
+    """A tablet server whose rolled segments are uploaded and trimmed locally, and the client's
+    ``remote.fs.*`` settings for the same storage."""
+
+    server: ServerProcess
+    table: lakelog.Table
+    client_conf: dict[str, str]
+
+    @property
+    def segments(self) -> list[RemoteLogSegment]:
+        assert self.server.tablet is not None
+        manifest = self.server.tablet.remote.manifest(self.table.info.table_id, 0)
+        return [
+            RemoteLogSegment(s.segment_id, s.start_offset, s.end_offset, s.size_in_bytes, s.max_timestamp)
+            for s in manifest.segments
+        ]
+
+    def log_file(self, segment: RemoteLogSegment) -> tuple[pafs.FileSystem, str]:
+        assert self.server.tablet is not None
+        tablet_dir = self.server.tablet.remote.storage.tablet_dir(self.table.path, self.table.info.table_id, 0)
+        settings = {k.removeprefix("remote.fs."): v for k, v in self.client_conf.items()}
+        return file_system(tablet_dir, settings), tablet_dir.child(segment.log_file).path
+
+    def read_log(self, segment: RemoteLogSegment) -> bytes:
+        fs, path = self.log_file(segment)
+        with fs.open_input_stream(path) as stream:
+            return stream.read()
+
+    @contextmanager
+    def scanner(self, columns: list[str] | None = None, config: dict[str, object] | None = None) -> Iterator[lakelog.LogScanner]:
+        """A scanner on a connection of its own, with the remote settings plus ``config``."""
+        with lakelog.connect(self.server.address, {**self.client_conf, **(config or {})}) as conn:
+            scan = conn.get_table(self.table.path).new_scan()
+            with (scan.project(columns) if columns else scan).create_log_scanner() as scanner:
+                yield scanner
+
+
+def start_cluster(server_factory: Callable[..., ServerProcess], remote_conf: dict[str, str]) -> Cluster:
+    """A server with 64 KiB segments, ~360 KiB produced, then one remote log pass: uploads and
+    local trimming, so the bucket starts in remote segments and ends in local ones."""
+    server = server_factory(**{"log.segment.max-bytes": "64kb", "remote.log.task-interval": "1h", **remote_conf})
+    client_conf = {k: v for k, v in remote_conf.items() if k.startswith("remote.fs.")}
+    with lakelog.connect(server.address, client_conf) as conn:
+        table = create_table(conn)
+        writer = table.new_append().create_writer()
+        for i in range(E2E_BATCHES):
+            writer.append_arrow(order_rows(i * E2E_ROWS_PER_BATCH, E2E_ROWS_PER_BATCH))
+            writer.flush()
+        writer.close()
+    assert server.tablet is not None
+    report = server.tablet.remote.run_once()
+    assert not report.errors and report.uploaded >= 4 and report.deleted_local >= 2
+    return Cluster(server, table, client_conf)
+
+
+@pytest.fixture
+def s3_cluster(moto_s3: MotoS3, server_factory: Callable[..., ServerProcess]) -> Cluster:
+    return start_cluster(server_factory, {"remote.data.dir": f"s3://{moto_s3.create_bucket()}/lakelog", **moto_s3.settings()})
+
+
+@pytest.fixture(params=["file", "s3"])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path, server_factory: Callable[..., ServerProcess]) -> Cluster:
+    if request.param == "s3":
+        return request.getfixturevalue("s3_cluster")
+    return start_cluster(server_factory, {"remote.data.dir": (tmp_path / "remote").as_uri()})
+
+
+def test_e2e_from_beginning_reads_remote_then_local_with_projection(cluster: Cluster) -> None:
+    segments = cluster.segments
+    with cluster.scanner(["amount", "id"]) as scanner:
+        scanner.subscribe_from_beginning()
+        table = scan_all(scanner, E2E_TOTAL)
+        assert scanner.poll_arrow(timeout_ms=200).num_rows == 0
+        stats = scanner.remote_read_stats()
+    assert segments[0].start_offset == 0 and segments[-1].end_offset < E2E_TOTAL  # remote, then local
+    assert table.column_names == ["amount", "id", "__bucket", "__offset", "__timestamp"]
+    assert rows(table) == expected(0, E2E_TOTAL)
+    assert stats == {s.segment_id: s.size_in_bytes for s in segments}
+
+
+def test_e2e_subscribe_mid_remote_segment_reads_nothing_before_its_batch(cluster: Cluster) -> None:
+    segments = cluster.segments
+    target = segments[1]
+    offset = target.start_offset + 2 * E2E_ROWS_PER_BATCH + 17
+    start_pos = next(pos for pos, h in iter_headers(cluster.read_log(target)) if h.next_offset > offset)
+    assert start_pos > 0
+    with cluster.scanner(["amount", "id"]) as scanner:
+        scanner.subscribe(0, offset)
+        table = scan_all(scanner, E2E_TOTAL - offset)
+        stats = scanner.remote_read_stats()
+    assert rows(table) == expected(offset, E2E_TOTAL)
+    assert stats[target.segment_id] == target.size_in_bytes - start_pos
+    assert segments[0].segment_id not in stats
+
+
+def test_e2e_s3_cut_while_reading_remote_then_restore_continues(s3_cluster: Cluster, s3_outage) -> None:
+    # One segment downloaded at a time, a few batches per poll: the cut lands mid-way through the remote tier.
+    config = {"client.scanner.remote-log.prefetch-num": 1, "client.scanner.fetch.max-bytes-per-bucket": "8kb"}
+    tables = []
+    with s3_cluster.scanner(config=config) as scanner:
+        scanner.subscribe_from_beginning()
+        tables.append(scan_all(scanner, 1))
+        s3_outage.cut()
+        deadline = time.monotonic() + 60
+        with pytest.raises(RemoteStorageError) as caught:
+            while time.monotonic() < deadline:
+                tables.append(scanner.poll_arrow(timeout_ms=500))
+        returned = sum(table.num_rows for table in tables)
+        assert caught.value.retriable and returned < s3_cluster.segments[-1].end_offset
+        assert any(segment.segment_id in str(caught.value) for segment in s3_cluster.segments)
+        assert scanner.positions() == {0: returned}
+        s3_outage.restore()
+        tables.append(scan_all(scanner, E2E_TOTAL - returned))
+    assert pa.concat_tables(tables).column("__offset").to_pylist() == list(range(E2E_TOTAL))
+
+
+def test_e2e_corrupted_remote_segment_names_the_segment(cluster: Cluster) -> None:
+    victim = cluster.segments[1]
+    data = bytearray(cluster.read_log(victim))
+    position, header = list(iter_headers(data))[3]
+    data[position + HEADER_SIZE + 50] ^= 0xFF
+    fs, path = cluster.log_file(victim)
+    with fs.open_output_stream(path) as out:
+        out.write(bytes(data))
+    tables = []
+    with cluster.scanner() as scanner:
+        scanner.subscribe_from_beginning()
+        deadline = time.monotonic() + 30
+        with pytest.raises(CorruptRecordError) as caught:
+            while time.monotonic() < deadline:
+                tables.append(scanner.poll_arrow(timeout_ms=500))
+        assert scanner.positions() == {0: header.base_offset}
+    assert victim.segment_id in str(caught.value) and path in str(caught.value)
+    assert f"offset {header.base_offset}" in str(caught.value)
+    assert pa.concat_tables(tables).column("__offset").to_pylist() == list(range(header.base_offset))

@@ -88,8 +88,9 @@ class RemoteLogDownloader:
         with self._lock:
             return dict(self._bytes_read)
 
-    def download(self, tablet_dir: str, segment: RemoteLogSegment, start_pos: int) -> SegmentDownload:
-        """Start copying ``segment``'s ``.log`` from byte ``start_pos`` to its end."""
+    def download(self, tablet_dir: str, segment: RemoteLogSegment, start_pos: int, where: str) -> SegmentDownload:
+        """Start copying ``segment``'s ``.log`` from byte ``start_pos`` to its end; ``where`` names
+        the bucket in errors."""
         location = RemoteLocation.parse(tablet_dir).child(segment.log_file)
         with self._lock:
             if self._pool is None or self._directory is None:
@@ -99,7 +100,7 @@ class RemoteLogDownloader:
                 self._pool = ThreadPoolExecutor(self.prefetch_num, thread_name_prefix="remote-log-download")
             local = self._directory / f"{next(self._names)}-{segment.segment_id}.log"
             cancelled = threading.Event()
-            future = self._pool.submit(self._copy, location, segment, start_pos, local, cancelled)
+            future = self._pool.submit(self._copy, location, segment, start_pos, local, cancelled, where)
         future.add_done_callback(lambda _: self._on_done())
         return SegmentDownload(segment, location.uri, future, cancelled)
 
@@ -113,7 +114,13 @@ class RemoteLogDownloader:
         return fs
 
     def _copy(
-        self, location: RemoteLocation, segment: RemoteLogSegment, start_pos: int, local: Path, cancelled: threading.Event
+        self,
+        location: RemoteLocation,
+        segment: RemoteLogSegment,
+        start_pos: int,
+        local: Path,
+        cancelled: threading.Event,
+        where: str,
     ) -> Path:
         try:
             source_fs = self._file_system(location)
@@ -130,7 +137,7 @@ class RemoteLogDownloader:
         except (OSError, pa.ArrowException) as exc:
             local.unlink(missing_ok=True)
             raise RemoteStorageError(
-                f"cannot read remote log segment {segment.segment_id} (offsets {segment.start_offset}.."
+                f"{where}: cannot read remote log segment {segment.segment_id} (offsets {segment.start_offset}.."
                 f"{segment.end_offset - 1}) at {location.uri}: {exc}"
             ) from None
         if cancelled.is_set():

@@ -14,7 +14,7 @@ from typing import BinaryIO, Sequence
 
 import pyarrow as pa
 
-from lakelog.errors import CorruptRecordError
+from lakelog.errors import CorruptRecordError, LakelogError
 from lakelog.record import batch as rb
 
 from lakelog.client.scanner.completed_fetch import decode_batch
@@ -48,6 +48,7 @@ class RemoteLogReader:
         self._queued: deque[tuple[RemoteLogSegment, int]] = deque(zip(fetch.segments, starts))
         self._downloads: deque[SegmentDownload] = deque()
         self._file: BinaryIO | None = None
+        self._error: LakelogError | None = None
         self._prefetch()
 
     @property
@@ -56,21 +57,34 @@ class RemoteLogReader:
         return not self._downloads and not self._queued
 
     def ready(self) -> bool:
-        """The segment to read next is downloaded (or failed), so :meth:`read` will not wait."""
-        return bool(self._downloads) and self._downloads[0].ready()
+        """:meth:`read` will not wait: the segment to read next is downloaded (or failed)."""
+        return self._error is not None or (bool(self._downloads) and self._downloads[0].ready())
 
     def _prefetch(self) -> None:
         while self._queued and len(self._downloads) < self._downloader.prefetch_num:
             segment, start_pos = self._queued.popleft()
-            self._downloads.append(self._downloader.download(self._tablet_dir, segment, start_pos))
+            self._downloads.append(self._downloader.download(self._tablet_dir, segment, start_pos, self._where))
 
     def read(self, max_bytes: int) -> pa.Table:
         """Records from :attr:`next_offset` on: downloaded batches up to about ``max_bytes`` (at least
         one), across segment ends; empty while the next segment is still downloading. Raises
-        RemoteStorageError if a download failed, CorruptRecordError for a bad batch."""
+        RemoteStorageError if a download failed, CorruptRecordError for a bad batch; records read
+        before the failure are returned first and the error comes with the next call, so a
+        consumer gets every good record and its position stops exactly at the bad one."""
+        if self._error is not None:
+            raise self._error
         pieces: list[pa.RecordBatch] = []
+        try:
+            self._read_into(pieces, max(max_bytes, 1))
+        except LakelogError as error:
+            if not pieces:
+                raise
+            self._error = error
+        return pa.Table.from_batches(pieces, schema=self._out_schema)
+
+    def _read_into(self, pieces: list[pa.RecordBatch], max_bytes: int) -> None:
         consumed = 0
-        while consumed < max(max_bytes, 1) and self.ready():
+        while consumed < max_bytes and self.ready():
             current = self._downloads[0]
             where = f"{self._where} remote log segment {current.segment.segment_id} ({current.uri})"
             if self._file is None:
@@ -86,7 +100,6 @@ class RemoteLogReader:
             if batch is not None:
                 pieces.append(batch)
                 self.next_offset = header.next_offset
-        return pa.Table.from_batches(pieces, schema=self._out_schema)
 
     @staticmethod
     def _next_batch(file: BinaryIO) -> bytes | None:

@@ -1,4 +1,4 @@
-"""`lakelog` (also `python -m lakelog`): servers, tables, produce, scan, offsets, the demo.
+"""`lakelog` (also `python -m lakelog`): servers, tables, produce, scan, offsets, tiering, the demo.
 
 Each command group lives in its own module with a ``register(subparsers)`` function that adds its
 parser and sets ``handler``; this module only assembles them and turns errors into exit codes.
@@ -18,10 +18,11 @@ from lakelog.cli import (
     scan_command,
     server_commands,
     table_commands,
+    tier_command,
 )
 from lakelog.errors import LakelogError
 
-COMMAND_MODULES = [server_commands, config_command, demo_command, table_commands, produce_command, scan_command, offsets_command]
+COMMAND_MODULES = [server_commands, config_command, demo_command, table_commands, produce_command, scan_command, offsets_command, tier_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -35,6 +35,7 @@ logger = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 LOG_START_OFFSET_FILE = "log-start-offset"
 _MAX_RELATIVE_OFFSET = 0xFFFFFFFF  # index entries store offsets and positions as uint32
+_MAX_SEGMENT_BYTES = 0x7FFFFFFF  # the wire's segment_size_in_bytes and first_start_pos are int32, as in Fluss
 
 
 def wall_clock_ms() -> int:
@@ -67,8 +68,8 @@ class LogConfig:
     def __post_init__(self) -> None:
         if self.flush_mode not in ("sync", "async"):
             raise InvalidConfigError(f"log flush mode must be sync or async, not {self.flush_mode!r}")
-        if not 0 < self.segment_max_bytes <= _MAX_RELATIVE_OFFSET:
-            raise InvalidConfigError(f"log segment max bytes must be in 1..{_MAX_RELATIVE_OFFSET}")
+        if not 0 < self.segment_max_bytes <= _MAX_SEGMENT_BYTES:
+            raise InvalidConfigError(f"log.segment.max-bytes must be in 1..{_MAX_SEGMENT_BYTES} (2 GiB - 1)")
 
     @classmethod
     def from_configuration(cls, conf: Configuration) -> LogConfig:

@@ -1,0 +1,72 @@
+"""`lakelog tier`: run the PySpark job that tiers lake-enabled tables into their Iceberg tables.
+
+The same arguments work for ``python -m lakelog.tiering`` and for ``spark-submit`` of
+``lakelog/tiering/__main__.py``. Lake catalog properties come from the coordinator (secrets left
+out); add the job's own with ``--set datalake.iceberg.KEY=VALUE`` or the usual AWS variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from typing import Any
+
+from lakelog.cli.common_args import add_connection_arguments, bootstrap_address
+from lakelog.config import Configuration, parse_duration_ms
+from lakelog.logging_config import configure_logging
+from lakelog.metadata import TablePath
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "tier", help="Run the PySpark tiering job (lake-enabled tables -> Iceberg).", description=__doc__.splitlines()[0]
+    )
+    add_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def _duration(text: str) -> int:
+    try:
+        return parse_duration_ms(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    return int(text)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--table", action="extend", nargs="+", default=[], metavar="DB.TABLE", help="tier only these tables (default: every lake-enabled table)"
+    )
+    parser.add_argument("--once", action="store_true", help="run one round and exit")
+    parser.add_argument("--interval", type=_duration, default=10_000, metavar="DURATION", help="time between rounds (default 10s)")
+    parser.add_argument(
+        "--spark-master", metavar="URL", help="local[*] (default), spark://HOST:PORT, sc://HOST:PORT (Spark Connect); under spark-submit, its master"
+    )
+    parser.add_argument("--max-records-per-round", type=_positive, metavar="N", help="records a round tiers per table at most, shared fairly by the buckets")
+    add_connection_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lakelog.tiering.tiering_job import TieringJob, TieringOptions  # PySpark and PyIceberg only here
+
+    configure_logging()
+    options = TieringOptions(
+        bootstrap=bootstrap_address(args),
+        tables=tuple(TablePath.parse(text) for text in args.table),
+        interval_ms=args.interval,
+        max_records_per_round=args.max_records_per_round,
+        spark_master=args.spark_master,
+        client_config=Configuration.load(sets=args.set).items(),
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    with TieringJob(options) as job:
+        job.run(once=args.once, stop=stop)
+    return 0

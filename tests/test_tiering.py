@@ -1,0 +1,96 @@
+"""The tiering job end to end: a real server on loopback (with a remote tier), real Spark tasks,
+a real Iceberg catalog, checked by reading the Iceberg table with PyIceberg."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import boto3
+
+import lakelog
+from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, COMMIT_USER
+from lakelog.server.server_process import ServerProcess
+from lakelog.tiering.tiering_job import TieringJob, TieringOptions
+from tests.conftest import LAKE_TABLE, REMOTE_TIER, assert_lake_holds_log, create_table, lake_table, produce_orders, run_tier
+from tests.s3 import ACCESS_KEY, REGION, SECRET_KEY, MotoS3
+
+BUCKETS = 4
+
+
+def _wait_for_remote(conn: lakelog.Connection, path: lakelog.TablePath) -> None:
+    """Until every bucket's oldest records are in remote storage only."""
+    import time
+
+    deadline = time.monotonic() + 30
+    while True:
+        buckets = conn.admin.describe_buckets(path)
+        if all(b.remote_log_end_offset > 0 and b.local_log_start_offset > 0 for b in buckets.values()):
+            return
+        assert time.monotonic() < deadline, f"segments never moved to remote storage: {buckets}"
+        time.sleep(0.2)
+
+
+def test_tier_copies_every_offset_exactly_once(spark: Any, server_factory: Callable[..., ServerProcess]) -> None:
+    server = server_factory(**REMOTE_TIER)
+    with lakelog.connect(server.address) as conn:
+        table = create_table(conn, buckets=BUCKETS, properties={**LAKE_TABLE, "table.log.tiered.local-segments": "1"})
+        produce_orders(table, 0, 150_000)
+        _wait_for_remote(conn, table.path)
+
+        with TieringJob(TieringOptions(server.address), spark=spark) as job:
+            report = job.run_round()
+            assert (report.records, [t.files for t in report.tables]) == (150_000, [BUCKETS])
+            assert job.run_round().records == 0
+        assert_lake_holds_log(server, table.path)
+
+        produce_orders(table, 150_000, 50_000)
+        result = run_tier(server.address, "--table", "shop.orders")
+        assert result.returncode == 0, result.stderr
+        assert "round 1: 50000 records" in result.stderr
+        lake = assert_lake_holds_log(server, table.path)
+        assert lake.num_rows == 200_000
+
+    snapshots = [s for s in lake_table(server, table.path).snapshots() if s.summary and BUCKET_OFFSETS in s.summary]
+    assert len(snapshots) == 2
+    assert len({s.summary[COMMIT_USER] for s in snapshots}) == 2
+
+
+def test_tier_into_an_s3_warehouse(spark: Any, server_factory: Callable[..., ServerProcess], moto_s3: MotoS3) -> None:
+    bucket = moto_s3.create_bucket()
+    secrets = {"datalake.iceberg.s3.access-key-id": ACCESS_KEY, "datalake.iceberg.s3.secret-access-key": SECRET_KEY}
+    server = server_factory(
+        **{
+            "datalake.iceberg.warehouse": f"s3://{bucket}/wh",
+            "datalake.iceberg.s3.endpoint": moto_s3.endpoint,
+            "datalake.iceberg.s3.region": REGION,
+            **secrets,
+        }
+    )
+    with lakelog.connect(server.address) as conn:
+        handed_out = conn.admin.get_lake_config().catalog_properties
+        assert handed_out["s3.endpoint"] == moto_s3.endpoint
+        assert not {"s3.access-key-id", "s3.secret-access-key"} & set(handed_out)
+        table = create_table(conn, buckets=BUCKETS, properties=LAKE_TABLE)
+        produce_orders(table, 0, 200_000)
+
+        # The job brings its own credentials, as flags.
+        with TieringJob(TieringOptions(server.address, client_config=secrets), spark=spark) as job:
+            assert job.run_round().records == 200_000
+        assert assert_lake_holds_log(server, table.path).num_rows == 200_000
+
+    s3 = boto3.client(
+        "s3", endpoint_url=moto_s3.endpoint, aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY, region_name=REGION
+    )
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="wh/shop/orders/data/")["Contents"]]
+    assert sorted({key.split("/")[4] for key in keys}) == [f"__bucket={b}" for b in range(BUCKETS)]
+    assert all(key.endswith(".parquet") for key in keys)
+
+
+def test_cli_tiers_only_lake_enabled_tables(server_factory: Callable[..., ServerProcess], tmp_path: Path) -> None:
+    server = server_factory()
+    with lakelog.connect(server.address) as conn:
+        create_table(conn, name="plain")
+    result = run_tier(server.address, "--table", "shop.plain")
+    assert result.returncode == 1
+    assert "shop.plain is not lake-enabled" in result.stderr

@@ -1,0 +1,85 @@
+"""Committing a round's data files to a lake table as one Iceberg snapshot.
+
+The commit goes against the table object loaded when the round was planned: PyIceberg's append
+asserts that the branch still points at the snapshot that object saw, so if any other job
+committed in between, the catalog refuses this commit and nothing is tiered twice. (The lake table
+is created with ``commit.retry.num-retries=0``, see :mod:`lakelog.lake.table_layout`; a retry would
+re-base the append on the other job's snapshot.)
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterable, Sequence
+
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table import Table
+
+from lakelog.errors import LakeDataError, LakeError
+from lakelog.lake.snapshot_summary import summary_properties
+from lakelog.metadata import LakeBucketOffset, LakeSnapshot
+from lakelog.tiering.split_writer import WrittenFile
+
+log = logging.getLogger(__name__)
+
+
+def next_offsets(previous: LakeSnapshot | None, files: Iterable[WrittenFile]) -> dict[int, LakeBucketOffset]:
+    """Every bucket's lake range once ``files`` are committed: buckets without a new file keep their
+    range, so the newest snapshot always describes every bucket tiered so far."""
+    offsets = dict(previous.bucket_offsets) if previous else {}
+    for file in sorted(files, key=lambda f: (f.bucket, f.start_offset)):
+        known = offsets.get(file.bucket)
+        if known is not None and known.log_end_offset != file.start_offset:
+            raise LakeDataError(
+                f"bucket {file.bucket}: a file starting at offset {file.start_offset} does not continue the lake,"
+                f" which ends at {known.log_end_offset}"
+            )
+        offsets[file.bucket] = LakeBucketOffset(
+            known.log_start_offset if known else file.start_offset,
+            file.end_offset,
+            max(known.log_max_timestamp if known else -1, file.max_timestamp),
+        )
+    return offsets
+
+
+def commit_files(
+    table: Table, files: Sequence[WrittenFile], offsets: dict[int, LakeBucketOffset], commit_user: str
+) -> int | None:
+    """Commit ``files`` as one snapshot whose summary carries ``offsets`` and return its id.
+
+    None when the table moved since ``table`` was loaded. Whenever the commit certainly did not
+    land, the files are deleted; when its outcome is unknown they are kept (they may be in the lake).
+    """
+    paths = [file.file_path for file in files]
+    transaction = table.transaction()
+    try:
+        transaction.add_files(
+            paths,
+            snapshot_properties=summary_properties(commit_user, offsets),
+            check_duplicate_files=False,  # every name is fresh; checking would read every manifest
+        )
+    except (OSError, ValueError) as exc:
+        discard_files(table, paths)
+        raise LakeError(f"cannot add the round's data files to {table.name()}: {exc}") from exc
+    try:
+        committed = transaction.commit_transaction()
+    except CommitFailedException:
+        discard_files(table, paths)
+        return None
+    except Exception as exc:  # noqa: BLE001 - the outcome is unknown: keep the files, the lake decides next round
+        raise LakeError(f"committing to {table.name()} failed, outcome unknown: {type(exc).__name__}: {exc}") from exc
+    snapshot = committed.current_snapshot()
+    if snapshot is None:
+        raise LakeError(f"{table.name()}: the commit reported success but the table has no snapshot")
+    return snapshot.snapshot_id
+
+
+def discard_files(table: Table, paths: Iterable[str]) -> None:
+    """Delete data files no snapshot references (a failed round's, a lost race's)."""
+    for path in paths:
+        try:
+            table.io.delete(path)
+        except FileNotFoundError:
+            pass  # its task never wrote it
+        except OSError as exc:
+            log.warning("could not delete %s (left for the orphan cleanup of the next job): %s", path, exc)

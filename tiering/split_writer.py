@@ -1,0 +1,140 @@
+"""The tiering job's Spark task: read one split's log range through the client and write it as one
+Parquet data file of the lake table.
+
+It runs on Spark's Python workers, so it takes everything it needs in :class:`WriterSettings`
+(pickled with the task) and reaches the cluster with a client of its own. Reading through
+``LogScanner`` serves the range from whichever tier holds it, local or remote; the lake itself is
+switched off, so a task never reads back what was already tiered.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.io import load_file_io
+
+from lakelog.client.connection import Connection, connect
+from lakelog.client.scanner.log_scanner import LogScanner
+from lakelog.errors import LakeDataError, LakeError
+from lakelog.lake.schema_mapping import to_lake_rows
+from lakelog.lake.table_layout import OFFSET_COLUMN, TIMESTAMP_COLUMN
+from lakelog.tiering.split_planner import TieringSplit
+
+ROW_GROUP_ROWS = 128 * 1024
+POLL_TIMEOUT_MS = 1000
+# A range below the high watermark is always readable; a bucket that yields nothing for this long
+# is broken (leader gone, data lost), and the round fails rather than wait forever.
+STALL_TIMEOUT_S = 120.0
+
+RESULT_DDL = (
+    "table string, bucket int, start_offset long, end_offset long, file_path string,"
+    " record_count long, file_size_bytes long, max_timestamp long"
+)
+RESULT_SCHEMA = pa.schema(
+    [
+        ("table", pa.string()),
+        ("bucket", pa.int32()),
+        ("start_offset", pa.int64()),
+        ("end_offset", pa.int64()),
+        ("file_path", pa.string()),
+        ("record_count", pa.int64()),
+        ("file_size_bytes", pa.int64()),
+        ("max_timestamp", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One data file a task wrote: the split it holds, its size and its largest commit timestamp."""
+
+    table: str
+    bucket: int
+    start_offset: int
+    end_offset: int
+    file_path: str
+    record_count: int
+    file_size_bytes: int
+    max_timestamp: int
+
+
+@dataclass(frozen=True)
+class WriterSettings:
+    """What a task needs: how to reach the cluster and the lake's storage, and per table (by
+    ``DB.TABLE``) the Arrow schema of its lake table, Parquet field ids included."""
+
+    bootstrap: str
+    client_config: Mapping[str, Any]
+    io_properties: Mapping[str, str]
+    lake_schemas: Mapping[str, pa.Schema]
+
+
+def write_splits(settings: WriterSettings, splits: Sequence[TieringSplit], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A ``mapInArrow`` function: its input rows are indexes into ``splits``; each split becomes a
+    file and an output row (:data:`RESULT_SCHEMA`)."""
+    with connect(settings.bootstrap, {**settings.client_config, "client.lake.enabled": "false"}) as conn:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                written = write_split(conn, settings, splits[index])
+                yield pa.RecordBatch.from_pylist([asdict(written)], schema=RESULT_SCHEMA)
+
+
+def write_split(conn: Connection, settings: WriterSettings, split: TieringSplit) -> WrittenFile:
+    """Write ``split`` to its file; rows sorted by offset, every offset of the range exactly once."""
+    target = settings.lake_schemas[str(split.table)]
+    io = load_file_io(dict(settings.io_properties), split.file_path)
+    max_timestamp = -1
+    try:
+        scanner = conn.get_table(split.table).new_scan().create_log_scanner()
+        with scanner, io.new_output(split.file_path).create(overwrite=True) as out:
+            scanner.subscribe(split.bucket, split.start_offset)
+            with pq.ParquetWriter(out, target, compression="zstd") as writer:  # type: ignore[arg-type]
+                for rows in _row_groups(scanner, split):
+                    max_timestamp = max(max_timestamp, pc.max(rows.column(TIMESTAMP_COLUMN)).as_py())
+                    writer.write_table(to_lake_rows(rows, target), row_group_size=ROW_GROUP_ROWS)
+            size = out.tell()  # type: ignore[attr-defined]
+    except (OSError, pa.ArrowException) as exc:
+        raise LakeError(f"cannot write {split.file_path}: {exc}") from exc
+    count = split.end_offset - split.start_offset
+    return WrittenFile(str(split.table), split.bucket, split.start_offset, split.end_offset, split.file_path, count, size, max_timestamp)
+
+
+def _row_groups(scanner: LogScanner, split: TieringSplit) -> Iterator[pa.Table]:
+    """The split's records in offset order, gathered into row groups of :data:`ROW_GROUP_ROWS`.
+
+    Each poll is sorted by offset and then checked to continue exactly where the last one ended:
+    a gap or a duplicate fails the task instead of reaching the lake.
+    """
+    next_offset = split.start_offset
+    gathered: list[pa.Table] = []
+    gathered_rows = 0
+    last_progress = time.monotonic()
+    while next_offset < split.end_offset:
+        polled = scanner.poll_arrow(timeout_ms=POLL_TIMEOUT_MS)
+        if polled.num_rows == 0:
+            if time.monotonic() - last_progress > STALL_TIMEOUT_S:
+                raise LakeError(
+                    f"{split.table} bucket {split.bucket}: no record at offset {next_offset} for {STALL_TIMEOUT_S:.0f} s"
+                    f" (tiering [{split.start_offset}, {split.end_offset}))"
+                )
+            continue
+        last_progress = time.monotonic()
+        polled = polled.sort_by(OFFSET_COLUMN).slice(0, split.end_offset - next_offset)
+        offsets = polled.column(OFFSET_COLUMN)
+        first, last = offsets[0].as_py(), offsets[-1].as_py()
+        if first != next_offset or last != next_offset + polled.num_rows - 1 or len(pc.unique(offsets)) != polled.num_rows:
+            raise LakeDataError(
+                f"{split.table} bucket {split.bucket}: expected offsets from {next_offset}, got {first}..{last}"
+                f" in {polled.num_rows} records"
+            )
+        next_offset = last + 1
+        gathered.append(polled)
+        gathered_rows += polled.num_rows
+        if gathered_rows >= ROW_GROUP_ROWS or next_offset >= split.end_offset:
+            yield pa.concat_tables(gathered)
+            gathered, gathered_rows = [], 0

@@ -1,0 +1,301 @@
+"""The tiering job's driver: rounds that copy each lake-enabled table's new log records into its
+Iceberg table, exactly once.
+
+A round, per table:
+
+1. load the Iceberg table (the object the commit will go against) and its latest tiering snapshot:
+   its summary ``lakelog.bucket-offsets`` says where each bucket's lake ends. The lake is the source
+   of truth, so a restarted job resumes from there;
+2. if the coordinator does not know that snapshot (a job died between the Iceberg commit and the
+   RPC), send it before anything else;
+3. ask the tablet servers for the high watermarks and plan splits ``[lake end, high watermark)``,
+   within ``max_records_per_round``;
+4. one Spark task per split reads its range through the client and writes a Parquet file;
+5. commit all of the table's files as one snapshot against the table loaded in 1. If another job
+   committed meanwhile the catalog refuses it: the files are deleted and the table is planned
+   again from the new snapshot. Then send ``CommitLakeTableSnapshot``.
+
+The first time the job touches a table it deletes the data files of rounds that never committed
+(see :mod:`lakelog.tiering.orphan_files`).
+
+Test hook: ``LAKELOG_TIERING_KILL_AT=after-write|after-commit`` makes the job SIGKILL itself at
+that point of a round (see :mod:`lakelog.tiering.kill_points`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.table import Table
+
+from lakelog.client.connection import connect
+from lakelog.config import Configuration
+from lakelog.errors import LakeError, LakelogError, LakeSnapshotNotExistError, StaleLakeSnapshotError
+from lakelog.lake.lake_catalog import LakeCatalog
+from lakelog.lake.lake_config import PROPERTY_PREFIX, credentials_from_environment
+from lakelog.lake.snapshot_summary import latest_lake_snapshot
+from lakelog.lake.table_layout import data_location, new_data_file_path
+from lakelog.metadata import LakeSnapshot, OffsetSpec, TablePath
+from lakelog.tiering.kill_points import AFTER_COMMIT, AFTER_WRITE, kill_point
+from lakelog.tiering.lake_commit import commit_files, discard_files, next_offsets
+from lakelog.tiering.orphan_files import remove_orphan_files
+from lakelog.tiering.spark_session import spark_session
+from lakelog.tiering.split_planner import TieringSplit, bucket_ranges, split_range
+from lakelog.tiering.split_writer import RESULT_DDL, WriterSettings, WrittenFile, write_splits
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+# How often a round plans a table again after losing the commit race to another job.
+COMMIT_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class TieringOptions:
+    """``client_config``: client keys (``lakelog config``) plus ``datalake.iceberg.*`` properties
+    that add to what the coordinator hands out (the job's own credentials; ``AWS_*`` environment
+    variables count too, the flags win)."""
+
+    bootstrap: str
+    tables: tuple[TablePath, ...] = ()
+    interval_ms: int = 10_000
+    max_records_per_round: int | None = None
+    spark_master: str | None = None
+    client_config: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TableRound:
+    """What one round did to one table; ``snapshot_id`` is None when there was nothing to tier."""
+
+    path: TablePath
+    snapshot_id: int | None
+    records: int
+    bytes: int
+    files: int
+    lake: LakeSnapshot | None
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    tables: list[TableRound]
+
+    @property
+    def records(self) -> int:
+        return sum(t.records for t in self.tables)
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.bytes for t in self.tables)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    path: TablePath
+    table: Table
+    lake: LakeSnapshot | None
+    splits: list[TieringSplit]
+
+
+class TieringJob:
+    """Create with the options (and a SparkSession to share one), then :meth:`run_round` or :meth:`run`."""
+
+    def __init__(self, options: TieringOptions, spark: "SparkSession | None" = None) -> None:
+        # Taken first: data files older than this that no snapshot references are a dead round's.
+        self.started_at = datetime.now(timezone.utc)
+        self.options = options
+        self.commit_user = f"lakelog-tier-{uuid.uuid4().hex[:12]}"
+        conf = Configuration(options.client_config)
+        self._client_config = {k: v for k, v in conf.items().items() if not k.startswith(PROPERTY_PREFIX)}
+        self._conn = connect(options.bootstrap, self._client_config)
+        own = {**credentials_from_environment(os.environ), **conf.with_prefix(PROPERTY_PREFIX)}
+        self.lake_config = self._conn.admin.get_lake_config().with_overrides(own)
+        self._catalog = LakeCatalog(self.lake_config)
+        for path in options.tables:  # before Spark starts: a typo fails in a second, not ten
+            if not self._conn.admin.get_table_info(path).lake_enabled:
+                raise LakeError(f"table {path} is not lake-enabled (table.datalake.enabled=true)")
+        self._owns_spark = spark is None
+        self._spark = spark if spark is not None else spark_session(options.spark_master)
+        self._cleaned: set[TablePath] = set()
+        self._rounds = 0
+        self._total_records = 0
+        self._total_bytes = 0
+
+    # the loop
+
+    def run(self, once: bool = False, stop: threading.Event | None = None) -> None:
+        """Rounds every ``interval_ms`` until ``stop`` is set (one round with ``once``, whose failure raises)."""
+        stop = stop or threading.Event()
+        while True:
+            began = time.monotonic()
+            try:
+                self.run_round()
+            except LakelogError as error:
+                if once:
+                    raise
+                log.warning("tiering round failed, the next one retries: %s", error)
+            if once or stop.wait(max(0.0, self.options.interval_ms / 1000 - (time.monotonic() - began))):
+                return
+
+    def run_round(self) -> RoundReport:
+        self._rounds += 1
+        done: list[TableRound] = []
+        pending = self._tables()
+        for _attempt in range(COMMIT_ATTEMPTS):
+            plans = [self._plan(path) for path in pending]
+            written = self._write(plans)
+            if written:
+                kill_point(AFTER_WRITE)
+            pending = []
+            for plan in plans:
+                result = self._commit(plan, [w for w in written if w.table == str(plan.path)])
+                if result is None:
+                    pending.append(plan.path)
+                else:
+                    done.append(result)
+            if not pending:
+                break
+        if pending:
+            log.warning("tables %s lost the commit race %d times; the next round tries again", pending, COMMIT_ATTEMPTS)
+        report = RoundReport(done)
+        self._progress(report)
+        return report
+
+    def close(self) -> None:
+        self._conn.close()
+        if self._owns_spark:
+            self._spark.stop()
+
+    def __enter__(self) -> "TieringJob":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # one round
+
+    def _tables(self) -> list[TablePath]:
+        """The tables named in the options, else every lake-enabled table (new ones join the next round)."""
+        admin = self._conn.admin
+        if self.options.tables:
+            return list(self.options.tables)
+        return [
+            TablePath(database, name)
+            for database in admin.list_databases()
+            for name in admin.list_tables(database)
+            if admin.get_table_info(TablePath(database, name)).lake_enabled
+        ]
+
+    def _plan(self, path: TablePath) -> _Plan:
+        table = self._catalog.load_table(path)
+        if path not in self._cleaned:
+            remove_orphan_files(table, self.started_at)
+            self._cleaned.add(path)
+        lake = latest_lake_snapshot(table)
+        if lake is not None:
+            self._catch_up_coordinator(path, lake)
+        admin = self._conn.admin
+        ends = admin.list_offsets(path, spec=OffsetSpec.latest())
+        starts = {b: o.log_end_offset for b, o in (lake.bucket_offsets if lake else {}).items() if b in ends}
+        untiered = [b for b in ends if b not in starts]
+        if untiered:
+            starts.update(admin.list_offsets(path, untiered, OffsetSpec.earliest()))
+        root = data_location(table)
+        splits = [
+            TieringSplit(path, bucket, s, e, new_data_file_path(root, bucket, s, e))
+            for bucket, (start, end) in bucket_ranges(starts, ends, self.options.max_records_per_round).items()
+            for s, e in split_range(start, end)
+        ]
+        return _Plan(path, table, lake, splits)
+
+    def _catch_up_coordinator(self, path: TablePath, lake: LakeSnapshot) -> None:
+        """Send the lake's latest snapshot if the coordinator does not have it (a lost RPC)."""
+        try:
+            known = self._conn.admin.get_lake_snapshot(path).snapshot_id
+        except LakeSnapshotNotExistError:
+            known = None
+        if known != lake.snapshot_id:
+            log.info("%s: the coordinator has lake snapshot %s, the lake %d; sending it", path, known, lake.snapshot_id)
+            self._tell_coordinator(path, lake)
+
+    def _write(self, plans: Sequence[_Plan]) -> list[WrittenFile]:
+        """Run one Spark task per split of every plan; on failure delete whatever the tasks wrote."""
+        splits = [split for plan in plans for split in plan.splits]
+        if not splits:
+            return []
+        settings = WriterSettings(
+            bootstrap=self.options.bootstrap,
+            client_config=self._client_config,
+            io_properties=dict(self.lake_config.catalog_properties),
+            lake_schemas={str(plan.path): schema_to_pyarrow(plan.table.schema()) for plan in plans if plan.splits},
+        )
+        task = functools.partial(write_splits, settings, tuple(splits))
+        try:
+            rows = self._spark.range(0, len(splits), 1, numPartitions=len(splits)).mapInArrow(task, RESULT_DDL).collect()
+        except Exception as exc:  # noqa: BLE001 - Py4J, Spark Connect and task errors all end up here
+            for plan in plans:
+                discard_files(plan.table, [split.file_path for split in plan.splits])
+            raise LakeError(f"tiering tasks failed: {type(exc).__name__}: {str(exc)[:2000]}") from exc
+        return [WrittenFile(**row.asDict()) for row in rows]
+
+    def _commit(self, plan: _Plan, files: list[WrittenFile]) -> TableRound | None:
+        """Commit the table's files; None when another job committed first (files deleted, plan again)."""
+        if not files:
+            log.info("%s: nothing new to tier; lake %s", plan.path, _describe(plan.lake))
+            return TableRound(plan.path, None, 0, 0, 0, plan.lake)
+        offsets = next_offsets(plan.lake, files)
+        snapshot_id = commit_files(plan.table, files, offsets, self.commit_user)
+        if snapshot_id is None:
+            log.info("%s: another job committed since this round was planned; planning it again", plan.path)
+            return None
+        kill_point(AFTER_COMMIT)
+        lake = LakeSnapshot(snapshot_id, offsets)
+        self._tell_coordinator(plan.path, lake)
+        records, size = sum(f.record_count for f in files), sum(f.file_size_bytes for f in files)
+        log.info(
+            "%s: tiered %d records (%s) in %d file(s) as snapshot %d; lake %s",
+            plan.path, records, _size(size), len(files), snapshot_id, _describe(lake),
+        )
+        return TableRound(plan.path, snapshot_id, records, size, len(files), lake)
+
+    def _tell_coordinator(self, path: TablePath, lake: LakeSnapshot) -> None:
+        """Best effort: a snapshot the coordinator misses is sent again by the next round's catch-up."""
+        try:
+            self._conn.admin.commit_lake_snapshot(path, lake)
+        except StaleLakeSnapshotError as error:
+            log.info("%s: the coordinator already has a newer lake snapshot: %s", path, error)
+        except LakelogError as error:
+            log.warning("%s: could not tell the coordinator about lake snapshot %d (sent again next round): %s", path, lake.snapshot_id, error)
+
+    def _progress(self, report: RoundReport) -> None:
+        self._total_records += report.records
+        self._total_bytes += report.bytes
+        print(
+            f"lakelog tier: round {self._rounds}: {report.records} records, {_size(report.bytes)} tiered"
+            f" ({len(report.tables)} table(s)); total {self._total_records} records, {_size(self._total_bytes)}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _size(count: int) -> str:
+    return f"{count / (1 << 20):.1f} MiB" if count >= 1 << 20 else f"{count / 1024:.1f} KiB"
+
+
+def _describe(lake: LakeSnapshot | None) -> str:
+    if lake is None:
+        return "empty"
+    ranges = ", ".join(f"{b}:[{o.log_start_offset},{o.log_end_offset})" for b, o in sorted(lake.bucket_offsets.items()))
+    return f"snapshot {lake.snapshot_id} buckets {ranges}"
