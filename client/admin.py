@@ -6,12 +6,13 @@ import time
 from collections import defaultdict
 from typing import Any, Callable, Iterable
 
-from lakelog.errors import NetworkError, NotLeaderError, UnknownBucketError, error_from_code
+from lakelog.errors import LakeError, LakelogError, NetworkError, NotLeaderError, UnknownBucketError, error_from_code
 from lakelog.lake.lake_config import LakeConfig
 from lakelog.metadata import (
     BucketInfo,
     LakeSnapshot,
     OffsetSpec,
+    OffsetType,
     ServerNode,
     TableDescriptor,
     TableInfo,
@@ -20,6 +21,8 @@ from lakelog.metadata import (
 )
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.client.lake.lake_sources import LakeSources
+from lakelog.client.lake.log_source import LogSource, LookupContext
 from lakelog.client.metadata import MetadataCache
 from lakelog.client.rpc_client import RpcClient
 
@@ -28,9 +31,11 @@ LEADER_RETRIES = 5
 
 
 class Admin:
-    def __init__(self, rpc: RpcClient, metadata: MetadataCache) -> None:
+    def __init__(self, rpc: RpcClient, metadata: MetadataCache, lake: LakeSources | None = None) -> None:
+        """``lake``: where list_offsets finds a table's LogSource (None: an admin without the lake)."""
         self._rpc = rpc
         self._metadata = metadata
+        self._lake = lake
 
     def _coordinator(self, method: str, request: object) -> object:
         stub = self._rpc.coordinator()
@@ -109,9 +114,11 @@ class Admin:
     def list_offsets(
         self, path: TablePath, buckets: Iterable[int] | None = None, spec: OffsetSpec | None = None
     ) -> dict[int, int]:
-        """Per bucket, the offset ``spec`` names (default: latest)."""
+        """Per bucket, the offset ``spec`` names (default: latest). With the table's LogSource the
+        earliest offset counts the lake, and a timestamp the lake holds is resolved in the lake."""
         spec = spec or OffsetSpec.latest()
         info = self._metadata.table(path)
+        source = self._lake.log_source(info) if self._lake is not None and spec.type != OffsetType.LATEST else None
         offsets: dict[int, int] = {}
         responses = self._leader_call(
             info,
@@ -123,6 +130,7 @@ class Admin:
                 table_id=info.table_id,
                 bucket_id=group,
                 start_timestamp=spec.ms,
+                enable_lake=source is not None,
             ),
         )
         for response in responses:
@@ -130,6 +138,8 @@ class Admin:
                 if item.error_code:
                     raise error_from_code(item.error_code, item.error_message)
                 offsets[item.bucket_id] = item.offset
+                if source is not None and item.lake_snapshot_id >= 0:
+                    offsets[item.bucket_id] = _lake_offset(source, info, item.bucket_id, spec.ms, item.lake_snapshot_id)
         return dict(sorted(offsets.items()))
 
     def describe_buckets(self, path: TablePath) -> dict[int, BucketInfo]:
@@ -183,3 +193,13 @@ class Admin:
         for item in self._coordinator("CommitLakeTableSnapshot", request).table_resp:  # type: ignore[attr-defined]
             if item.error_code:
                 raise error_from_code(item.error_code, item.error_message)
+
+
+def _lake_offset(source: LogSource, info: TableInfo, bucket: int, ms: int, snapshot_id: int) -> int:
+    """The first offset at or after ``ms`` in lake snapshot ``snapshot_id``, asked of the LogSource."""
+    try:
+        return source.lookup_log_offset_by_timestamp(LookupContext("", bucket, ms, snapshot_id))
+    except LakelogError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a plugin's own failure must reach the caller as a lakelog error
+        raise LakeError(f"{info.path} bucket {bucket}: the lake LogSource failed to look up timestamp {ms}: {exc}") from exc

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 from lakelog.config import Configuration
 from lakelog.metadata import TablePath
 from lakelog.client.admin import Admin
+from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.metadata import MetadataCache
 from lakelog.client.rpc_client import RpcClient
 from lakelog.client.table import Table
@@ -19,10 +20,12 @@ class Connection:
         self.config = Configuration(config or {})
         self._rpc = RpcClient(bootstrap, self.config)
         self._metadata = MetadataCache(self._rpc)
-        self.admin = Admin(self._rpc, self._metadata)
+        # The admin and every scanner of this connection share one LogSource per table.
+        self._lake = LakeSources(self.config, lambda: self.admin.get_lake_config())
+        self.admin = Admin(self._rpc, self._metadata, self._lake)
 
     def get_table(self, path: TablePath) -> Table:
-        return Table(self._metadata.table(path), self._rpc, self._metadata, self.admin, self.config)
+        return Table(self._metadata.table(path), self._rpc, self._metadata, self.admin, self.config, self._lake)
 
     def close(self) -> None:
         self._rpc.close()

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from lakelog.metadata import TableInfo, TablePath
 from lakelog.client.admin import Admin
+from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.metadata import MetadataCache
 from lakelog.client.rpc_client import RpcClient
 from lakelog.client.scanner.log_scanner import LogScanner
@@ -17,8 +18,17 @@ from lakelog.client.writer import AppendWriter
 
 
 class Table:
-    def __init__(self, info: TableInfo, rpc: RpcClient, metadata: MetadataCache, admin: Admin, conf: Configuration) -> None:
+    def __init__(
+        self,
+        info: TableInfo,
+        rpc: RpcClient,
+        metadata: MetadataCache,
+        admin: Admin,
+        conf: Configuration,
+        lake: LakeSources | None = None,
+    ) -> None:
         self.info = info
+        self._lake = lake
         self._rpc = rpc
         self._metadata = metadata
         self._admin = admin
@@ -42,7 +52,8 @@ class Table:
         return AppendWriter(self.info, self._rpc, self._metadata, self._conf)
 
     def _scanner(self, projection: list[int] | None) -> LogScanner:
-        return LogScanner(self.info, projection, self._rpc, self._metadata, self._admin, self._conf)
+        source = self._lake.log_source(self.info) if self._lake is not None else None
+        return LogScanner(self.info, projection, self._rpc, self._metadata, self._admin, self._conf, source)
 
 
 class TableAppend:

@@ -20,13 +20,13 @@ from lakelog.metadata import RESERVED_COLUMNS, TablePath
 BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN = RESERVED_COLUMNS
 PARTITION_FIELD_ID = 1000
 DATA_FILE_SUFFIX = ".parquet"
+# Exactly once rests on a commit being refused when the table moved since the round was planned.
+# PyIceberg would otherwise retry a refused append on top of the new snapshot: the same offsets twice.
+COMMIT_RETRIES = "commit.retry.num-retries"
 
 TABLE_PROPERTIES = {
     "format-version": "2",
-    # Exactly once rests on a commit being refused when the table moved since the round was
-    # planned. PyIceberg would otherwise retry a refused append on top of the new snapshot and
-    # commit the same offsets twice.
-    "commit.retry.num-retries": "0",
+    COMMIT_RETRIES: "0",
     "write.parquet.compression-codec": "zstd",
 }
 

@@ -3,8 +3,16 @@
 The public client API is re-exported here: ``lakelog.connect``, ``lakelog.TablePath`` and friends.
 """
 
-from lakelog.client.admin import Admin
+import os
+
+# Set before gRPC loads. PySpark (the tiering job, the lake LogSource) starts its JVM with
+# fork() + preexec_fn; gRPC's fork handlers would restart gRPC's threads inside that child, which
+# can kill it before it execs the JVM. lakelog never uses a gRPC channel across a fork.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+from lakelog.client.admin import Admin  # noqa: E402 - after the gRPC setting above
 from lakelog.client.connection import Connection, connect
+from lakelog.client.lake.log_source import FetchContext, LakeStorage, LogSource, LookupContext
 from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.client.scanner.scan_records import ScanRecord, ScanRecords
 from lakelog.client.table import Table
@@ -17,15 +25,19 @@ from lakelog.errors import (
     InvalidRequestError,
     InvalidTableError,
     InvalidTimestampError,
+    LakeDataError,
+    LakeError,
     LakelogError,
+    LakeSnapshotNotExistError,
     NetworkError,
     OffsetOutOfRangeError,
     SchemaMismatchError,
+    StaleLakeSnapshotError,
     TableAlreadyExistError,
     TableNotExistError,
     UnknownBucketError,
 )
-from lakelog.metadata import BucketInfo, OffsetSpec, TableDescriptor, TableInfo, TablePath
+from lakelog.metadata import BucketInfo, LakeBucketOffset, LakeSnapshot, OffsetSpec, TableDescriptor, TableInfo, TablePath
 
 __all__ = [
     "Admin",
@@ -35,18 +47,28 @@ __all__ = [
     "CorruptRecordError",
     "DatabaseAlreadyExistError",
     "DatabaseNotExistError",
+    "FetchContext",
     "InvalidNameError",
     "InvalidRequestError",
     "InvalidTableError",
     "InvalidTimestampError",
+    "LakeBucketOffset",
+    "LakeDataError",
+    "LakeError",
     "LakelogError",
+    "LakeSnapshot",
+    "LakeSnapshotNotExistError",
+    "LakeStorage",
     "LogScanner",
+    "LogSource",
+    "LookupContext",
     "NetworkError",
     "OffsetOutOfRangeError",
     "OffsetSpec",
     "ScanRecord",
     "ScanRecords",
     "SchemaMismatchError",
+    "StaleLakeSnapshotError",
     "Table",
     "TableAlreadyExistError",
     "TableDescriptor",

@@ -109,6 +109,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("client.scanner.offset-reset", _choice("error", "earliest", "latest"), "error", "What a scanner does at an offset no tier can serve."),
     ConfigOption("client.lake.enabled", parse_bool, True, "Read lake tiers through a LogSource plugin."),
     ConfigOption("client.lake.source", _choice("iceberg", "iceberg-arrow"), "iceberg", "Which lake LogSource reads Iceberg."),
+    ConfigOption("client.lake.batch-rows", int, 65_536, "Rows per batch a lake LogSource reads; bounds a lake read's memory with the scanner's few batches of read-ahead."),
     ConfigOption("lake.spark.master", str, "local[*]", "Spark master of the PySpark lake LogSource."),
 )
 

@@ -116,10 +116,11 @@ def test_list_offsets_with_and_without_the_lake(lake_only_prefix) -> None:
 
 
 def test_old_client_gets_offset_out_of_range_for_lake_only_offsets(lake_only_prefix) -> None:
-    _, conn, table, lake_end, _ = lake_only_prefix
-    scanner = table.new_scan().create_log_scanner()
-    scanner.subscribe(0, 0)
-    with pytest.raises(lakelog.OffsetOutOfRangeError) as info:
-        for _ in range(10):
-            scanner.poll(timeout_ms=500)
+    server, _, table, lake_end, _ = lake_only_prefix
+    with lakelog.connect(server.address, {"client.lake.enabled": "false"}) as old:
+        scanner = old.get_table(table.path).new_scan().create_log_scanner()
+        scanner.subscribe(0, 0)
+        with pytest.raises(lakelog.OffsetOutOfRangeError) as info:
+            for _ in range(10):
+                scanner.poll(timeout_ms=500)
     assert (info.value.offset, info.value.earliest) == (0, lake_end)

@@ -3,7 +3,7 @@ a real Iceberg catalog, checked by reading the Iceberg table with PyIceberg."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import time
 from typing import Any, Callable
 
 import boto3
@@ -11,6 +11,7 @@ import boto3
 import lakelog
 from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, COMMIT_USER
 from lakelog.server.server_process import ServerProcess
+from lakelog.tiering.split_planner import bucket_ranges
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from tests.conftest import LAKE_TABLE, REMOTE_TIER, assert_lake_holds_log, create_table, lake_table, produce_orders, run_tier
 from tests.s3 import ACCESS_KEY, REGION, SECRET_KEY, MotoS3
@@ -20,8 +21,6 @@ BUCKETS = 4
 
 def _wait_for_remote(conn: lakelog.Connection, path: lakelog.TablePath) -> None:
     """Until every bucket's oldest records are in remote storage only."""
-    import time
-
     deadline = time.monotonic() + 30
     while True:
         buckets = conn.admin.describe_buckets(path)
@@ -50,6 +49,11 @@ def test_tier_copies_every_offset_exactly_once(spark: Any, server_factory: Calla
         assert "round 1: 50000 records" in result.stderr
         lake = assert_lake_holds_log(server, table.path)
         assert lake.num_rows == 200_000
+        # The coordinator told the bucket leaders what the lake holds.
+        buckets = conn.admin.describe_buckets(table.path)
+        assert {b: (i.lake_log_start_offset, i.lake_log_end_offset) for b, i in buckets.items()} == {
+            b: (0, i.high_watermark) for b, i in buckets.items()
+        }
 
     snapshots = [s for s in lake_table(server, table.path).snapshots() if s.summary and BUCKET_OFFSETS in s.summary]
     assert len(snapshots) == 2
@@ -87,10 +91,42 @@ def test_tier_into_an_s3_warehouse(spark: Any, server_factory: Callable[..., Ser
     assert all(key.endswith(".parquet") for key in keys)
 
 
-def test_cli_tiers_only_lake_enabled_tables(server_factory: Callable[..., ServerProcess], tmp_path: Path) -> None:
+def test_cli_tiers_only_lake_enabled_tables(server_factory: Callable[..., ServerProcess]) -> None:
     server = server_factory()
     with lakelog.connect(server.address) as conn:
         create_table(conn, name="plain")
     result = run_tier(server.address, "--table", "shop.plain")
     assert result.returncode == 1
     assert "shop.plain is not lake-enabled" in result.stderr
+
+
+def test_record_budget_is_shared_fairly_by_the_buckets() -> None:
+    starts = {0: 0, 1: 100, 2: 0, 3: 7}
+    ends = {0: 10, 1: 1_100, 2: 5_000, 3: 7}
+    assert bucket_ranges(starts, ends, None) == {0: (0, 10), 1: (100, 1_100), 2: (0, 5_000)}
+    # bucket 0 needs 10 of its 333: the rest goes to the others
+    assert bucket_ranges(starts, ends, 1_000) == {0: (0, 10), 1: (100, 595), 2: (0, 495)}
+    assert bucket_ranges(starts, ends, 2) == {1: (100, 101), 2: (0, 1)}
+
+
+def test_rounds_with_a_budget_tier_every_lake_table_and_survive_a_broken_one(
+    spark: Any, server_factory: Callable[..., ServerProcess]
+) -> None:
+    server = server_factory()
+    with lakelog.connect(server.address) as conn:
+        orders = create_table(conn, buckets=BUCKETS, properties=LAKE_TABLE)
+        returns = create_table(conn, name="returns", buckets=2, properties=LAKE_TABLE)
+        broken = create_table(conn, name="broken", properties=LAKE_TABLE)
+        create_table(conn, name="plain")
+        for table, count in ((orders, 9_000), (returns, 3_000), (broken, 10)):
+            produce_orders(table, 0, count)
+        lake_table(server, broken.path).catalog.drop_table(("shop", "broken"))
+
+        with TieringJob(TieringOptions(server.address, max_records_per_round=2_500), spark=spark) as job:
+            first = job.run_round()
+            assert {str(t.path): t.records for t in first.tables} == {"shop.orders": 2_500, "shop.returns": 2_500}
+            assert list(first.failed) == [broken.path]
+            while job.run_round().records:
+                pass
+        for table in (orders, returns):
+            assert_lake_holds_log(server, table.path)

@@ -2,9 +2,8 @@
 
 The commit goes against the table object loaded when the round was planned: PyIceberg's append
 asserts that the branch still points at the snapshot that object saw, so if any other job
-committed in between, the catalog refuses this commit and nothing is tiered twice. (The lake table
-is created with ``commit.retry.num-retries=0``, see :mod:`lakelog.lake.table_layout`; a retry would
-re-base the append on the other job's snapshot.)
+committed in between, the catalog refuses this commit and nothing is tiered twice, provided
+PyIceberg does not retry it on top of the other job's snapshot: :func:`guard_commits`.
 """
 
 from __future__ import annotations
@@ -17,10 +16,23 @@ from pyiceberg.table import Table
 
 from lakelog.errors import LakeDataError, LakeError
 from lakelog.lake.snapshot_summary import summary_properties
+from lakelog.lake.table_layout import COMMIT_RETRIES
 from lakelog.metadata import LakeBucketOffset, LakeSnapshot
 from lakelog.tiering.split_writer import WrittenFile
 
 log = logging.getLogger(__name__)
+
+
+def guard_commits(table: Table) -> None:
+    """Switch PyIceberg's commit retries off: lake tables are created so, this restores it on a
+    table whose properties were changed since (a metadata-only commit, once)."""
+    if table.properties.get(COMMIT_RETRIES) != "0":
+        log.warning("%s: setting %s=0, which exactly-once tiering needs", table.name(), COMMIT_RETRIES)
+        try:
+            with table.transaction() as transaction:
+                transaction.set_properties({COMMIT_RETRIES: "0"})
+        except Exception as exc:  # noqa: BLE001 - PyIceberg and its catalogs raise many types
+            raise LakeError(f"cannot set {COMMIT_RETRIES}=0 on {table.name()}: {exc}") from exc
 
 
 def next_offsets(previous: LakeSnapshot | None, files: Iterable[WrittenFile]) -> dict[int, LakeBucketOffset]:

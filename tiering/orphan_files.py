@@ -2,9 +2,11 @@
 and committing leaves them behind).
 
 A file is removed only if no snapshot of the table references it and it is older than the job
-doing the cleanup: a job running concurrently writes its files after that one started, so they are
-left alone while it commits them. The listing is taken before the references, so a file committed
-between the two counts as referenced.
+doing the cleanup, so the fresh files of a job started alongside are left alone while it commits
+them. (A round of another job that began before this job started and commits after this cleanup
+would lose its files: the commit check keeps two jobs exactly once, the cleanup assumes jobs that
+start while another is mid-round are the exception.) The listing is taken before the references,
+so a file committed between the two counts as referenced.
 """
 
 from __future__ import annotations
@@ -36,10 +38,10 @@ def remove_orphan_files(table: Table, older_than: datetime) -> list[str]:
     """Delete unreferenced Parquet files under the table's data location written before ``older_than``
     (aware UTC); returns their paths."""
     root = data_location(table)
-    fs, root_path = _file_system(table, root)
-    slack = timedelta(0) if isinstance(fs, pafs.LocalFileSystem) else OBJECT_STORE_CLOCK_SLACK
-    cutoff = older_than.astimezone(timezone.utc) - slack
     try:
+        fs, root_path = _file_system(table, root)
+        slack = timedelta(0) if isinstance(fs, pafs.LocalFileSystem) else OBJECT_STORE_CLOCK_SLACK
+        cutoff = older_than.astimezone(timezone.utc) - slack
         candidates = [
             info.path
             for info in fs.get_file_info(pafs.FileSelector(root_path, recursive=True, allow_not_found=True))
@@ -53,7 +55,7 @@ def remove_orphan_files(table: Table, older_than: datetime) -> list[str]:
         orphans = [path for path in candidates if path not in referenced]
         for path in orphans:
             fs.delete_file(path)
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - pyarrow file systems and PyIceberg's manifest reads raise many types
         raise LakeError(f"cannot clean up orphan data files under {root}: {exc}") from exc
     if orphans:
         log.info("removed %d data file(s) of uncommitted tiering rounds under %s", len(orphans), root)

@@ -3,8 +3,8 @@ Parquet data file of the lake table.
 
 It runs on Spark's Python workers, so it takes everything it needs in :class:`WriterSettings`
 (pickled with the task) and reaches the cluster with a client of its own. Reading through
-``LogScanner`` serves the range from whichever tier holds it, local or remote; the lake itself is
-switched off, so a task never reads back what was already tiered.
+``LogScanner`` serves the range from whichever tier holds it, local or remote (the job's client
+config switches the lake off, so a task never reads back what was already tiered).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class WriterSettings:
 def write_splits(settings: WriterSettings, splits: Sequence[TieringSplit], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """A ``mapInArrow`` function: its input rows are indexes into ``splits``; each split becomes a
     file and an output row (:data:`RESULT_SCHEMA`)."""
-    with connect(settings.bootstrap, {**settings.client_config, "client.lake.enabled": "false"}) as conn:
+    with connect(settings.bootstrap, settings.client_config) as conn:
         for batch in batches:
             for index in batch.column(0).to_pylist():
                 written = write_split(conn, settings, splits[index])

@@ -33,7 +33,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.table import Table
@@ -47,7 +47,7 @@ from lakelog.lake.snapshot_summary import latest_lake_snapshot
 from lakelog.lake.table_layout import data_location, new_data_file_path
 from lakelog.metadata import LakeSnapshot, OffsetSpec, TablePath
 from lakelog.tiering.kill_points import AFTER_COMMIT, AFTER_WRITE, kill_point
-from lakelog.tiering.lake_commit import commit_files, discard_files, next_offsets
+from lakelog.tiering.lake_commit import commit_files, discard_files, guard_commits, next_offsets
 from lakelog.tiering.orphan_files import remove_orphan_files
 from lakelog.tiering.spark_session import spark_session
 from lakelog.tiering.split_planner import TieringSplit, bucket_ranges, split_range
@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 
 # How often a round plans a table again after losing the commit race to another job.
 COMMIT_ATTEMPTS = 5
+
+Result = TypeVar("Result")
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,10 @@ class TableRound:
 
 @dataclass(frozen=True)
 class RoundReport:
+    """What a round did per table, and the tables it could not tier (the next round retries them)."""
+
     tables: list[TableRound]
+    failed: dict[TablePath, LakelogError] = field(default_factory=dict)
 
     @property
     def records(self) -> int:
@@ -118,7 +123,12 @@ class TieringJob:
         self.options = options
         self.commit_user = f"lakelog-tier-{uuid.uuid4().hex[:12]}"
         conf = Configuration(options.client_config)
-        self._client_config = {k: v for k, v in conf.items().items() if not k.startswith(PROPERTY_PREFIX)}
+        # The lake switched off: the job plans from the lake's own summary and its tasks must never
+        # read back what was already tiered, so offsets and records come from local and remote only.
+        self._client_config = {
+            **{k: v for k, v in conf.items().items() if not k.startswith(PROPERTY_PREFIX)},
+            "client.lake.enabled": False,
+        }
         self._conn = connect(options.bootstrap, self._client_config)
         own = {**credentials_from_environment(os.environ), **conf.with_prefix(PROPERTY_PREFIX)}
         self.lake_config = self._conn.admin.get_lake_config().with_overrides(own)
@@ -141,7 +151,9 @@ class TieringJob:
         while True:
             began = time.monotonic()
             try:
-                self.run_round()
+                failed = self.run_round().failed
+                if failed and once:
+                    raise next(iter(failed.values()))
             except LakelogError as error:
                 if once:
                     raise
@@ -150,26 +162,30 @@ class TieringJob:
                 return
 
     def run_round(self) -> RoundReport:
+        """One round over every table. A table that fails (its catalog entry gone, a refused RPC)
+        is reported in ``failed`` without holding the others back; a failed Spark job fails the round."""
         self._rounds += 1
         done: list[TableRound] = []
+        failed: dict[TablePath, LakelogError] = {}
         pending = self._tables()
         for _attempt in range(COMMIT_ATTEMPTS):
-            plans = [self._plan(path) for path in pending]
+            plans = [plan for path in pending if (plan := self._for_table(path, failed, lambda: self._plan(path)))]
             written = self._write(plans)
             if written:
                 kill_point(AFTER_WRITE)
             pending = []
             for plan in plans:
-                result = self._commit(plan, [w for w in written if w.table == str(plan.path)])
-                if result is None:
+                files = [w for w in written if w.table == str(plan.path)]
+                result = self._for_table(plan.path, failed, lambda: self._commit(plan, files))
+                if result is None and plan.path not in failed:
                     pending.append(plan.path)
-                else:
+                elif result is not None:
                     done.append(result)
             if not pending:
                 break
-        if pending:
-            log.warning("tables %s lost the commit race %d times; the next round tries again", pending, COMMIT_ATTEMPTS)
-        report = RoundReport(done)
+        for path in pending:
+            failed[path] = LakeError(f"{path}: lost the commit race {COMMIT_ATTEMPTS} times; the next round tries again")
+        report = RoundReport(done, failed)
         self._progress(report)
         return report
 
@@ -186,6 +202,16 @@ class TieringJob:
 
     # one round
 
+    @staticmethod
+    def _for_table(path: TablePath, failed: dict[TablePath, LakelogError], step: Callable[[], Result]) -> Result | None:
+        """Run one table's step; its failure is recorded and logged, and the other tables go on."""
+        try:
+            return step()
+        except LakelogError as error:
+            log.warning("%s: not tiered this round: %s", path, error)
+            failed[path] = error
+            return None
+
     def _tables(self) -> list[TablePath]:
         """The tables named in the options, else every lake-enabled table (new ones join the next round)."""
         admin = self._conn.admin
@@ -200,6 +226,7 @@ class TieringJob:
 
     def _plan(self, path: TablePath) -> _Plan:
         table = self._catalog.load_table(path)
+        guard_commits(table)
         if path not in self._cleaned:
             remove_orphan_files(table, self.started_at)
             self._cleaned.add(path)

@@ -8,7 +8,10 @@ so no record is returned twice.
 
 An answer that points at remote log segments starts a :class:`RemoteLogReader`: the client reads
 those segments from remote storage itself, over as many polls as they take, and only then fetches
-the bucket from the server again, at the offset where the segments ended.
+the bucket from the server again, at the offset where the segments ended. An answer that points
+at the lake (only when the table has a LogSource, see :mod:`lakelog.client.lake.lake_sources`)
+starts a :class:`LakeLogReader` the same way: the records come from the LogSource, and the bucket
+goes back to the server at the lake snapshot's end offset.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Protocol
 
 import grpc
 import pyarrow as pa
@@ -27,9 +31,11 @@ from lakelog.errors import CorruptRecordError, LakelogError, NetworkError, Offse
 from lakelog.metadata import ServerNode, TableInfo
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.status import error_from_rpc
+from lakelog.client.lake.log_source import FetchContext, LogSource
 from lakelog.client.metadata import MetadataCache
 from lakelog.client.rpc_client import RpcClient
 from lakelog.client.scanner.completed_fetch import decode_records
+from lakelog.client.scanner.lake_log_reader import LakeLogFetchInfo, LakeLogReader
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader
 from lakelog.client.scanner.remote_log_fetch_info import RemoteLogFetchInfo, RemoteLogSegment
 from lakelog.client.scanner.remote_log_reader import RemoteLogReader
@@ -49,6 +55,23 @@ class CompletedFetch:
     log_start_offset: int = -1
     error: LakelogError | None = None
     remote: RemoteLogFetchInfo | None = None
+    lake: LakeLogFetchInfo | None = None
+
+
+class TierReader(Protocol):
+    """A bucket's read from a tier the client reads itself (remote segments, the lake)."""
+
+    next_offset: int
+    high_watermark: int
+
+    @property
+    def done(self) -> bool: ...
+
+    def ready(self) -> bool: ...
+
+    def read(self, max_bytes: int) -> pa.Table: ...
+
+    def close(self) -> None: ...
 
 
 def remote_fetch_info(item: pb.PbFetchLogRespForBucket) -> RemoteLogFetchInfo | None:
@@ -69,6 +92,12 @@ def remote_fetch_info(item: pb.PbFetchLogRespForBucket) -> RemoteLogFetchInfo | 
     return RemoteLogFetchInfo(info.remote_log_tablet_dir, segments, info.first_start_pos, info.partition_name)
 
 
+def lake_fetch_info(item: pb.PbFetchLogRespForBucket) -> LakeLogFetchInfo | None:
+    if not item.HasField("lake_log_fetch_info"):
+        return None
+    return LakeLogFetchInfo(item.lake_log_fetch_info.snapshot_id, item.lake_log_fetch_info.log_end_offset)
+
+
 @dataclass(frozen=True)
 class FetchedBatch:
     """What one round of collecting gives the scanner."""
@@ -86,7 +115,9 @@ class LogFetcher:
         rpc: RpcClient,
         metadata: MetadataCache,
         conf: Configuration,
+        log_source: LogSource | None = None,
     ) -> None:
+        """With a ``log_source`` the fetches set ``enable_lake`` and lake answers are read through it."""
         self._info = info
         self._projection = projection or []
         self._out_schema = with_meta_fields(projected_schema)
@@ -102,7 +133,8 @@ class LogFetcher:
         self._retry_at: dict[int, float] = {}
         self._cond = threading.Condition()
         self._stale_metadata = False
-        self._remote_reads: dict[int, RemoteLogReader] = {}
+        self._log_source = log_source
+        self._readers: dict[int, TierReader] = {}
         self._downloader = RemoteLogDownloader(
             conf.with_prefix("remote.fs."), conf.get("client.scanner.remote-log.prefetch-num"), self._wake
         )
@@ -114,13 +146,13 @@ class LogFetcher:
         with self._cond:
             self.positions[bucket] = offset
             self._completed.pop(bucket, None)
-        self._drop_remote(bucket)
+        self._drop_reader(bucket)
 
     def unsubscribe(self, bucket: int) -> None:
         with self._cond:
             self.positions.pop(bucket, None)
             self._completed.pop(bucket, None)
-        self._drop_remote(bucket)
+        self._drop_reader(bucket)
 
     def remote_read_stats(self) -> dict[str, int]:
         return self._downloader.bytes_read()
@@ -139,7 +171,7 @@ class LogFetcher:
         by_leader: dict[ServerNode, list[tuple[int, int]]] = defaultdict(list)
         with self._cond:
             for bucket, offset in self.positions.items():
-                busy = bucket in self._in_flight or bucket in self._completed or bucket in self._remote_reads
+                busy = bucket in self._in_flight or bucket in self._completed or bucket in self._readers
                 if busy or self._retry_at.get(bucket, 0) > now:
                     continue
                 try:
@@ -159,6 +191,7 @@ class LogFetcher:
             max_bytes=self._max_bytes,
             max_wait_ms=self._max_wait_ms,
             min_bytes=self._min_bytes,
+            enable_lake=self._log_source is not None,
             tables_req=[
                 pb.PbFetchLogReqForTable(
                     table_id=self._info.table_id,
@@ -199,6 +232,7 @@ class LogFetcher:
                         item.log_start_offset,
                         error,
                         None if error else remote_fetch_info(item),
+                        None if error or self._log_source is None else lake_fetch_info(item),
                     )
                 )
         self._complete(completed)
@@ -219,11 +253,11 @@ class LogFetcher:
 
     def wait(self, timeout_s: float) -> None:
         with self._cond:
-            if not self._completed and not any(reader.ready() for reader in self._remote_reads.values()):
+            if not self._completed and not any(reader.ready() for reader in self._readers.values()):
                 self._cond.wait(timeout_s)
 
     def collect(self) -> FetchedBatch:
-        """Decode every buffered answer and downloaded remote batch, and advance positions over the
+        """Decode every buffered answer and remote or lake batch read meanwhile, and advance positions over the
         records returned. An error after some records were taken is raised by the next call, so
         those records are returned and no position moves past records the caller never got."""
         if self._deferred_error is not None:
@@ -242,14 +276,15 @@ class LogFetcher:
                 high_watermarks[bucket] = fetch.high_watermark
                 if fetch.remote is not None:
                     self._start_remote(bucket, fetch, fetch.remote)
+                elif fetch.lake is not None:
+                    self._start_lake(bucket, fetch, fetch.lake)
                 elif fetch.records:
-                    where = f"{self._info.path} bucket {bucket}"
-                    table = decode_records(fetch.records, bucket, fetch.fetch_offset, self._out_schema, where)
+                    table = decode_records(fetch.records, bucket, fetch.fetch_offset, self._out_schema, self._where(bucket))
                     self._accept(bucket, fetch.fetch_offset, table, tables)
             with self._cond:
-                remote_reads = sorted(self._remote_reads.items())
-            for bucket, reader in remote_reads:
-                self._read_remote(bucket, reader, tables, high_watermarks)
+                readers = sorted(self._readers.items())
+            for bucket, reader in readers:
+                self._read_tier(bucket, reader, tables, high_watermarks)
         except LakelogError as error:
             if not tables:
                 raise
@@ -279,39 +314,52 @@ class LogFetcher:
             bucket,
             self._out_schema,
             self._projection or None,
-            f"{self._info.path} bucket {bucket}",
+            self._where(bucket),
             fetch.high_watermark,
         )
         with self._cond:
-            self._remote_reads[bucket] = reader
+            self._readers[bucket] = reader
 
-    def _read_remote(
-        self, bucket: int, reader: RemoteLogReader, tables: dict[int, pa.Table], high_watermarks: dict[int, int]
+    def _start_lake(self, bucket: int, fetch: CompletedFetch, lake: LakeLogFetchInfo) -> None:
+        assert self._log_source is not None, "lake answers come only to fetches that enable the lake"
+        context = FetchContext(
+            fetch.fetch_offset, lake.log_end_offset, "", bucket, lake.snapshot_id, self._projection or None
+        )
+        reader = LakeLogReader(self._log_source, context, self._out_schema, self._where(bucket), fetch.high_watermark, self._wake)
+        with self._cond:
+            self._readers[bucket] = reader
+
+    def _read_tier(
+        self, bucket: int, reader: TierReader, tables: dict[int, pa.Table], high_watermarks: dict[int, int]
     ) -> None:
-        """Take the next downloaded records of ``bucket``. A failed read is dropped with the position
-        unchanged, so the next poll asks the server again where to continue."""
+        """Take the next remote or lake records of ``bucket``. A failed read is dropped with the
+        position unchanged, so the next poll asks the server again where to continue."""
         high_watermarks[bucket] = reader.high_watermark
         try:
             offset = reader.next_offset
             self._accept(bucket, offset, reader.read(self._bucket_bytes), tables)
         except LakelogError:
-            self._drop_remote(bucket)
+            self._drop_reader(bucket)
             raise
         if reader.done:
-            self._drop_remote(bucket)
+            self._drop_reader(bucket)
 
-    def _drop_remote(self, bucket: int) -> None:
+    def _drop_reader(self, bucket: int) -> None:
         with self._cond:
-            reader = self._remote_reads.pop(bucket, None)
+            reader = self._readers.pop(bucket, None)
         if reader is not None:
             reader.close()
+
+    def _where(self, bucket: int) -> str:
+        """How errors name a bucket."""
+        return f"{self._info.path} bucket {bucket}"
 
     def _check_contiguous(self, bucket: int, fetch_offset: int, table: pa.Table) -> None:
         offsets = table.column(OFFSET_COLUMN)
         first, last = offsets[0].as_py(), offsets[-1].as_py()
         if first != fetch_offset or last != fetch_offset + table.num_rows - 1:
             raise CorruptRecordError(
-                f"{self._info.path} bucket {bucket}: fetch at offset {fetch_offset} returned offsets "
+                f"{self._where(bucket)}: fetch at offset {fetch_offset} returned offsets "
                 f"{first}..{last} for {table.num_rows} records (a gap or an overlap)"
             )
 

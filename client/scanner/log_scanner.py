@@ -11,6 +11,7 @@ from lakelog.config import Configuration
 from lakelog.errors import InvalidRequestError, UnknownBucketError
 from lakelog.metadata import OffsetSpec, TableInfo
 from lakelog.client.admin import Admin
+from lakelog.client.lake.log_source import LogSource
 from lakelog.client.metadata import MetadataCache
 from lakelog.client.rpc_client import RpcClient
 from lakelog.client.scanner.log_fetcher import RETRY_BACKOFF_S, LogFetcher
@@ -26,13 +27,15 @@ class LogScanner:
         metadata: MetadataCache,
         admin: Admin,
         conf: Configuration,
+        log_source: LogSource | None = None,
     ) -> None:
+        """``log_source`` reads the offsets only the lake holds (None: a scanner without the lake)."""
         self._info = info
         self._admin = admin
         fields = [info.schema.field(i) for i in projection] if projection else list(info.schema)
         self.schema = pa.schema(fields)
         self._out_schema = with_meta_fields(self.schema)
-        self._fetcher = LogFetcher(info, projection, self.schema, rpc, metadata, conf)
+        self._fetcher = LogFetcher(info, projection, self.schema, rpc, metadata, conf, log_source)
 
     # subscriptions
 
@@ -94,7 +97,7 @@ class LogScanner:
         return self._fetcher.remote_read_stats()
 
     def close(self) -> None:
-        """Unsubscribe everything, stop remote downloads and delete their temp files."""
+        """Unsubscribe everything, stop remote downloads and lake reads, delete their temp files."""
         self._fetcher.close()
 
     def __enter__(self) -> "LogScanner":

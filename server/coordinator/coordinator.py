@@ -60,6 +60,9 @@ class Coordinator:
         self._notifier = notifier
         self._lake = lake
         self._lock = threading.Lock()
+        # Lake notifications go out one at a time, each with what is stored when it is sent, so
+        # two commits racing cannot leave a tablet server with the older offsets.
+        self._lake_notify_lock = threading.Lock()
 
     # databases
 
@@ -195,17 +198,20 @@ class Coordinator:
                         f" {offsets.log_end_offset}, behind snapshot {current.snapshot_id} (end {known.log_end_offset})"
                     )
             self._store.put_lake_snapshot(table_id, snapshot)
-            merged = self.lake_snapshot(table_id)
+        log.info("table %s: lake snapshot %d committed (%s)", info.path, snapshot.snapshot_id, _ends(snapshot))
+        with self._lake_notify_lock:
+            latest = self.lake_snapshot(table_id)
             leaders = self._store.leaders(table_id)
-        log.info("table %s: lake snapshot %d committed (%s)", info.path, snapshot.snapshot_id, _ends(merged))
-        for node in self._store.tablet_servers():
-            mine = _led_by(node.server_id, table_id, merged, leaders)
-            if mine is None:
-                continue
-            try:
-                self._notifier.notify_lake_offsets(node, [mine])
-            except Exception as exc:  # noqa: BLE001 - a server that misses this learns the offsets when it registers
-                log.warning("could not tell tablet server %d at %s the lake offsets of %s: %s", node.server_id, node.address, info.path, exc)
+            for node in self._store.tablet_servers():
+                mine = _led_by(node.server_id, table_id, latest, leaders)
+                if mine is None:
+                    continue
+                try:
+                    self._notifier.notify_lake_offsets(node, [mine])
+                except Exception as exc:  # noqa: BLE001 - a server that misses this learns the offsets when it registers
+                    log.warning(
+                        "could not tell tablet server %d at %s the lake offsets of %s: %s", node.server_id, node.address, info.path, exc
+                    )
 
     def lake_offsets_led_by(self, server_id: int) -> list[LakeOffsets]:
         """The lake offsets of every bucket ``server_id`` leads: what a (re)starting tablet server learns."""

@@ -1,0 +1,92 @@
+"""Which LogSource, if any, reads a table's lake for this connection (SPEC section 6, fallback).
+
+A table gets one when it is lake-enabled, ``client.lake.enabled`` is true and a plugin for its
+``table.datalake.format`` loads. Otherwise the client never sets ``enable_lake`` and behaves as a
+client from before lake reads existed; when that is because no plugin loads, one line says why,
+once per table, so a user wondering why old offsets are out of range finds the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from importlib.metadata import entry_points
+from typing import Callable
+
+from lakelog.config import Configuration
+from lakelog.lake.lake_config import ICEBERG, PROPERTY_PREFIX, LakeConfig, credentials_from_environment
+from lakelog.metadata import DATALAKE_FORMAT, TableInfo
+
+from lakelog.client.lake.log_source import ENTRY_POINT_GROUP, LakeStorage, LogSource
+
+log = logging.getLogger(__name__)
+
+
+class _Unavailable(Exception):
+    """Why no plugin can read a format; cached, so it is said once."""
+
+
+class LakeSources:
+    def __init__(self, conf: Configuration, lake_config: Callable[[], LakeConfig]) -> None:
+        """``lake_config`` fetches the cluster's lake config (GetLakeConfig); it is called once,
+        the first time a lake-enabled table is read."""
+        self._conf = conf
+        self._fetch_lake_config = lake_config
+        self._lake_config: LakeConfig | None = None
+        self._storages: dict[str, LakeStorage | _Unavailable] = {}
+        self._sources: dict[int, LogSource | None] = {}
+        self._lock = threading.Lock()
+
+    def log_source(self, info: TableInfo) -> LogSource | None:
+        """The table's LogSource; None means: read it without the lake. Errors reaching the
+        coordinator are raised (and the next call tries again); a missing plugin is not an error."""
+        if not self._conf.get("client.lake.enabled") or not info.lake_enabled:
+            return None
+        with self._lock:
+            if info.table_id in self._sources:
+                return self._sources[info.table_id]
+            try:
+                source: LogSource | None = self._create(info)
+            except _Unavailable as why:
+                log.warning("%s: reading without the lake (offsets only the lake holds are out of range): %s", info.path, why)
+                source = None
+            self._sources[info.table_id] = source
+            return source
+
+    def _create(self, info: TableInfo) -> LogSource:
+        storage = self._storage(info.properties.get(DATALAKE_FORMAT) or ICEBERG)
+        try:
+            return storage.create_log_source(info, self._config(), self._conf)
+        except ImportError as exc:
+            raise _Unavailable(f"the {type(storage).__name__} lake plugin cannot load: {exc}") from None
+
+    def _storage(self, lake_format: str) -> LakeStorage:
+        found = self._storages.get(lake_format)
+        if found is None:
+            found = self._storages[lake_format] = self._load_storage(lake_format)
+        if isinstance(found, _Unavailable):
+            raise found
+        return found
+
+    @staticmethod
+    def _load_storage(lake_format: str) -> LakeStorage | _Unavailable:
+        candidates = list(entry_points(group=ENTRY_POINT_GROUP, name=lake_format))
+        if not candidates:
+            return _Unavailable(f"no lake plugin for format {lake_format!r} (entry-point group {ENTRY_POINT_GROUP!r})")
+        entry = candidates[0]
+        try:
+            storage = entry.load()()
+        except Exception as exc:  # noqa: BLE001 - any failure to import a plugin means: no plugin
+            return _Unavailable(f"lake plugin {entry.value} for format {lake_format!r} cannot load: {type(exc).__name__}: {exc}")
+        if not isinstance(storage, LakeStorage):
+            return _Unavailable(f"lake plugin {entry.value} for format {lake_format!r} is not a LakeStorage")
+        return storage
+
+    def _config(self) -> LakeConfig:
+        """The cluster's lake config with this client's credentials (``AWS_*`` variables, then its
+        own ``datalake.iceberg.*`` keys) on top: the coordinator never hands secrets out."""
+        if self._lake_config is None:
+            own = {**credentials_from_environment(os.environ), **self._conf.with_prefix(PROPERTY_PREFIX)}
+            self._lake_config = self._fetch_lake_config().with_overrides(own)
+        return self._lake_config

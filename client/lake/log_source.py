@@ -1,0 +1,74 @@
+"""The lake plugin interface (SPEC section 6): a :class:`LakeStorage`, found through the entry-point
+group ``lakelog.lake_storage`` by a table's ``table.datalake.format``, creates a :class:`LogSource`
+that serves the offsets only the lake holds.
+
+Kept free of PyIceberg and PySpark so that a plain client imports it, and a plugin depends on
+lakelog's types only: the client hands it contexts and takes Arrow record batches back.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+
+from lakelog.config import Configuration
+from lakelog.lake.lake_config import LakeConfig
+from lakelog.metadata import TableInfo
+
+ENTRY_POINT_GROUP = "lakelog.lake_storage"
+
+
+@dataclass(frozen=True, slots=True)
+class LookupContext:
+    """Find the first offset of ``bucket`` whose commit timestamp is >= ``timestamp`` (ms) in lake
+    snapshot ``lake_snapshot_id``; ``partition_name`` is empty for a table without partitions."""
+
+    partition_name: str
+    bucket: int
+    timestamp: int
+    lake_snapshot_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchContext:
+    """Read offsets ``[fetch_start_offset, log_end_offset_of_snapshot)`` of ``bucket`` from lake
+    snapshot ``lake_snapshot_id``. ``projection`` holds column indexes into the table's schema, in
+    the order the scanner wants them (None: every column)."""
+
+    fetch_start_offset: int
+    log_end_offset_of_snapshot: int
+    partition_name: str
+    bucket: int
+    lake_snapshot_id: int
+    projection: Sequence[int] | None
+
+
+class LogSource(ABC):
+    """Reads one table's records back from the lake, as the log would have served them."""
+
+    @abstractmethod
+    def lookup_log_offset_by_timestamp(self, context: LookupContext) -> int:
+        """The first offset whose timestamp is >= ``context.timestamp``. Raises
+        :class:`~lakelog.errors.InvalidTimestampError` when the timestamp is past the snapshot's
+        largest one (the log's own tiers answer then)."""
+
+    @abstractmethod
+    def fetch_log_records(self, context: FetchContext) -> Iterator[pa.RecordBatch]:
+        """Batches of the projected columns followed by ``__bucket`` (int32), ``__offset`` (int64)
+        and ``__timestamp`` (int64 ms), in offset order from ``fetch_start_offset`` on, each offset
+        once. Called on a background thread; the client stops iterating once it has the range and
+        closes the iterator when the reader goes away. Raises :class:`~lakelog.errors.LakeError`
+        when the catalog or the warehouse cannot be read."""
+
+
+class LakeStorage(ABC):
+    """One lake format (``table.datalake.format``); instantiated once per connection."""
+
+    @abstractmethod
+    def create_log_source(self, table_info: TableInfo, lake_config: LakeConfig, client_config: Configuration) -> LogSource:
+        """A LogSource for ``table_info``. ``lake_config`` is the cluster's (GetLakeConfig) with the
+        client's own credentials on top. Raises ImportError when a library it needs is missing:
+        the client then reads the table as a client without the lake."""

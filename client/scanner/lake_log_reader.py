@@ -1,0 +1,173 @@
+"""One bucket's pass over the offsets a FetchLog answer said only the lake holds.
+
+A background thread pulls record batches from the table's LogSource into a small bounded queue, so
+the lake is read while the caller processes records and memory stays bounded whatever the range.
+Every batch is checked to continue exactly where the previous one ended: a LogSource that skips,
+repeats or reorders an offset raises LakeDataError instead of handing the consumer a wrong log.
+Once ``[fetch offset, log_end_offset)`` is read the bucket goes back to the server at
+``log_end_offset``, exactly as after a remote read.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.errors import LakeDataError, LakeError, LakelogError
+
+from lakelog.client.lake.log_source import FetchContext, LogSource
+from lakelog.client.scanner.completed_fetch import offsets_array
+from lakelog.client.scanner.scan_records import OFFSET_COLUMN
+
+# Batches read ahead per bucket; with the LogSource's batch size this bounds a lake read's memory.
+PREFETCH_BATCHES = 4
+_PUT_TIMEOUT_S = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class LakeLogFetchInfo:
+    """A FetchLog answer's ``lake_log_fetch_info``: read up to ``log_end_offset`` (exclusive) from
+    lake snapshot ``snapshot_id``."""
+
+    snapshot_id: int
+    log_end_offset: int
+
+
+class _Finished:
+    """Queued after the last batch."""
+
+
+class LakeLogReader:
+    def __init__(
+        self,
+        source: LogSource,
+        context: FetchContext,
+        out_schema: pa.Schema,
+        where: str,
+        high_watermark: int,
+        on_ready: Callable[[], None],
+    ) -> None:
+        """``out_schema`` is the projected schema with the meta columns; ``where`` names the bucket
+        in errors; ``on_ready`` is called on the reader thread whenever something was queued."""
+        self.next_offset = context.fetch_start_offset
+        self.high_watermark = high_watermark
+        self._context = context
+        self._out_schema = out_schema
+        self._where = where
+        self._on_ready = on_ready
+        self._queue: queue.Queue[pa.RecordBatch | LakelogError | _Finished] = queue.Queue(PREFETCH_BATCHES)
+        self._stop = threading.Event()
+        self._finished = False
+        self._error: LakelogError | None = None
+        self._thread = threading.Thread(target=self._run, args=(source,), name=f"lake-read {where}", daemon=True)
+        self._thread.start()
+
+    @property
+    def done(self) -> bool:
+        """The range is read: the next records come from the server."""
+        return self._finished
+
+    def ready(self) -> bool:
+        """:meth:`read` will not wait."""
+        return self._error is not None or not self._queue.empty()
+
+    def read(self, max_bytes: int) -> pa.Table:
+        """Queued records from :attr:`next_offset` on, about ``max_bytes`` (at least one batch);
+        empty while the lake is still being read. An error after some records is raised by the
+        next call, so the consumer's position stops exactly at the last good record."""
+        if self._error is not None:
+            raise self._error
+        pieces: list[pa.RecordBatch] = []
+        consumed = 0
+        while consumed < max(max_bytes, 1) and not self._finished:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, _Finished):
+                self._finished = True
+            elif isinstance(item, LakelogError):
+                if not pieces:
+                    raise item
+                self._error = item
+                break
+            else:
+                pieces.append(item)
+                consumed += item.nbytes
+                self.next_offset += item.num_rows
+        return pa.Table.from_batches(pieces, schema=self._out_schema)
+
+    def close(self) -> None:
+        """Stop the reader thread (it closes the LogSource's iterator on its way out)."""
+        self._stop.set()
+
+    # the reader thread
+
+    def _run(self, source: LogSource) -> None:
+        try:
+            batches = source.fetch_log_records(self._context)
+            try:
+                self._pump(batches)
+            finally:
+                close = getattr(batches, "close", None)
+                if close is not None:
+                    close()
+        except LakelogError as error:
+            self._put(error)
+        except Exception as exc:  # noqa: BLE001 - a plugin's own failure must reach poll() as a lakelog error
+            self._put(LakeError(f"{self._where}: the lake LogSource failed: {type(exc).__name__}: {exc}"))
+
+    def _pump(self, batches: Iterator[pa.RecordBatch]) -> None:
+        expected = self._context.fetch_start_offset
+        end = self._context.log_end_offset_of_snapshot
+        for batch in batches:
+            checked = self._checked(batch, expected, end)
+            if self._stop.is_set() or (checked.num_rows and not self._put(checked)):
+                return
+            expected += checked.num_rows
+            if expected >= end:
+                break  # never ask the LogSource for more than the range: it may start another file
+        if expected < end:
+            raise LakeDataError(
+                f"{self._where}: lake snapshot {self._context.lake_snapshot_id} ends at offset {expected}, but the"
+                f" server said it holds offsets up to {end - 1} (a gap)"
+            )
+        self._put(_Finished())
+
+    def _checked(self, batch: pa.RecordBatch, expected: int, end: int) -> pa.RecordBatch:
+        """``batch`` as the scanner's schema, cut at ``end``; raises LakeDataError unless its
+        offsets are exactly ``expected``, ``expected + 1``, ..."""
+        try:
+            batch = pa.RecordBatch.from_arrays(
+                [batch.column(f.name).cast(f.type) for f in self._out_schema], schema=self._out_schema
+            )
+        except (KeyError, pa.ArrowException) as exc:
+            raise LakeDataError(f"{self._where}: a lake batch does not match {self._out_schema}: {exc}") from None
+        batch = batch.slice(0, min(batch.num_rows, end - expected))
+        offsets = batch.column(OFFSET_COLUMN)
+        wanted = offsets_array(expected, batch.num_rows)
+        if not offsets.equals(wanted):
+            index = pc.index(pc.not_equal(offsets, wanted), True).as_py()
+            got, want = offsets[index].as_py(), expected + index
+            kind = "a gap" if got > want else "a duplicate"
+            raise LakeDataError(
+                f"{self._where}: lake snapshot {self._context.lake_snapshot_id} returned offset {got} where offset"
+                f" {want} was expected ({kind}, or offsets out of order)"
+            )
+        return batch
+
+    def _put(self, item: pa.RecordBatch | LakelogError | _Finished) -> bool:
+        """Queue ``item``, waiting for room; False once the reader is closed."""
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=_PUT_TIMEOUT_S)
+            except queue.Full:
+                continue
+            self._on_ready()
+            return True
+        return False

@@ -1,0 +1,81 @@
+"""What both Iceberg LogSources share: the lake table at a snapshot, planning, timestamp lookups.
+
+They differ only in where a planned data file is read (:meth:`IcebergLogSource.read_file`): in
+this process, or in a Spark task. The catalog opens on first use, so creating a LogSource (every
+scanner of a lake-enabled table does) costs nothing until the lake is actually read.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import abstractmethod
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.table import Table
+
+from lakelog.config import Configuration
+from lakelog.errors import InvalidTimestampError, LakeError
+from lakelog.lake.lake_catalog import LakeCatalog
+from lakelog.lake.lake_config import LakeConfig
+from lakelog.lake.iceberg_scan_planner import plan_bucket_files
+from lakelog.lake.table_layout import OFFSET_COLUMN, TIMESTAMP_COLUMN
+from lakelog.metadata import TableInfo
+
+from lakelog.client.lake.log_source import FetchContext, LogSource, LookupContext
+from lakelog.client.scanner.scan_records import with_meta_fields
+
+
+class IcebergLogSource(LogSource):
+    def __init__(self, table_info: TableInfo, lake_config: LakeConfig, client_config: Configuration) -> None:
+        self.table_info = table_info
+        self.batch_rows: int = client_config.get("client.lake.batch-rows")
+        self._lake_config = lake_config
+        self._catalog: LakeCatalog | None = None
+        self._table: Table | None = None
+        self._lock = threading.Lock()
+
+    @abstractmethod
+    def read_file(self, table: Table, path: str, log_schema: pa.Schema, start: int, end: int) -> Iterator[pa.RecordBatch]:
+        """Rows of data file ``path`` with offsets in ``[start, end)``, as batches of ``log_schema``
+        (see :func:`lakelog.lake.iceberg_file_reader.read_lake_file`)."""
+
+    def fetch_log_records(self, context: FetchContext) -> Iterator[pa.RecordBatch]:
+        schema = self.table_info.schema
+        fields = [schema.field(i) for i in context.projection] if context.projection else list(schema)
+        log_schema = with_meta_fields(pa.schema(fields))
+        table = self.table_at(context.lake_snapshot_id)
+        start, end = context.fetch_start_offset, context.log_end_offset_of_snapshot
+        for file in plan_bucket_files(table, context.lake_snapshot_id, context.bucket, start, end):
+            yield from self.read_file(table, file.path, log_schema, max(start, file.first_offset), end)
+
+    def lookup_log_offset_by_timestamp(self, context: LookupContext) -> int:
+        """Files hold offsets in order and timestamps never decrease with offsets, so the answer is
+        in the first file (by offset) whose largest timestamp reaches ``context.timestamp``."""
+        table = self.table_at(context.lake_snapshot_id)
+        meta_only = with_meta_fields(pa.schema([]))
+        files = plan_bucket_files(table, context.lake_snapshot_id, context.bucket, min_timestamp_ms=context.timestamp)
+        for file in files:
+            for batch in self.read_file(table, file.path, meta_only, file.first_offset, file.last_offset + 1):
+                index = pc.index(pc.greater_equal(batch.column(TIMESTAMP_COLUMN), context.timestamp), True).as_py()
+                if index >= 0:
+                    return int(batch.column(OFFSET_COLUMN)[index].as_py())
+        raise InvalidTimestampError(
+            f"{self.table_info.path} bucket {context.bucket}: timestamp {context.timestamp} is past the largest one"
+            f" in lake snapshot {context.lake_snapshot_id}"
+        )
+
+    def table_at(self, snapshot_id: int) -> Table:
+        """The lake table, reloaded when it does not know ``snapshot_id`` yet (tiered after it was loaded)."""
+        with self._lock:
+            table = self._table
+            if table is None or table.snapshot_by_id(snapshot_id) is None:
+                if self._catalog is None:
+                    self._catalog = LakeCatalog(self._lake_config)
+                table = self._table = self._catalog.load_table(self.table_info.path)
+        if table.snapshot_by_id(snapshot_id) is None:
+            raise LakeError(
+                f"{self.table_info.path}: lake snapshot {snapshot_id} is not in lake table {'.'.join(table.name())} (expired?)"
+            )
+        return table

@@ -1,0 +1,85 @@
+"""The ``iceberg`` LogSource (the default): lake data files are read by Spark tasks.
+
+PyIceberg plans on the client; each planned file is then read by one Spark job (``mapInArrow`` over
+a one-row DataFrame, whose task opens the file through PyIceberg's FileIO), and ``toArrow()``
+brings that file's batches back. One file at a time keeps the client's memory bounded by one file,
+and only DataFrame APIs are used, so a Spark Connect (``sc://``) session works as well as a local
+or cluster one; no Iceberg Spark runtime is needed. Batches travel as Arrow IPC streams in a binary
+column, so every Arrow type comes back exactly as the log has it.
+
+The session is the active one, else one started from ``lake.spark.master`` on first read; it is
+shared with everything else in the process and never stopped here.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+import pyarrow as pa
+from pyiceberg.io import load_file_io
+from pyiceberg.table import Table
+from pyspark.sql import SparkSession
+
+from lakelog.config import Configuration
+from lakelog.errors import LakeError, LakelogError
+from lakelog.lake.iceberg_log_source import IcebergLogSource
+from lakelog.lake.lake_config import LakeConfig
+from lakelog.lake.iceberg_file_reader import read_lake_file
+from lakelog.metadata import TableInfo
+from lakelog.tiering.spark_session import spark_session
+
+APP_NAME = "lakelog-lake-reader"
+IPC_COLUMN = "ipc"
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """What a Spark task needs to read one file (pickled with the task)."""
+
+    io_properties: Mapping[str, str]
+    path: str
+    log_schema: pa.Schema
+    start: int
+    end: int
+    batch_rows: int
+
+
+def read_file_in_task(read: FileRead, _rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A ``mapInArrow`` function: each batch of the file becomes one row holding its IPC stream."""
+    io = load_file_io(dict(read.io_properties), read.path)
+    for batch in read_lake_file(io, read.path, read.log_schema, read.start, read.end, read.batch_rows):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        yield pa.record_batch([pa.array([sink.getvalue().to_pybytes()], pa.binary())], names=[IPC_COLUMN])
+
+
+class IcebergSparkLogSource(IcebergLogSource):
+    def __init__(self, table_info: TableInfo, lake_config: LakeConfig, client_config: Configuration) -> None:
+        super().__init__(table_info, lake_config, client_config)
+        self._master: str = client_config.get("lake.spark.master")
+        self._spark: SparkSession | None = None
+        self._spark_lock = threading.Lock()
+
+    def read_file(self, table: Table, path: str, log_schema: pa.Schema, start: int, end: int) -> Iterator[pa.RecordBatch]:
+        read = FileRead(dict(table.io.properties), path, log_schema, start, end, self.batch_rows)
+        task = functools.partial(read_file_in_task, read)
+        try:
+            blobs = self._session().range(0, 1, 1, 1).mapInArrow(task, f"{IPC_COLUMN} binary").toArrow()
+        except LakelogError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Py4J, Spark Connect and task errors all end up here
+            raise LakeError(f"Spark could not read lake data file {path}: {type(exc).__name__}: {str(exc)[:2000]}") from exc
+        for chunk in blobs.column(IPC_COLUMN).chunks:
+            for blob in chunk:
+                with pa.ipc.open_stream(blob.as_buffer()) as reader:
+                    yield from reader
+
+    def _session(self) -> SparkSession:
+        with self._spark_lock:
+            if self._spark is None:
+                self._spark = SparkSession.getActiveSession() or spark_session(self._master, APP_NAME)
+            return self._spark

@@ -1,0 +1,25 @@
+"""Lake rows -> log rows: the inverse of :func:`lakelog.lake.schema_mapping.to_lake_rows`.
+
+A LogSource hands the scanner exactly what the log would have: the table's own Arrow types (the
+lake widened some, e.g. int8 to int, timestamp[ms] to timestamp[us]) and ``__timestamp`` as int64
+milliseconds again (the lake holds it as timestamptz microseconds).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.client.scanner.scan_records import TIMESTAMP_COLUMN
+
+
+def to_log_rows(lake_rows: pa.RecordBatch, log_schema: pa.Schema) -> pa.RecordBatch:
+    """The columns of ``log_schema`` (projected columns plus the meta columns) out of a batch of
+    lake rows. Raises ArrowException (or KeyError for a missing column) when a value does not fit."""
+    columns = []
+    for field in log_schema:
+        column = lake_rows.column(field.name)
+        if field.name == TIMESTAMP_COLUMN:
+            column = pc.divide(column.cast(pa.int64()), 1000)
+        columns.append(column.cast(field.type))
+    return pa.RecordBatch.from_arrays(columns, schema=log_schema)
