@@ -43,6 +43,8 @@ class _Finished:
 
 
 class LakeLogReader:
+    tier = "lake"
+
     def __init__(
         self,
         source: LogSource,

@@ -58,9 +58,15 @@ class CompletedFetch:
     lake: LakeLogFetchInfo | None = None
 
 
+LOCAL_TIER = "local"
+REMOTE_TIER = "remote"
+LAKE_TIER = "lake"
+
+
 class TierReader(Protocol):
     """A bucket's read from a tier the client reads itself (remote segments, the lake)."""
 
+    tier: str
     next_offset: int
     high_watermark: int
 
@@ -128,6 +134,7 @@ class LogFetcher:
         self._max_wait_ms = conf.get("client.scanner.fetch.max-wait")
         self._min_bytes = conf.get("client.scanner.fetch.min-bytes")
         self.positions: dict[int, int] = {}
+        self.records_by_tier: dict[str, int] = {LAKE_TIER: 0, REMOTE_TIER: 0, LOCAL_TIER: 0}
         self._in_flight: set[int] = set()
         self._completed: dict[int, CompletedFetch] = {}
         self._retry_at: dict[int, float] = {}
@@ -280,7 +287,7 @@ class LogFetcher:
                     self._start_lake(bucket, fetch, fetch.lake)
                 elif fetch.records:
                     table = decode_records(fetch.records, bucket, fetch.fetch_offset, self._out_schema, self._where(bucket))
-                    self._accept(bucket, fetch.fetch_offset, table, tables)
+                    self._accept(bucket, fetch.fetch_offset, table, tables, LOCAL_TIER)
             with self._cond:
                 readers = sorted(self._readers.items())
             for bucket, reader in readers:
@@ -295,7 +302,7 @@ class LogFetcher:
                     self._completed.setdefault(bucket, fetch)
         return FetchedBatch(tables, high_watermarks)
 
-    def _accept(self, bucket: int, fetch_offset: int, table: pa.Table, tables: dict[int, pa.Table]) -> None:
+    def _accept(self, bucket: int, fetch_offset: int, table: pa.Table, tables: dict[int, pa.Table], tier: str) -> None:
         """Return ``table`` and move the bucket past it, unless the bucket was re-subscribed meanwhile."""
         if not table.num_rows:
             return
@@ -304,6 +311,7 @@ class LogFetcher:
             if self.positions.get(bucket) != fetch_offset:
                 return
             self.positions[bucket] = fetch_offset + table.num_rows
+            self.records_by_tier[tier] += table.num_rows
         tables[bucket] = table
 
     def _start_remote(self, bucket: int, fetch: CompletedFetch, remote: RemoteLogFetchInfo) -> None:
@@ -337,7 +345,7 @@ class LogFetcher:
         high_watermarks[bucket] = reader.high_watermark
         try:
             offset = reader.next_offset
-            self._accept(bucket, offset, reader.read(self._bucket_bytes), tables)
+            self._accept(bucket, offset, reader.read(self._bucket_bytes), tables, reader.tier)
         except LakelogError:
             self._drop_reader(bucket)
             raise

@@ -70,6 +70,10 @@ class LogScanner:
     def unsubscribe(self, bucket: int) -> None:
         self._fetcher.unsubscribe(bucket)
 
+    def records_by_tier(self) -> dict[str, int]:
+        """How many records each tier (lake, remote, local) has served this scanner so far."""
+        return dict(self._fetcher.records_by_tier)
+
     def positions(self) -> dict[int, int]:
         """Per subscribed bucket, the next offset a poll returns: what a consumer checkpoints."""
         return dict(self._fetcher.positions)

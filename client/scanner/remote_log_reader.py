@@ -23,6 +23,8 @@ from lakelog.client.scanner.remote_log_fetch_info import RemoteLogFetchInfo, Rem
 
 
 class RemoteLogReader:
+    tier = "remote"
+
     def __init__(
         self,
         fetch: RemoteLogFetchInfo,

@@ -1,8 +1,13 @@
-"""`lakelog demo`: the README's main job, start to finish on the embedded default.
+"""`lakelog demo`: the README's main job, the whole story on the embedded default.
 
-It starts an embedded server in a fresh directory, creates a table, produces records with a
-progress line, reads every record back from offset 0, checks that none is missing, duplicated or
-out of order, and answers a timestamp lookup. Later tiers (remote, lake) join this story as they land.
+It starts an embedded server in a fresh directory, creates a lake-enabled table, produces records,
+rolls and uploads segments to remote storage, tiers them into Iceberg with the PySpark job, expires
+what the lake now holds from remote and local storage, produces more, then reads everything back
+from offset 0 through one scanner and prints which tier served how many records; last, a timestamp
+lookup that only the lake can answer. It checks every step and exits non-zero if anything is off.
+
+The background tasks of a real deployment (uploads and expiry every ``remote.log.task-interval``,
+``lakelog tier`` rounds) are run here one pass at a time, so the story is deterministic.
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.client.connection import connect
+from lakelog.client.table import Table
 from lakelog.logging_config import configure_logging
 from lakelog.metadata import OffsetSpec, TableDescriptor, TablePath
 
 SCHEMA = pa.schema([("order_id", pa.int64()), ("customer", pa.string()), ("amount", pa.float64())])
 PATH = TablePath("demo", "orders")
+CHUNK = 5_000
 
 
 def register(subparsers: Any) -> None:
@@ -29,6 +36,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--records", type=int, default=1_000_000, help="records to produce (default 1,000,000)")
     parser.add_argument("--buckets", type=int, default=4)
     parser.add_argument("--data-dir", help="keep the data here (default: a fresh temporary directory)")
+    parser.add_argument("--lake-source", choices=["iceberg", "iceberg-arrow"], default="iceberg",
+                        help="how the client reads the lake (default: iceberg, backed by PySpark)")
     parser.set_defaults(handler=_run)
 
 
@@ -39,60 +48,117 @@ def _batch(start: int, count: int) -> pa.RecordBatch:
     return pa.record_batch([ids, customers, amounts], schema=SCHEMA)
 
 
-def _progress(label: str, done: int, total: int, started: float) -> None:
-    rate = done / max(time.monotonic() - started, 1e-9)
-    print(f"\r{label}: {done:,}/{total:,} records ({rate:,.0f}/s)", end="", file=sys.stderr, flush=True)
+def _step(text: str) -> None:
+    print(f"== {text}", flush=True)
+
+
+def _produce(table: Table, start: int, count: int) -> None:
+    began = time.monotonic()
+    with table.new_append().create_writer() as writer:
+        for offset in range(start, start + count, CHUNK):
+            size = min(CHUNK, start + count - offset)
+            writer.append_arrow(_batch(offset, size))
+            rate = (offset + size - start) / max(time.monotonic() - began, 1e-9)
+            print(f"\r   produced {offset + size - start:,}/{count:,} records ({rate:,.0f}/s)", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+
+
+def _read_back(table: Table, expected: int) -> tuple[dict[str, int], int]:
+    """Every record from offset 0, checked for order, gaps and duplicates per bucket."""
+    scanner = table.new_scan().create_log_scanner()
+    for bucket in range(table.info.buckets):
+        scanner.subscribe(bucket, 0)
+    next_offset = {bucket: 0 for bucket in range(table.info.buckets)}
+    seen = 0
+    began = time.monotonic()
+    while seen < expected:
+        polled = scanner.poll_arrow(timeout_ms=5000)
+        if polled.num_rows == 0:
+            break
+        stats = polled.group_by("__bucket").aggregate([("__offset", "min"), ("__offset", "max"), ("__offset", "count")])
+        for row in stats.to_pylist():
+            bucket, first, last, count = row["__bucket"], row["__offset_min"], row["__offset_max"], row["__offset_count"]
+            if first != next_offset[bucket] or last - first + 1 != count:
+                raise SystemExit(f"bucket {bucket}: expected offset {next_offset[bucket]}, got {first}..{last} ({count} records)")
+            next_offset[bucket] = last + 1
+        seen += polled.num_rows
+        rate = seen / max(time.monotonic() - began, 1e-9)
+        print(f"\r   read {seen:,}/{expected:,} records ({rate:,.0f}/s)", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    tiers = scanner.records_by_tier()
+    scanner.close()
+    return tiers, seen
 
 
 def _run(args: argparse.Namespace) -> int:
     from lakelog.server.server_process import ServerProcess
+    from lakelog.tiering.spark_session import spark_session
+    from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 
     configure_logging("WARNING")
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="lakelog-demo-")
-    with ServerProcess({"data.dir": data_dir, "server.port": 0}) as server:
+    first, second = args.records * 3 // 4, args.records - args.records * 3 // 4
+    config = {
+        "data.dir": data_dir,
+        "server.port": 0,
+        "log.segment.max-bytes": "128kb",
+        "remote.log.task-interval": "1h",
+    }
+    with ServerProcess(config) as server, connect(server.address, {"client.lake.source": args.lake_source}) as conn:
+        assert server.tablet is not None
+        remote = server.tablet.remote
         print(f"embedded lakelog server on {server.address}, data in {data_dir}")
-        with connect(server.address) as conn:
-            conn.admin.create_database(PATH.database, ignore_if_exists=True)
-            conn.admin.create_table(PATH, TableDescriptor(SCHEMA, args.buckets), ignore_if_exists=True)
-            table = conn.get_table(PATH)
-            start_offsets = conn.admin.list_offsets(PATH)
+        properties = {"table.datalake.enabled": "true", "table.log.ttl": "1ms", "table.log.tiered.local-segments": "2"}
+        conn.admin.create_database(PATH.database, ignore_if_exists=True)
+        conn.admin.create_table(PATH, TableDescriptor(SCHEMA, args.buckets, properties), ignore_if_exists=True)
+        table = conn.get_table(PATH)
 
-            started = time.monotonic()
-            with table.new_append().create_writer() as writer:
-                for start in range(0, args.records, 50_000):
-                    writer.append_arrow(_batch(start, min(50_000, args.records - start)))
-                    _progress("produce", min(start + 50_000, args.records), args.records, started)
-            print(file=sys.stderr)
-            midpoint_ts = int(time.time() * 1000)
+        _step(f"produce {first:,} records into {args.buckets} buckets")
+        _produce(table, 0, first // 2)
+        time.sleep(0.01)
+        probe_ms = int(time.time() * 1000)
+        _produce(table, first // 2, first - first // 2)
 
-            scanner = table.new_scan().create_log_scanner()
-            for bucket, offset in start_offsets.items():
-                scanner.subscribe(bucket, offset)
-            counts: dict[int, int] = {}
-            next_offset = dict(start_offsets)
-            started = time.monotonic()
-            read = 0
-            while read < args.records:
-                polled = scanner.poll_arrow(timeout_ms=2000)
-                if polled.num_rows == 0:
-                    break
-                for bucket_table in polled.group_by("__bucket").aggregate([("__offset", "min"), ("__offset", "max"), ("__offset", "count")]).to_pylist():
-                    bucket = bucket_table["__bucket"]
-                    if bucket_table["__offset_min"] != next_offset[bucket] or bucket_table["__offset_max"] - bucket_table["__offset_min"] + 1 != bucket_table["__offset_count"]:
-                        print(f"\nbucket {bucket}: offsets not contiguous from {next_offset[bucket]}", file=sys.stderr)
-                        return 1
-                    next_offset[bucket] = bucket_table["__offset_max"] + 1
-                    counts[bucket] = counts.get(bucket, 0) + bucket_table["__offset_count"]
-                read += polled.num_rows
-                _progress("scan", read, args.records, started)
-            print(file=sys.stderr)
+        _step("roll and upload segments to remote storage, keep 2 segments per bucket locally")
+        report = remote.run_once()
+        print(f"   uploaded {report.uploaded} segments, deleted {report.deleted_local} local ones")
 
-            described = conn.admin.describe_buckets(PATH)
-            print(f"read back {read:,} of {args.records:,} records, in offset order, no gap, no duplicate")
-            print("tier    records")
-            print(f"local   {read:,}")
-            for bucket, info in described.items():
-                print(f"  bucket {bucket}: offsets [{info.local_log_start_offset}, {info.high_watermark}) {counts.get(bucket, 0):,} read")
-            first = conn.admin.list_offsets(PATH, spec=OffsetSpec.timestamp(midpoint_ts))
-            print(f"timestamp lookup at {midpoint_ts} (after the produce): offsets {first} (= the log ends)")
-            return 0 if read == args.records else 1
+        _step("tier the log into Iceberg with the PySpark job (one round)")
+        spark = spark_session("local[2]")
+        with TieringJob(TieringOptions(bootstrap=server.address), spark=spark) as job:
+            round_report = job.run_round()
+        print(f"   tiered {round_report.records:,} records ({round_report.bytes:,} bytes)")
+
+        _step("expire what the lake holds from remote and local storage (table.log.ttl)")
+        report = remote.run_once()
+        print(f"   expired {report.expired} remote segments")
+
+        _step(f"produce {second:,} more records")
+        _produce(table, first, second)
+        remote.run_once()
+        for bucket, info in conn.admin.describe_buckets(PATH).items():
+            print(
+                f"   bucket {bucket}: lake [{info.lake_log_start_offset}, {info.lake_log_end_offset}) "
+                f"remote [{info.remote_log_start_offset}, {info.remote_log_end_offset}) "
+                f"local [{info.local_log_start_offset}, {info.high_watermark})"
+            )
+
+        _step("read everything back from offset 0 through one scanner")
+        tiers, read = _read_back(table, args.records)
+        print(f"   read back {read:,} of {args.records:,} records, in offset order, no gap, no duplicate")
+        print("   tier     records")
+        for tier in ("lake", "remote", "local"):
+            print(f"   {tier:8} {tiers[tier]:>9,}")
+
+        _step(f"timestamp lookup at {probe_ms} (half way through the first produce)")
+        found = conn.admin.list_offsets(PATH, spec=OffsetSpec.timestamp(probe_ms))
+        described = conn.admin.describe_buckets(PATH)
+        in_lake = all(
+            offset < min(o for o in (info.remote_log_start_offset, info.local_log_start_offset) if o >= 0)
+            for offset, info in ((found[b], described[b]) for b in found)
+        )
+        print(f"   first offsets with timestamp >= {probe_ms}: {found}")
+        print(f"   answered by the lake: {'yes' if in_lake else 'no'}")
+        spark.stop()
+        ok = read == args.records and tiers["lake"] > 0 and in_lake
+        return 0 if ok else 1
