@@ -9,7 +9,7 @@ from typing import Mapping
 
 import pyarrow as pa
 
-from lakelog.errors import InvalidNameError, InvalidTableError
+from lakelog.errors import InvalidNameError, InvalidRequestError, InvalidTableError
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,127}")
 DATALAKE_ENABLED = "table.datalake.enabled"
@@ -178,4 +178,8 @@ def schema_to_bytes(schema: pa.Schema) -> bytes:
 
 
 def schema_from_bytes(data: bytes) -> pa.Schema:
-    return pa.ipc.read_schema(pa.py_buffer(data))
+    """Parse an Arrow IPC schema message; anything else is a request error, not a server fault."""
+    try:
+        return pa.ipc.read_schema(pa.py_buffer(data))
+    except (pa.ArrowInvalid, OSError, ValueError) as exc:
+        raise InvalidRequestError(f"not an Arrow IPC schema ({len(data)} bytes): {exc}") from None

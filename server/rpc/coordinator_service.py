@@ -44,8 +44,8 @@ class CoordinatorService(CoordinatorServiceServicer):
         path = codec.path_from_pb(request.table_path)
         try:
             schema = schema_from_bytes(request.schema)
-        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for garbage bytes
-            raise InvalidTableError(f"table {path}: schema is not an Arrow IPC schema ({exc})") from None
+        except InvalidRequestError as exc:
+            raise InvalidTableError(f"table {path}: {exc.message}") from None
         descriptor = TableDescriptor(
             schema, request.bucket_count or 1, codec.properties_from_pb(list(request.properties)), request.comment
         )
