@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from lakelog.config import Configuration
 from lakelog.errors import InvalidRequestError
@@ -14,7 +14,7 @@ from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.metadata import MetadataCache
 from lakelog.client.rpc_client import RpcClient
 from lakelog.client.scanner.log_scanner import LogScanner
-from lakelog.client.writer import AppendWriter
+from lakelog.client.writer import AppendAck, AppendWriter
 
 
 class Table:
@@ -48,8 +48,8 @@ class Table:
     def new_scan(self) -> "TableScan":
         return TableScan(self)
 
-    def _writer(self) -> AppendWriter:
-        return AppendWriter(self.info, self._rpc, self._metadata, self._conf)
+    def _writer(self, on_ack: Callable[[AppendAck], None] | None) -> AppendWriter:
+        return AppendWriter(self.info, self._rpc, self._metadata, self._conf, on_ack)
 
     def _scanner(self, projection: list[int] | None) -> LogScanner:
         source = self._lake.log_source(self.info) if self._lake is not None else None
@@ -60,8 +60,9 @@ class TableAppend:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def create_writer(self) -> AppendWriter:
-        return self._table._writer()
+    def create_writer(self, on_ack: Callable[[AppendAck], None] | None = None) -> AppendWriter:
+        """``on_ack`` receives every acknowledged append's offsets and commit timestamp."""
+        return self._table._writer(on_ack)
 
 
 class TableScan:

@@ -14,7 +14,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import grpc
 import pyarrow as pa
@@ -35,6 +35,17 @@ MAX_LEADER_RETRIES = 5
 _CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError)
 
 
+@dataclass(frozen=True)
+class AppendAck:
+    """One acknowledged produce: offsets ``[base_offset, base_offset + record_count)`` of ``bucket``,
+    all stamped ``commit_timestamp``, in the order the rows were appended."""
+
+    bucket: int
+    base_offset: int
+    record_count: int
+    commit_timestamp: int
+
+
 @dataclass
 class _BucketQueue:
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -45,8 +56,17 @@ class _BucketQueue:
 
 
 class AppendWriter:
-    def __init__(self, info: TableInfo, rpc: RpcClient, metadata: MetadataCache, conf: Configuration) -> None:
+    def __init__(
+        self,
+        info: TableInfo,
+        rpc: RpcClient,
+        metadata: MetadataCache,
+        conf: Configuration,
+        on_ack: Callable[[AppendAck], None] | None = None,
+    ) -> None:
+        """``on_ack`` is called (on a gRPC thread) for every acknowledged produce request."""
         self._info = info
+        self._on_ack = on_ack
         self._rpc = rpc
         self._metadata = metadata
         self._batch_bytes = conf.get("client.writer.batch-size")
@@ -232,6 +252,9 @@ class AppendWriter:
             item = response.buckets_resp[0]
             if item.error_code:
                 error = error_from_code(item.error_code, item.error_message)
+            elif self._on_ack is not None:
+                count = sum(rb.read_header(batch).record_count for batch in batches)
+                self._on_ack(AppendAck(bucket, item.base_offset, count, item.commit_timestamp))
         except grpc.RpcError as exc:
             error = error_from_rpc(exc, f"tablet server {address}")
         with self._cond:

@@ -30,7 +30,7 @@ def read_lake_file(
     """
     try:
         with io.new_input(path).open() as stream:
-            parquet = pq.ParquetFile(stream)
+            parquet = pq.ParquetFile(stream, page_checksum_verification=True)
             groups = _row_groups(parquet.metadata, start, end, path)
             for batch in parquet.iter_batches(batch_size=max(batch_rows, 1), row_groups=groups, columns=log_schema.names):
                 offsets = batch.column(OFFSET_COLUMN)

@@ -16,7 +16,7 @@ from lakelog.client.lake.log_source import FetchContext, LakeStorage, LogSource,
 from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.client.scanner.scan_records import ScanRecord, ScanRecords
 from lakelog.client.table import Table
-from lakelog.client.writer import AppendWriter
+from lakelog.client.writer import AppendAck, AppendWriter
 from lakelog.errors import (
     CorruptRecordError,
     DatabaseAlreadyExistError,
@@ -41,6 +41,7 @@ from lakelog.metadata import BucketInfo, LakeBucketOffset, LakeSnapshot, OffsetS
 
 __all__ = [
     "Admin",
+    "AppendAck",
     "AppendWriter",
     "BucketInfo",
     "Connection",

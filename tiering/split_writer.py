@@ -93,7 +93,8 @@ def write_split(conn: Connection, settings: WriterSettings, split: TieringSplit)
         scanner = conn.get_table(split.table).new_scan().create_log_scanner()
         with scanner, io.new_output(split.file_path).create(overwrite=True) as out:
             scanner.subscribe(split.bucket, split.start_offset)
-            with pq.ParquetWriter(out, target, compression="zstd") as writer:  # type: ignore[arg-type]
+            # Page checksums: a damaged lake file must fail its read, not decode into other values.
+            with pq.ParquetWriter(out, target, compression="zstd", write_page_checksum=True) as writer:  # type: ignore[arg-type]
                 for rows in _row_groups(scanner, split):
                     max_timestamp = max(max_timestamp, pc.max(rows.column(TIMESTAMP_COLUMN)).as_py())
                     writer.write_table(to_lake_rows(rows, target), row_group_size=ROW_GROUP_ROWS)

@@ -27,7 +27,14 @@ import grpc
 import pyarrow as pa
 
 from lakelog.config import Configuration
-from lakelog.errors import CorruptRecordError, LakelogError, NetworkError, OffsetOutOfRangeError, error_from_code
+from lakelog.errors import (
+    CorruptRecordError,
+    LakeError,
+    LakelogError,
+    OffsetOutOfRangeError,
+    RemoteStorageError,
+    error_from_code,
+)
 from lakelog.metadata import ServerNode, TableInfo
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.status import error_from_rpc
@@ -376,7 +383,8 @@ class LogFetcher:
         assert error is not None
         if isinstance(error, OffsetOutOfRangeError):
             raise OffsetOutOfRangeError(fetch.bucket, fetch.fetch_offset, fetch.log_start_offset)
-        if not error.retriable and not isinstance(error, NetworkError):
+        if isinstance(error, (RemoteStorageError, LakeError)) or not error.retriable:
+            # A storage outage is the caller's to see (and to retry); leader moves and restarts are ours.
             raise error
         log.info("fetch of %s bucket %d will be retried: %s", self._info.path, fetch.bucket, error)
         self._retry_at[fetch.bucket] = time.monotonic() + RETRY_BACKOFF_S

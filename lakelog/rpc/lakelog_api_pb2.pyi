@@ -237,20 +237,22 @@ class ProduceLogResponse(_message.Message):
     def __init__(self, buckets_resp: _Optional[_Iterable[_Union[PbProduceLogRespForBucket, _Mapping]]] = ...) -> None: ...
 
 class PbProduceLogRespForBucket(_message.Message):
-    __slots__ = ("partition_id", "bucket_id", "error_code", "error_message", "base_offset", "high_watermark")
+    __slots__ = ("partition_id", "bucket_id", "error_code", "error_message", "base_offset", "high_watermark", "commit_timestamp")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     partition_id: int
     bucket_id: int
     error_code: int
     error_message: str
     base_offset: int
     high_watermark: int
-    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., base_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
+    commit_timestamp: int
+    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., base_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., commit_timestamp: _Optional[int] = ...) -> None: ...
 
 class FetchLogRequest(_message.Message):
     __slots__ = ("follower_server_id", "max_bytes", "tables_req", "max_wait_ms", "min_bytes", "enable_lake")

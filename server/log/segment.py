@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from lakelog.errors import CorruptRecordError, StorageError
-from lakelog.record.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, iter_headers, read_header, validate
+from lakelog.record.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, iter_headers, read_header, validate
 from lakelog.server.log.offset_index import OffsetIndex
 from lakelog.server.log.time_index import TimeIndex
 
@@ -142,16 +142,29 @@ class LogSegment:
         for position in range(0, self.size, chunk_size):
             yield self._pread(min(chunk_size, self.size - position), position)
 
+    def _scan_start(self, position: int, offset: int) -> int:
+        """``position`` from an index, if a batch at or before ``offset`` starts there; else 0, so a
+        damaged index entry costs a longer scan, never a wrong answer."""
+        if position == 0:
+            return 0
+        if position + HEADER_SIZE <= self.size:
+            header = read_header(self._pread(HEADER_SIZE, position))
+            if header.magic == MAGIC and self.base_offset <= header.base_offset <= offset:
+                return position
+        logger.warning("%s: index entry for offset %d points at byte %d, not at a batch; scanning from the start", self.path, offset, position)
+        return 0
+
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the batch holding ``offset``; None past the segment's end."""
-        for position, header in self._headers(self.offset_index.lookup(offset), self.size):
+        for position, header in self._headers(self._scan_start(self.offset_index.lookup(offset), offset), self.size):
             if header.next_offset > offset:
                 return position, header
         return None
 
     def find_offset_by_timestamp(self, timestamp: int, max_position: int) -> int | None:
         """Base offset of the first batch before ``max_position`` with a timestamp >= ``timestamp``."""
-        start = self.offset_index.lookup(self.time_index.lookup(timestamp))
+        entry_offset = self.time_index.lookup(timestamp)
+        start = self._scan_start(self.offset_index.lookup(entry_offset), entry_offset)
         for _, header in self._headers(start, max_position):
             if header.commit_timestamp >= timestamp:
                 return header.base_offset
@@ -254,12 +267,18 @@ class LogSegment:
             return
         last_entry = self.offset_index.last_entry()
         if not intact or last_entry is None or self.size == 0:
-            raise CorruptRecordError(f"{self.path}: an index is missing, unreadable or does not match the log")
+            broken = [index.path.name for index in (self.offset_index, self.time_index) if not index.intact]
+            raise CorruptRecordError(
+                f"{self.path}: index {' and '.join(broken) or self.offset_index.path.name} is missing, unreadable "
+                "or does not match the log"
+            )
         _, first = next(self._headers(0, self.size))
         if first.base_offset != self.base_offset or self.offset_index.entries[0] != (0, 0):
             raise CorruptRecordError(f"{self.path}: the first batch or its index entry is not at the base offset")
         self.first_timestamp = first.commit_timestamp
         expected, position = last_entry
+        if any(entry_position >= self.size for _, entry_position in self.offset_index.entries):
+            raise CorruptRecordError(f"{self.path}: the offset index points past the end of the log")
         for _, header in self._headers(position, self.size):
             if header.base_offset != expected:
                 raise CorruptRecordError(f"{self.path}: batch offset {header.base_offset}, expected {expected}")
@@ -267,6 +286,8 @@ class LogSegment:
             self._bytes_since_index_entry += header.size
             self.max_timestamp = max(self.max_timestamp, header.commit_timestamp)
         self.next_offset = expected
+        if position and read_header(self._pread(HEADER_SIZE, position)).base_offset != last_entry[0]:
+            raise CorruptRecordError(f"{self.path}: the last offset index entry does not point at its batch")
         time_entry = self.time_index.last_entry()
         if time_entry is None or time_entry[0] > self.max_timestamp or time_entry[1] >= self.next_offset:
             raise CorruptRecordError(f"{self.path}: the time index does not match the log")

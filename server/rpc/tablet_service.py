@@ -35,7 +35,10 @@ class TabletService(TabletServiceServicer):
                 result = self._replicas.produce(request.table_id, bucket_req.bucket_id, bucket_req.records)
                 responses.append(
                     pb.PbProduceLogRespForBucket(
-                        bucket_id=bucket_req.bucket_id, base_offset=result.base_offset, high_watermark=result.next_offset
+                        bucket_id=bucket_req.bucket_id,
+                        base_offset=result.base_offset,
+                        high_watermark=result.next_offset,
+                        commit_timestamp=result.commit_timestamp,
                     )
                 )
             except LakelogError as error:

@@ -1,0 +1,140 @@
+"""The cluster a random walk drives: a coordinator and a tablet server in separate server objects
+(so each restarts alone, on its own fixed port), remote segments on moto S3 behind a cuttable proxy,
+the default SQLite lake, and the real PySpark tiering job."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import lakelog
+from lakelog.server.remote.remote_log_manager import RemoteLogManager
+from lakelog.server.server_process import ServerProcess
+from lakelog.tiering.tiering_job import RoundReport, TieringJob, TieringOptions
+from tests.s3 import MotoS3, free_port
+
+DAY_MS = 86_400_000
+TABLE_PROPERTIES = {
+    "table.datalake.enabled": "true",
+    "table.log.ttl": "1d",
+    "table.log.tiered.local-segments": "2",
+}
+
+
+class Cluster:
+    def __init__(self, root: Path, moto: MotoS3, spark: Any) -> None:
+        self.root = root
+        self.moto = moto
+        self.spark = spark
+        self.coordinator_port = free_port()
+        self.tablet_port = free_port()
+        self.remote_dir = f"s3://{moto.create_bucket()}/remote"
+        self.coordinator: ServerProcess | None = None
+        self.tablet: ServerProcess | None = None
+        self.s3_down = False
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.coordinator_port}"
+
+    @property
+    def client_config(self) -> dict[str, str]:
+        return {**self.moto.settings(), "client.lake.source": "iceberg-arrow", "client.request-timeout": "20s"}
+
+    def start_coordinator(self) -> None:
+        self.coordinator = ServerProcess(
+            {"data.dir": str(self.root / "coordinator"), "server.port": self.coordinator_port}, ("coordinator",)
+        ).start()
+
+    def start_tablet(self) -> None:
+        self.tablet = ServerProcess(
+            {
+                "data.dir": str(self.root / "tablet"),
+                "server.port": self.tablet_port,
+                "coordinator.address": self.address,
+                "tablet-server.id": 1,
+                "log.segment.max-bytes": "48kb",
+                "remote.data.dir": self.remote_dir,
+                "remote.log.task-interval": "1h",
+                "remote.fs.s3.max-attempts": "1",
+                **self.moto.settings(),
+            },
+            ("tablet-server",),
+        ).start()
+
+    def start(self) -> None:
+        self.start_coordinator()
+        self.start_tablet()
+
+    def stop(self) -> None:
+        for process in (self.tablet, self.coordinator):
+            if process is not None:
+                process.stop(0)
+
+    def restart_tablet(self) -> None:
+        assert self.tablet is not None
+        self.tablet.stop(0)
+        self.start_tablet()
+
+    def restart_coordinator(self) -> None:
+        assert self.coordinator is not None
+        self.coordinator.stop(0)
+        self.start_coordinator()
+
+    @property
+    def remote(self) -> RemoteLogManager:
+        assert self.tablet is not None and self.tablet.tablet is not None
+        return self.tablet.tablet.remote
+
+    def roll(self, table_id: int, bucket: int) -> None:
+        assert self.tablet is not None and self.tablet.tablet is not None
+        log = self.tablet.tablet.logs.get(table_id, bucket)
+        assert log is not None
+        log.roll()
+
+    def expire_remote(self) -> int:
+        """One remote pass as if two days had passed: everything past ``table.log.ttl`` that the lake holds goes."""
+        manager = self.remote
+        real_clock = manager.clock
+        manager.clock = lambda: real_clock() + 2 * DAY_MS
+        try:
+            return manager.run_once().expired
+        finally:
+            manager.clock = real_clock
+
+    def tier_round(self) -> RoundReport:
+        with TieringJob(TieringOptions(bootstrap=self.address, client_config=self.client_config), spark=self.spark) as job:
+            return job.run_round()
+
+    def kill_tiering_mid_round(self, where: str) -> int:
+        """`lakelog tier --once` in its own process, SIGKILLed at ``where`` of its round."""
+        env = {**os.environ, "LAKELOG_TIERING_KILL_AT": where}
+        command = [
+            sys.executable, "-m", "lakelog", "tier", "--bootstrap", self.address, "--once", "--spark-master", "local[1]",
+            *[f"--set={key}={value}" for key, value in self.client_config.items()],
+        ]
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env).returncode
+
+    def cut_s3(self) -> None:
+        self.moto.proxy.cut()
+        self.s3_down = True
+
+    def restore_s3(self) -> None:
+        self.moto.proxy.restore()
+        self.s3_down = False
+
+    def connect(self) -> lakelog.Connection:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = lakelog.connect(self.address, self.client_config)
+                conn.admin.list_databases()
+                return conn
+            except lakelog.NetworkError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)

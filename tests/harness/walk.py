@@ -1,0 +1,250 @@
+"""One seeded random walk: random tier transitions, and after every step, readers that must return
+exactly what the oracle says.
+
+Steps: produce batches of random sizes, roll a segment, upload (which also deletes local segments
+past ``table.log.tiered.local-segments``), run a tiering round, expire remote segments, restart the
+tablet server, restart the coordinator, kill the tiering job mid-round (a real SIGKILL of a
+``lakelog tier`` process, the next round being its restart), stop and start S3.
+
+After every step: a reader from a random offset or timestamp reads a stretch of a random bucket
+and compare it with the oracle record by record; ``list_offsets`` (earliest, latest, by timestamp)
+must agree with the oracle; one long-lived reader keeps polling across all steps and must see every
+bucket's log exactly once, in order. While S3 is down a reader may fail with a retriable error, never
+with wrong data.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pyarrow as pa
+
+import lakelog
+from lakelog.client.scanner.scan_records import with_meta_fields
+from tests.conftest import ORDERS_SCHEMA, order_rows
+from tests.harness.cluster import TABLE_PROPERTIES, Cluster
+from tests.harness.oracle import Oracle
+
+BUCKETS = 3
+READ_LIMIT = 1000
+CATCH_UP_S = 60.0
+OUTAGE_ERRORS = (lakelog.errors.RemoteStorageError, lakelog.errors.LakeError, lakelog.NetworkError)
+PATH = lakelog.TablePath("walk", "events")
+
+# name -> weight; the slow steps (a Spark round, a killed `lakelog tier` process) are rarer.
+STEP_WEIGHTS = {
+    "produce": 30,
+    "roll": 8,
+    "upload": 10,
+    "tier": 2,
+    "expire": 5,
+    "restart_tablet": 3,
+    "restart_coordinator": 3,
+    "kill_tiering": 0.1,
+    "toggle_s3": 3,
+}
+
+
+@dataclass
+class Walk:
+    seed: int
+    steps: int
+    cluster: Cluster
+    rng: random.Random = field(init=False)
+    oracle: Oracle = field(default_factory=lambda: Oracle(BUCKETS))
+    history: list[str] = field(default_factory=list)
+    next_id: int = 0
+    conn: lakelog.Connection | None = None
+    follower: lakelog.LogScanner | None = None
+    followed: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    # the walk
+
+    def run(self) -> None:
+        self.cluster.start()
+        try:
+            self.conn = self.cluster.connect()
+            self.conn.admin.create_database(PATH.database, ignore_if_exists=True)
+            self.conn.admin.create_table(PATH, lakelog.TableDescriptor(ORDERS_SCHEMA, BUCKETS, TABLE_PROPERTIES))
+            self._new_follower()
+            names = list(STEP_WEIGHTS)
+            weights = [STEP_WEIGHTS[name] for name in names]
+            for number in range(self.steps):
+                name = self.rng.choices(names, weights)[0]
+                step: Callable[[], str] = getattr(self, f"_step_{name}")
+                self.history.append(f"{number}: {step()}")
+                self._check(number)
+        except BaseException as exc:
+            raise AssertionError(self._replay(exc)) from exc
+        finally:
+            if self.conn is not None:
+                self.conn.close()
+            self.cluster.restore_s3()
+            self.cluster.stop()
+
+    def _replay(self, exc: BaseException) -> str:
+        steps = "\n".join(self.history[-40:])
+        return (
+            f"random walk seed {self.seed} failed at step {len(self.history) - 1}: {type(exc).__name__}: {exc}\n"
+            f"replay: LAKELOG_WALK_SEEDS={self.seed} LAKELOG_WALK_STEPS={self.steps} "
+            f".venv/bin/pytest tests/test_random_walk.py -k long\nlast steps:\n{steps}"
+        )
+
+    @property
+    def table(self) -> lakelog.Table:
+        assert self.conn is not None
+        return self.conn.get_table(PATH)
+
+    # steps
+
+    def _step_produce(self) -> str:
+        bucket = self.rng.randrange(BUCKETS)
+        count = self.rng.choice([1, 2, 7, 50, 300, 1200])
+        acks: list[lakelog.AppendAck] = []
+        writer = self.table.new_append().create_writer(on_ack=acks.append)
+        ids = list(range(self.next_id, self.next_id + count))
+        writer.append_arrow(order_rows(self.next_id, count), bucket=bucket)
+        writer.close()
+        assert len(acks) == 1, f"one append, {len(acks)} acknowledgements"
+        self.oracle.acknowledge(acks[0], ids)
+        self.next_id += count
+        return f"produce {count} to bucket {bucket}"
+
+    def _step_roll(self) -> str:
+        bucket = self.rng.randrange(BUCKETS)
+        self.cluster.roll(self.table.info.table_id, bucket)
+        return f"roll bucket {bucket}"
+
+    def _step_upload(self) -> str:
+        report = self.cluster.remote.run_once()
+        assert self.cluster.s3_down or not report.errors, report.errors
+        return f"upload ({report.uploaded} uploaded, {report.deleted_local} local deleted)"
+
+    def _step_tier(self) -> str:
+        try:
+            report = self.cluster.tier_round()
+        except OUTAGE_ERRORS as error:
+            if not self.cluster.s3_down:
+                raise
+            return f"tier failed cleanly while S3 is down ({type(error).__name__})"
+        assert self.cluster.s3_down or not report.failed, report.failed
+        return f"tier ({report.records} records)"
+
+    def _step_expire(self) -> str:
+        return f"expire remote ({self.cluster.expire_remote()} segments)"
+
+    def _step_restart_tablet(self) -> str:
+        self.cluster.restart_tablet()
+        return "restart tablet server"
+
+    def _step_restart_coordinator(self) -> str:
+        self.cluster.restart_coordinator()
+        return "restart coordinator"
+
+    def _step_kill_tiering(self) -> str:
+        where = self.rng.choice(["after-write", "after-commit"])
+        code = self.cluster.kill_tiering_mid_round(where)
+        return f"kill tiering {where} (exit {code})"
+
+    def _step_toggle_s3(self) -> str:
+        if self.cluster.s3_down:
+            self.cluster.restore_s3()
+            return "start S3"
+        self.cluster.cut_s3()
+        return "stop S3"
+
+    # checks
+
+    def _check(self, number: int) -> None:
+        where = f"seed {self.seed} step {number}"
+        self._check_offsets(where)
+        self._random_reader(where)
+        self._follow(where)
+
+    def _check_offsets(self, where: str) -> None:
+        assert self.conn is not None
+        admin = self.conn.admin
+        latest = admin.list_offsets(PATH, spec=lakelog.OffsetSpec.latest())
+        assert latest == {b: self.oracle.high_watermark(b) for b in range(BUCKETS)}, f"{where}: latest {latest}"
+        if self.cluster.s3_down:
+            return
+        earliest = admin.list_offsets(PATH, spec=lakelog.OffsetSpec.earliest())
+        assert earliest == {b: 0 for b in range(BUCKETS)}, f"{where}: earliest {earliest} (no offset may become unreadable)"
+        bucket = self.rng.randrange(BUCKETS)
+        timestamp = self._random_timestamp(bucket)
+        found = admin.list_offsets(PATH, [bucket], lakelog.OffsetSpec.timestamp(timestamp))[bucket]
+        assert found == self.oracle.offset_for_timestamp(bucket, timestamp), (
+            f"{where}: timestamp {timestamp} of bucket {bucket} -> {found}, oracle {self.oracle.offset_for_timestamp(bucket, timestamp)}"
+        )
+
+    def _random_timestamp(self, bucket: int) -> int:
+        stamps = self.oracle.timestamps[bucket]
+        if not stamps:
+            return int(time.time() * 1000)
+        pick = self.rng.choice(stamps)
+        return self.rng.choice([pick - 1, pick, pick + 1, stamps[0] - 1000, stamps[-1] + 1])
+
+    def _random_reader(self, where: str) -> None:
+        bucket = self.rng.randrange(BUCKETS)
+        end = self.oracle.high_watermark(bucket)
+        with self.table.new_scan().create_log_scanner() as scanner:
+            try:
+                if self.rng.random() < 0.5:
+                    start = self.rng.randint(0, end)
+                    scanner.subscribe(bucket, start)
+                else:
+                    timestamp = self._random_timestamp(bucket)
+                    scanner.subscribe_from_timestamp(timestamp, [bucket])
+                    start = scanner.positions()[bucket]
+                    assert start == self.oracle.offset_for_timestamp(bucket, timestamp), f"{where}: subscribe_from_timestamp"
+                stop = min(end, start + READ_LIMIT)
+                read = self._read(scanner, bucket, start, stop)
+            except OUTAGE_ERRORS:
+                if not self.cluster.s3_down:
+                    raise
+                return
+        self.oracle.check(read, bucket, start, f"{where}: reader of bucket {bucket} from {start}")
+
+    def _read(self, scanner: lakelog.LogScanner, bucket: int, start: int, stop: int) -> pa.Table:
+        """Poll ``bucket`` from ``start`` until ``stop``; what came past ``stop`` is cut off."""
+        tables = [with_meta_fields(ORDERS_SCHEMA).empty_table()]
+        got = start
+        deadline = time.monotonic() + CATCH_UP_S
+        while got < stop:
+            assert time.monotonic() < deadline, f"bucket {bucket}: stuck at offset {got} of {stop}"
+            polled = scanner.poll_arrow(timeout_ms=500)
+            tables.append(polled)
+            got += polled.num_rows
+        return pa.concat_tables(tables).slice(0, stop - start)
+
+    def _new_follower(self) -> None:
+        if self.follower is not None:
+            self.follower.close()
+        self.follower = self.table.new_scan().create_log_scanner()
+        for bucket in range(BUCKETS):
+            self.follower.subscribe(bucket, self.followed.get(bucket, 0))
+            self.followed.setdefault(bucket, 0)
+
+    def _follow(self, where: str) -> None:
+        """The long-lived reader catches up with every bucket; records must continue exactly."""
+        assert self.follower is not None
+        deadline = time.monotonic() + CATCH_UP_S
+        while any(self.followed[b] < self.oracle.high_watermark(b) for b in range(BUCKETS)):
+            assert time.monotonic() < deadline, f"{where}: the long-lived reader is stuck at {self.followed}"
+            try:
+                records = self.follower.poll(timeout_ms=500)
+            except OUTAGE_ERRORS:
+                if self.cluster.s3_down:
+                    return
+                raise
+            polled = records.to_arrow()
+            for bucket in records.buckets():
+                table = polled.filter(pa.compute.equal(polled.column("__bucket"), bucket))
+                self.oracle.check(table, bucket, self.followed[bucket], f"{where}: long-lived reader")
+                self.followed[bucket] += table.num_rows
