@@ -17,7 +17,7 @@ def segment_files(data_dir: Path, bucket: int) -> list[Path]:
     return sorted((data_dir / "tablet-server" / "log").glob(f"*/{bucket}/*.log"))
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_sigkill_under_concurrent_produce_loses_no_acknowledged_record(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     server = ServerSubprocess(tmp_path / "data").start()

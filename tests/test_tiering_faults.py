@@ -4,6 +4,7 @@ jobs racing on one table, and what a restarted job cleans up."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakelog
+from lakelog.errors import LakelogError, LakeSnapshotNotExistError
 from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, latest_lake_snapshot
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.kill_points import AFTER_COMMIT, AFTER_WRITE, KILL_AT_ENV
@@ -138,3 +140,30 @@ def test_orphan_cleanup_spares_files_newer_than_the_job(server_factory: Callable
     job_started = datetime.fromtimestamp(time.time() - 60, timezone.utc)
     assert remove_orphan_files(table, job_started) == [str(old)]
     assert not old.exists() and fresh.exists()
+
+
+def test_unreachable_catalog_fails_the_round_cleanly_and_the_next_succeeds(
+    spark: Any, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """The lake (the default SQLite catalog and its warehouse) vanishes for one round."""
+    server = server_factory()
+    with lakelog.connect(server.address) as conn:
+        table = create_table(conn, buckets=2, properties=LAKE_TABLE)
+        produce_orders(table, 0, 3_000)
+        lake_dir = server.data_dir / "lake"
+        away = server.data_dir / "lake-unreachable"
+        lake_dir.rename(away)
+        try:
+            with TieringJob(TieringOptions(server.address), spark=spark) as job:
+                with pytest.raises(LakelogError) as failed:
+                    job.run(once=True)
+                assert "catalog" in str(failed.value).lower() or "lake" in str(failed.value).lower()
+        finally:
+            if lake_dir.exists():
+                shutil.rmtree(lake_dir)
+            away.rename(lake_dir)
+        with pytest.raises(LakeSnapshotNotExistError):
+            conn.admin.get_lake_snapshot(table.path)
+        with TieringJob(TieringOptions(server.address), spark=spark) as job:
+            assert job.run_round().records == 3_000
+        assert_lake_holds_log(server, table.path)
