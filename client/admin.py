@@ -152,15 +152,7 @@ class Admin:
             for item in response.buckets:
                 if item.error_code:
                     raise error_from_code(item.error_code, item.error_message)
-                described[item.bucket_id] = BucketInfo(
-                    leader=item.leader_id,
-                    high_watermark=item.high_watermark,
-                    local_log_start_offset=item.local_log_start_offset,
-                    remote_log_start_offset=item.remote_log_start_offset,
-                    remote_log_end_offset=item.remote_log_end_offset,
-                    lake_log_start_offset=item.lake_log_start_offset,
-                    lake_log_end_offset=item.lake_log_end_offset,
-                )
+                described[item.bucket_id] = codec.bucket_info_from_pb(item)
         return dict(sorted(described.items()))
 
     # lake

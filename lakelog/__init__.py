@@ -72,6 +72,7 @@ __all__ = [
     "StaleLakeSnapshotError",
     "Table",
     "TableAlreadyExistError",
+    "TableNotExistError",
     "TableDescriptor",
     "TableInfo",
     "TablePath",

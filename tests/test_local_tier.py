@@ -6,7 +6,6 @@ import threading
 import time
 
 import pyarrow as pa
-import pytest
 
 import lakelog
 from tests.conftest import ORDERS_SCHEMA, create_table, order_rows, scan_all

@@ -10,6 +10,7 @@ from typing import Iterable
 
 from lakelog.lake.lake_config import LakeConfig
 from lakelog.metadata import (
+    BucketInfo,
     LakeBucketOffset,
     LakeSnapshot,
     ServerNode,
@@ -138,3 +139,30 @@ def lake_config_to_pb(config: LakeConfig) -> pb.GetLakeConfigResponse:
 
 def lake_config_from_pb(message: pb.GetLakeConfigResponse) -> LakeConfig:
     return LakeConfig(message.datalake_format, properties_from_pb(list(message.catalog_properties)))
+
+
+def bucket_info_to_pb(bucket: int, info: BucketInfo, local_segments: int, remote_segments: int) -> pb.PbLogBucketInfo:
+    return pb.PbLogBucketInfo(
+        bucket_id=bucket,
+        leader_id=info.leader,
+        high_watermark=info.high_watermark,
+        local_log_start_offset=info.local_log_start_offset,
+        remote_log_start_offset=info.remote_log_start_offset,
+        remote_log_end_offset=info.remote_log_end_offset,
+        lake_log_start_offset=info.lake_log_start_offset,
+        lake_log_end_offset=info.lake_log_end_offset,
+        local_segment_count=local_segments,
+        remote_segment_count=remote_segments,
+    )
+
+
+def bucket_info_from_pb(item: pb.PbLogBucketInfo) -> BucketInfo:
+    return BucketInfo(
+        leader=item.leader_id,
+        high_watermark=item.high_watermark,
+        local_log_start_offset=item.local_log_start_offset,
+        remote_log_start_offset=item.remote_log_start_offset,
+        remote_log_end_offset=item.remote_log_end_offset,
+        lake_log_start_offset=item.lake_log_start_offset,
+        lake_log_end_offset=item.lake_log_end_offset,
+    )

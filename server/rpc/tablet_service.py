@@ -112,17 +112,11 @@ class TabletService(TabletServiceServicer):
             try:
                 info = self._replicas.describe(request.table_id, bucket)
                 responses.append(
-                    pb.PbLogBucketInfo(
-                        bucket_id=bucket,
-                        leader_id=info.leader,
-                        high_watermark=info.high_watermark,
-                        local_log_start_offset=info.local_log_start_offset,
-                        remote_log_start_offset=info.remote_log_start_offset,
-                        remote_log_end_offset=info.remote_log_end_offset,
-                        lake_log_start_offset=info.lake_log_start_offset,
-                        lake_log_end_offset=info.lake_log_end_offset,
-                        local_segment_count=self._replicas.local_segment_count(request.table_id, bucket),
-                        remote_segment_count=self._replicas.remote_segment_count(request.table_id, bucket),
+                    codec.bucket_info_to_pb(
+                        bucket,
+                        info,
+                        self._replicas.local_segment_count(request.table_id, bucket),
+                        self._replicas.remote_segment_count(request.table_id, bucket),
                     )
                 )
             except LakelogError as error:
