@@ -6,7 +6,16 @@ import time
 from collections import defaultdict
 from typing import Any, Callable, Iterable
 
-from lakelog.errors import LakeError, LakelogError, NetworkError, NotLeaderError, UnknownBucketError, error_from_code
+from lakelog.errors import (
+    InvalidRequestError,
+    LakeError,
+    LakelogError,
+    LakeSnapshotNotExistError,
+    NetworkError,
+    NotLeaderError,
+    UnknownBucketError,
+    error_from_code,
+)
 from lakelog.lake.lake_config import LakeConfig
 from lakelog.metadata import (
     BucketInfo,
@@ -17,6 +26,8 @@ from lakelog.metadata import (
     TableDescriptor,
     TableInfo,
     TablePath,
+    TableTieringStatus,
+    TieringJobInfo,
     schema_to_bytes,
 )
 from lakelog.rpc import codec
@@ -164,6 +175,72 @@ class Admin:
         """
         response = self._coordinator("GetLakeSnapshot", pb.GetLakeSnapshotRequest(table_path=codec.path_to_pb(path)))
         return codec.lake_snapshot_from_pb(response.snapshot_id, response.bucket_snapshots)  # type: ignore[attr-defined]
+
+    def get_consistent_lake_snapshots(self, paths: Iterable[TablePath]) -> dict[TablePath, int]:
+        """Per table, the lake snapshot at the largest timestamp barrier every listed table has
+        committed: read together they are one consistent cut (SPEC section 9). Read from the lake's
+        own snapshot history, which holds only committed snapshots, so the answer is repeatable.
+
+        Raises :class:`LakeSnapshotNotExistError` while the tables share no barrier.
+        """
+        # PyIceberg is imported here, not at the top: a client without it must still import lakelog.
+        from lakelog.lake.lake_catalog import LakeCatalog
+        from lakelog.lake.snapshot_summary import barrier_snapshots
+
+        chosen = list(paths)
+        if self._lake is None:
+            raise LakeError("this admin has no lake access (client.lake.enabled=false)")
+        catalog = LakeCatalog(self._lake.lake_config())
+        by_table = {path: barrier_snapshots(catalog.load_table(path)) for path in chosen}
+        common = set.intersection(*(set(found) for found in by_table.values())) if by_table else set()
+        if not common:
+            raise LakeSnapshotNotExistError(f"tables {', '.join(map(str, chosen))} have no timestamp barrier in common yet")
+        barrier = max(common)
+        return {path: found[barrier] for path, found in by_table.items()}
+
+    def barrier_safe_time(self, paths: Iterable[TablePath]) -> int:
+        """The smallest GetServerTime of the tablet servers leading the tables' buckets: a time
+        every one of them has passed, so no record stamped at or before it is still to come. The
+        tiering job takes its barrier from here, not from its own clock."""
+        infos = [self._metadata.table(path) for path in paths]
+        leaders = {self._metadata.leader(info.table_id, b) for info in infos for b in range(info.buckets)}
+        if not leaders:
+            raise InvalidRequestError("a barrier needs at least one table")
+        times = []
+        for node in leaders:
+            stub = self._rpc.tablet(node.address)
+            times.append(self._rpc.call(stub.GetServerTime, pb.GetServerTimeRequest(), f"tablet server {node.address}").server_time_ms)
+        return min(times)
+
+    def tiering_heartbeat(self, job_id: str, tables: Iterable[TablePath], barrier: int) -> None:
+        """A tiering job's report after a round (the job's call): the coordinator keeps the last one."""
+        request = pb.TieringHeartbeatRequest(job_id=job_id, tables=[codec.path_to_pb(p) for p in tables], barrier=barrier)
+        self._coordinator("TieringHeartbeat", request)
+
+    def get_tiering_jobs(self) -> list[TieringJobInfo]:
+        """Every tiering job the coordinator heard from, least recently heard first."""
+        response = self._coordinator("GetTieringJobs", pb.GetTieringJobsRequest())
+        return [
+            TieringJobInfo(job.job_id, tuple(codec.path_from_pb(p) for p in job.tables), job.last_barrier, job.last_heartbeat_ms)
+            for job in response.jobs  # type: ignore[attr-defined]
+        ]
+
+    def get_tiering_status(self) -> dict[TablePath, TableTieringStatus]:
+        """Per table a tiering job reported, how fresh its lake is (SPEC section 9): the last barrier
+        of the job heard from last, the lake's max timestamp and ends from the coordinator's lake
+        snapshot, and the high watermarks from the tablet servers, read now."""
+        latest_job = {path: job for job in self.get_tiering_jobs() for path in job.tables}
+        status: dict[TablePath, TableTieringStatus] = {}
+        for path, job in sorted(latest_job.items(), key=lambda item: str(item[0])):
+            try:
+                lake = self.get_lake_snapshot(path).bucket_offsets
+            except LakeSnapshotNotExistError:
+                lake = {}
+            behind = sum(hw - (lake[b].log_end_offset if b in lake else 0) for b, hw in self.list_offsets(path).items())
+            max_timestamp = max((o.log_max_timestamp for o in lake.values()), default=-1)
+            lag = time.time_ns() // 1_000_000 - max_timestamp if max_timestamp >= 0 else -1
+            status[path] = TableTieringStatus(path, job.job_id, job.last_barrier, max_timestamp, lag, behind)
+        return status
 
     def get_lake_config(self) -> LakeConfig:
         """The cluster's lake format and catalog properties, without secrets."""

@@ -4,6 +4,9 @@ Each tiering commit is one snapshot whose summary carries ``lakelog.commit-user`
 committed it) and ``lakelog.bucket-offsets``: JSON ``{bucket: {"start", "end", "max_timestamp"}}``
 covering every bucket tiered so far. The lake, not the coordinator, is the source of truth for what
 was tiered: a job resumes from here, and the coordinator is brought up to date from here.
+
+A commit that tiered every bucket exactly up to a timestamp barrier B (SPEC section 9) also carries
+``lakelog.barrier`` = B: the snapshots of several tables with the same barrier are a consistent cut.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from lakelog.metadata import LakeBucketOffset, LakeSnapshot
 
 COMMIT_USER = "lakelog.commit-user"
 BUCKET_OFFSETS = "lakelog.bucket-offsets"
+BARRIER = "lakelog.barrier"
 
 
 def encode_bucket_offsets(offsets: Mapping[int, LakeBucketOffset]) -> str:
@@ -40,8 +44,29 @@ def decode_bucket_offsets(text: str) -> dict[int, LakeBucketOffset]:
         raise LakeDataError(f"snapshot summary {BUCKET_OFFSETS} is not valid: {exc}: {text[:200]!r}") from None
 
 
-def summary_properties(commit_user: str, offsets: Mapping[int, LakeBucketOffset]) -> dict[str, str]:
-    return {COMMIT_USER: commit_user, BUCKET_OFFSETS: encode_bucket_offsets(offsets)}
+def summary_properties(commit_user: str, offsets: Mapping[int, LakeBucketOffset], barrier: int | None) -> dict[str, str]:
+    """``barrier`` None: the round did not reach its barrier (a record budget cut it short), so the
+    snapshot is no consistent cut and says so by carrying none."""
+    properties = {COMMIT_USER: commit_user, BUCKET_OFFSETS: encode_bucket_offsets(offsets)}
+    if barrier is not None:
+        properties[BARRIER] = str(barrier)
+    return properties
+
+
+def barrier_snapshots(table: Table) -> dict[int, int]:
+    """``{barrier: snapshot id}`` of the tiering commits on the table's main branch that carry a
+    barrier, walked back from the current snapshot (the newest wins should one repeat)."""
+    found: dict[int, int] = {}
+    snapshot = table.current_snapshot()
+    while snapshot is not None:
+        text = snapshot.summary.get(BARRIER) if snapshot.summary is not None else None
+        if text is not None:
+            try:
+                found.setdefault(int(text), snapshot.snapshot_id)
+            except ValueError:
+                raise LakeDataError(f"snapshot {snapshot.snapshot_id}: summary {BARRIER} is not a number: {text[:50]!r}") from None
+        snapshot = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+    return found
 
 
 def latest_lake_snapshot(table: Table) -> LakeSnapshot | None:

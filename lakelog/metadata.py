@@ -146,6 +146,29 @@ class LakeSnapshot:
     bucket_offsets: Mapping[int, LakeBucketOffset] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class TieringJobInfo:
+    """A tiering job as the coordinator last heard of it (SPEC section 9, freshness and lineage)."""
+
+    job_id: str
+    tables: tuple[TablePath, ...]
+    last_barrier: int
+    last_heartbeat_ms: int
+
+
+@dataclass(frozen=True)
+class TableTieringStatus:
+    """How fresh a table's lake is: ``lag_ms`` is now minus ``lake_max_timestamp`` (-1 while the
+    lake is empty) and ``offsets_behind`` the high watermarks minus the lake ends, over buckets."""
+
+    path: TablePath
+    job_id: str
+    last_barrier: int
+    lake_max_timestamp: int
+    lag_ms: int
+    offsets_behind: int
+
+
 class OffsetType(IntEnum):
     EARLIEST = 0
     LATEST = 1

@@ -55,7 +55,11 @@ def next_offsets(previous: LakeSnapshot | None, files: Iterable[WrittenFile]) ->
 
 
 def commit_files(
-    table: Table, files: Sequence[WrittenFile], offsets: dict[int, LakeBucketOffset], commit_user: str
+    table: Table,
+    files: Sequence[WrittenFile],
+    offsets: dict[int, LakeBucketOffset],
+    commit_user: str,
+    barrier: int | None = None,
 ) -> int | None:
     """Commit ``files`` as one snapshot whose summary carries ``offsets`` and return its id.
 
@@ -67,7 +71,7 @@ def commit_files(
     try:
         transaction.add_files(
             paths,
-            snapshot_properties=summary_properties(commit_user, offsets),
+            snapshot_properties=summary_properties(commit_user, offsets, barrier),
             check_duplicate_files=False,  # every name is fresh; checking would read every manifest
         )
     except (OSError, ValueError) as exc:

@@ -1,5 +1,9 @@
-"""Which log ranges a tiering round copies: per bucket ``[lake end, high watermark)``, capped by the
+"""Which log ranges a tiering round copies: per bucket ``[lake end, barrier offset)``, capped by the
 round's record budget and cut into splits, each one Spark task and one Parquet file.
+
+The barrier offset of a bucket is its first offset with a commit timestamp after the round's
+barrier B (never past the high watermark): commit timestamps never decrease in a bucket, so the
+ranges of all buckets and tables end at the same instant B, a consistent cut.
 """
 
 from __future__ import annotations
@@ -40,6 +44,18 @@ def bucket_ranges(
             take[bucket] = min(count, remaining // (len(pending) - index))
             remaining -= take[bucket]
     return {b: (starts[b], starts[b] + n) for b, n in sorted(take.items()) if n > 0}
+
+
+def barrier_ends(high_watermarks: Mapping[int, int], after_barrier: Mapping[int, int]) -> dict[int, int]:
+    """Per bucket, where a round at a barrier ends: ``after_barrier`` is ListOffsets TIMESTAMP B+1
+    (the high watermark when no record is newer than B), capped by the high watermark read before."""
+    return {b: min(end, after_barrier.get(b, end)) for b, end in high_watermarks.items()}
+
+
+def reaches(ranges: Mapping[int, tuple[int, int]], starts: Mapping[int, int], ends: Mapping[int, int]) -> bool:
+    """Whether ``ranges`` (from :func:`bucket_ranges`) take every bucket all the way to its end,
+    i.e. the record budget cut nothing short and the round's snapshot is a cut at its barrier."""
+    return all(ranges.get(b, (starts[b], starts[b]))[1] >= end for b, end in ends.items() if b in starts and end > starts[b])
 
 
 def split_range(start: int, end: int) -> list[tuple[int, int]]:

@@ -8,8 +8,11 @@ A round, per table:
    of truth, so a restarted job resumes from there;
 2. if the coordinator does not know that snapshot (a job died between the Iceberg commit and the
    RPC), send it before anything else;
-3. ask the tablet servers for the high watermarks and plan splits ``[lake end, high watermark)``,
-   within ``max_records_per_round``;
+3. ask the tablet servers for the high watermarks and plan splits ``[lake end, barrier offset)``,
+   within ``max_records_per_round``. The round's barrier B is taken once, before any table is
+   planned, from the servers leading the tables' buckets (GetServerTime: a time every one of them
+   has passed, never the driver's clock); each bucket stops at its first record stamped after B, and
+   the snapshot carries ``lakelog.barrier`` = B (see :mod:`lakelog.tiering.split_planner`);
 4. one Spark task per split reads its range through the client and writes a Parquet file;
 5. commit all of the table's files as one snapshot against the table loaded in 1. If another job
    committed meanwhile the catalog refuses it: the files are deleted and the table is planned
@@ -50,7 +53,7 @@ from lakelog.tiering.kill_points import AFTER_COMMIT, AFTER_WRITE, kill_point
 from lakelog.tiering.lake_commit import commit_files, discard_files, guard_commits, next_offsets
 from lakelog.tiering.orphan_files import remove_orphan_files
 from lakelog.tiering.spark_session import spark_session
-from lakelog.tiering.split_planner import TieringSplit, bucket_ranges, split_range
+from lakelog.tiering.split_planner import TieringSplit, barrier_ends, bucket_ranges, reaches, split_range
 from lakelog.tiering.split_writer import RESULT_DDL, WriterSettings, WrittenFile, write_splits
 
 if TYPE_CHECKING:
@@ -96,6 +99,7 @@ class RoundReport:
 
     tables: list[TableRound]
     failed: dict[TablePath, LakelogError] = field(default_factory=dict)
+    barrier: int = -1  # of the round's last planning (a lost commit race plans again, at a new one)
 
     @property
     def records(self) -> int:
@@ -112,6 +116,7 @@ class _Plan:
     table: Table
     lake: LakeSnapshot | None
     splits: list[TieringSplit]
+    barrier: int | None  # None: the record budget stopped some bucket short of the barrier
 
 
 class TieringJob:
@@ -167,9 +172,12 @@ class TieringJob:
         self._rounds += 1
         done: list[TableRound] = []
         failed: dict[TablePath, LakelogError] = {}
-        pending = self._tables()
+        pending = tables = self._tables()
+        barrier = -1
         for _attempt in range(COMMIT_ATTEMPTS):
-            plans = [plan for path in pending if (plan := self._for_table(path, failed, lambda: self._plan(path)))]
+            # Taken again after a lost commit race: the winner's barrier is newer than ours was.
+            barrier = self._conn.admin.barrier_safe_time(pending) if pending else -1
+            plans = [plan for path in pending if (plan := self._for_table(path, failed, lambda: self._plan(path, barrier)))]
             written = self._write(plans)
             if written:
                 kill_point(AFTER_WRITE)
@@ -185,7 +193,8 @@ class TieringJob:
                 break
         for path in pending:
             failed[path] = LakeError(f"{path}: lost the commit race {COMMIT_ATTEMPTS} times; the next round tries again")
-        report = RoundReport(done, failed)
+        report = RoundReport(done, failed, barrier)
+        self._heartbeat(tables, barrier)
         self._progress(report)
         return report
 
@@ -224,7 +233,7 @@ class TieringJob:
             if admin.get_table_info(TablePath(database, name)).lake_enabled
         ]
 
-    def _plan(self, path: TablePath) -> _Plan:
+    def _plan(self, path: TablePath, barrier: int) -> _Plan:
         table = self._catalog.load_table(path)
         guard_commits(table)
         if path not in self._cleaned:
@@ -234,18 +243,20 @@ class TieringJob:
         if lake is not None:
             self._catch_up_coordinator(path, lake)
         admin = self._conn.admin
-        ends = admin.list_offsets(path, spec=OffsetSpec.latest())
+        high_watermarks = admin.list_offsets(path, spec=OffsetSpec.latest())
+        ends = barrier_ends(high_watermarks, admin.list_offsets(path, spec=OffsetSpec.timestamp(barrier + 1)))
         starts = {b: o.log_end_offset for b, o in (lake.bucket_offsets if lake else {}).items() if b in ends}
         untiered = [b for b in ends if b not in starts]
         if untiered:
             starts.update(admin.list_offsets(path, untiered, OffsetSpec.earliest()))
         root = data_location(table)
+        ranges = bucket_ranges(starts, ends, self.options.max_records_per_round)
         splits = [
             TieringSplit(path, bucket, s, e, new_data_file_path(root, bucket, s, e))
-            for bucket, (start, end) in bucket_ranges(starts, ends, self.options.max_records_per_round).items()
+            for bucket, (start, end) in ranges.items()
             for s, e in split_range(start, end)
         ]
-        return _Plan(path, table, lake, splits)
+        return _Plan(path, table, lake, splits, barrier if reaches(ranges, starts, ends) else None)
 
     def _catch_up_coordinator(self, path: TablePath, lake: LakeSnapshot) -> None:
         """Send the lake's latest snapshot if the coordinator does not have it (a lost RPC)."""
@@ -283,7 +294,7 @@ class TieringJob:
             log.info("%s: nothing new to tier; lake %s", plan.path, _describe(plan.lake))
             return TableRound(plan.path, None, 0, 0, 0, plan.lake)
         offsets = next_offsets(plan.lake, files)
-        snapshot_id = commit_files(plan.table, files, offsets, self.commit_user)
+        snapshot_id = commit_files(plan.table, files, offsets, self.commit_user, plan.barrier)
         if snapshot_id is None:
             log.info("%s: another job committed since this round was planned; planning it again", plan.path)
             return None
@@ -305,6 +316,13 @@ class TieringJob:
             log.info("%s: the coordinator already has a newer lake snapshot: %s", path, error)
         except LakelogError as error:
             log.warning("%s: could not tell the coordinator about lake snapshot %d (sent again next round): %s", path, lake.snapshot_id, error)
+
+    def _heartbeat(self, tables: list[TablePath], barrier: int) -> None:
+        """Best effort, like :meth:`_tell_coordinator`: status is for people, tiering goes on without it."""
+        try:
+            self._conn.admin.tiering_heartbeat(self.commit_user, tables, barrier)
+        except LakelogError as error:
+            log.warning("could not report this job to the coordinator: %s", error)
 
     def _progress(self, report: RoundReport) -> None:
         self._total_records += report.records

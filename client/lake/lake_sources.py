@@ -57,7 +57,7 @@ class LakeSources:
     def _create(self, info: TableInfo) -> LogSource:
         storage = self._storage(info.properties.get(DATALAKE_FORMAT) or ICEBERG)
         try:
-            return storage.create_log_source(info, self._config(), self._conf)
+            return storage.create_log_source(info, self.lake_config(), self._conf)
         except ImportError as exc:
             raise _Unavailable(f"the {type(storage).__name__} lake plugin cannot load: {exc}") from None
 
@@ -83,7 +83,7 @@ class LakeSources:
             return _Unavailable(f"lake plugin {entry.value} for format {lake_format!r} is not a LakeStorage")
         return storage
 
-    def _config(self) -> LakeConfig:
+    def lake_config(self) -> LakeConfig:
         """The cluster's lake config with this client's credentials (``AWS_*`` variables, then its
         own ``datalake.iceberg.*`` keys) on top: the coordinator never hands secrets out."""
         if self._lake_config is None:

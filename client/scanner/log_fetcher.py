@@ -140,6 +140,7 @@ class LogFetcher:
         self._bucket_bytes = conf.get("client.scanner.fetch.max-bytes-per-bucket")
         self._max_wait_ms = conf.get("client.scanner.fetch.max-wait")
         self._min_bytes = conf.get("client.scanner.fetch.min-bytes")
+        self._offset_reset: str = conf.get("client.scanner.offset-reset")
         self.positions: dict[int, int] = {}
         self.records_by_tier: dict[str, int] = {LAKE_TIER: 0, REMOTE_TIER: 0, LOCAL_TIER: 0}
         self._in_flight: set[int] = set()
@@ -382,13 +383,35 @@ class LogFetcher:
         error = fetch.error
         assert error is not None
         if isinstance(error, OffsetOutOfRangeError):
-            raise OffsetOutOfRangeError(fetch.bucket, fetch.fetch_offset, fetch.log_start_offset)
+            if self._offset_reset == "error" or fetch.log_start_offset < 0:
+                raise OffsetOutOfRangeError(fetch.bucket, fetch.fetch_offset, fetch.log_start_offset)
+            self._reset_offset(fetch)
+            return
         if isinstance(error, (RemoteStorageError, LakeError)) or not error.retriable:
             # A storage outage is the caller's to see (and to retry); leader moves and restarts are ours.
             raise error
         log.info("fetch of %s bucket %d will be retried: %s", self._info.path, fetch.bucket, error)
         self._retry_at[fetch.bucket] = time.monotonic() + RETRY_BACKOFF_S
         self._stale_metadata = True
+
+    def _reset_offset(self, fetch: CompletedFetch) -> None:
+        """Move a bucket no tier can serve to the earliest readable offset or to the high watermark,
+        as ``client.scanner.offset-reset`` says: both come from the same failed answer, so the reset
+        is deterministic and costs no extra round trip. Logged once, with the range the consumer
+        will never see (or the rewind), because a silent reset would hide lost data."""
+        target = fetch.log_start_offset if self._offset_reset == "earliest" else max(fetch.high_watermark, fetch.log_start_offset)
+        with self._cond:
+            if self.positions.get(fetch.bucket) != fetch.fetch_offset:
+                return  # re-subscribed meanwhile: the caller chose a position itself
+            self.positions[fetch.bucket] = target
+        if target >= fetch.fetch_offset:
+            change = f"skipping offsets [{fetch.fetch_offset}, {target})"
+        else:
+            change = f"rewinding from offset {fetch.fetch_offset} to {target}"
+        log.warning(
+            "%s bucket %d: offset %d is out of range (offset-reset=%s), %s",
+            self._info.path, fetch.bucket, fetch.fetch_offset, self._offset_reset, change,
+        )
 
     def _refresh_metadata(self) -> None:
         try:

@@ -1,5 +1,7 @@
 """`lakelog tier`: run the PySpark job that tiers lake-enabled tables into their Iceberg tables.
 
+``lakelog tier status`` prints instead, per table a tiering job reported, how fresh its lake is.
+
 The same arguments work for ``python -m lakelog.tiering`` and for ``spark-submit`` of
 ``lakelog/tiering/__main__.py``. Lake catalog properties come from the coordinator (secrets left
 out); add the job's own with ``--set datalake.iceberg.KEY=VALUE`` or the usual AWS variables.
@@ -12,7 +14,8 @@ import signal
 import threading
 from typing import Any
 
-from lakelog.cli.common_args import add_connection_arguments, bootstrap_address
+from lakelog.cli.common_args import add_connection_arguments, bootstrap_address, open_connection
+from lakelog.cli.text_table import render_table
 from lakelog.config import Configuration, parse_duration_ms
 from lakelog.logging_config import configure_logging
 from lakelog.metadata import TablePath
@@ -41,6 +44,9 @@ def _positive(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "action", nargs="?", choices=["run", "status"], default="run", help="run the job (default) or print the tiering status"
+    )
+    parser.add_argument(
         "--table", action="extend", nargs="+", default=[], metavar="DB.TABLE", help="tier only these tables (default: every lake-enabled table)"
     )
     parser.add_argument("--once", action="store_true", help="run one round and exit")
@@ -53,6 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "status":
+        return _print_status(args)
     from lakelog.tiering.tiering_job import TieringJob, TieringOptions  # PySpark and PyIceberg only here
 
     configure_logging()
@@ -69,4 +77,15 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     with TieringJob(options) as job:
         job.run(once=args.once, stop=stop)
+    return 0
+
+
+def _print_status(args: argparse.Namespace) -> int:
+    with open_connection(args) as conn:
+        status = conn.admin.get_tiering_status()
+    rows = [
+        [str(s.path), s.job_id, s.last_barrier, s.lake_max_timestamp, s.lag_ms, s.offsets_behind]
+        for s in status.values()
+    ]
+    print(render_table(["table", "job", "last barrier", "lake max timestamp", "lag ms", "offsets behind"], rows))
     return 0

@@ -555,3 +555,49 @@ class PbNotifyLakeTableOffsetReqForBucket(_message.Message):
 class NotifyLakeTableOffsetResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class GetServerTimeRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetServerTimeResponse(_message.Message):
+    __slots__ = ("server_time_ms",)
+    SERVER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    server_time_ms: int
+    def __init__(self, server_time_ms: _Optional[int] = ...) -> None: ...
+
+class TieringHeartbeatRequest(_message.Message):
+    __slots__ = ("job_id", "tables", "barrier")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    BARRIER_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    tables: _containers.RepeatedCompositeFieldContainer[PbTablePath]
+    barrier: int
+    def __init__(self, job_id: _Optional[str] = ..., tables: _Optional[_Iterable[_Union[PbTablePath, _Mapping]]] = ..., barrier: _Optional[int] = ...) -> None: ...
+
+class TieringHeartbeatResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetTieringJobsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PbTieringJob(_message.Message):
+    __slots__ = ("job_id", "tables", "last_barrier", "last_heartbeat_ms")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    LAST_BARRIER_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    tables: _containers.RepeatedCompositeFieldContainer[PbTablePath]
+    last_barrier: int
+    last_heartbeat_ms: int
+    def __init__(self, job_id: _Optional[str] = ..., tables: _Optional[_Iterable[_Union[PbTablePath, _Mapping]]] = ..., last_barrier: _Optional[int] = ..., last_heartbeat_ms: _Optional[int] = ...) -> None: ...
+
+class GetTieringJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[PbTieringJob]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[PbTieringJob, _Mapping]]] = ...) -> None: ...

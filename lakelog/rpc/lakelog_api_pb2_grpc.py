@@ -96,6 +96,16 @@ class CoordinatorServiceStub:
                 request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeConfigRequest.SerializeToString,
                 response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeConfigResponse.FromString,
                 _registered_method=True)
+        self.TieringHeartbeat = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/TieringHeartbeat',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.TieringHeartbeatRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.TieringHeartbeatResponse.FromString,
+                _registered_method=True)
+        self.GetTieringJobs = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/GetTieringJobs',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTieringJobsRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTieringJobsResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServiceServicer:
@@ -179,6 +189,19 @@ class CoordinatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TieringHeartbeat(self, request, context):
+        """A tiering job reports itself after every round; GetTieringJobs lists what was reported.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTieringJobs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -241,6 +264,16 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.GetLakeConfig,
                     request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeConfigRequest.FromString,
                     response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetLakeConfigResponse.SerializeToString,
+            ),
+            'TieringHeartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.TieringHeartbeat,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.TieringHeartbeatRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.TieringHeartbeatResponse.SerializeToString,
+            ),
+            'GetTieringJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTieringJobs,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTieringJobsRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTieringJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -579,6 +612,60 @@ class CoordinatorService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def TieringHeartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/TieringHeartbeat',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.TieringHeartbeatRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.TieringHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTieringJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/GetTieringJobs',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.GetTieringJobsRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.GetTieringJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class TabletServiceStub:
     """Missing associated documentation comment in .proto file."""
@@ -618,6 +705,11 @@ class TabletServiceStub:
                 '/lakelog.rpc.TabletService/NotifyLakeTableOffset',
                 request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.NotifyLakeTableOffsetRequest.SerializeToString,
                 response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.NotifyLakeTableOffsetResponse.FromString,
+                _registered_method=True)
+        self.GetServerTime = channel.unary_unary(
+                '/lakelog.rpc.TabletService/GetServerTime',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetServerTimeRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetServerTimeResponse.FromString,
                 _registered_method=True)
 
 
@@ -662,6 +754,13 @@ class TabletServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetServerTime(self, request, context):
+        """The server's barrier-safe time: what a tiering round takes its timestamp barrier from.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TabletServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -694,6 +793,11 @@ def add_TabletServiceServicer_to_server(servicer, server):
                     servicer.NotifyLakeTableOffset,
                     request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.NotifyLakeTableOffsetRequest.FromString,
                     response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.NotifyLakeTableOffsetResponse.SerializeToString,
+            ),
+            'GetServerTime': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetServerTime,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetServerTimeRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetServerTimeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -858,6 +962,33 @@ class TabletService:
             '/lakelog.rpc.TabletService/NotifyLakeTableOffset',
             lakelog_dot_rpc_dot_lakelog__api__pb2.NotifyLakeTableOffsetRequest.SerializeToString,
             lakelog_dot_rpc_dot_lakelog__api__pb2.NotifyLakeTableOffsetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetServerTime(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.TabletService/GetServerTime',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.GetServerTimeRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.GetServerTimeResponse.FromString,
             options,
             channel_credentials,
             insecure,

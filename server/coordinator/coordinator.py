@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -23,7 +24,7 @@ from lakelog.errors import (
     TableNotExistError,
 )
 from lakelog.lake.lake_config import LakeConfig
-from lakelog.metadata import LakeSnapshot, ServerNode, TableDescriptor, TableInfo, TablePath, validate_name
+from lakelog.metadata import LakeSnapshot, ServerNode, TableDescriptor, TableInfo, TablePath, TieringJobInfo, validate_name
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore
 
@@ -63,6 +64,20 @@ class Coordinator:
         # Lake notifications go out one at a time, each with what is stored when it is sent, so
         # two commits racing cannot leave a tablet server with the older offsets.
         self._lake_notify_lock = threading.Lock()
+        # Kept in memory only: a job reports itself every round, so a restart loses one round of status.
+        self._tiering_jobs: dict[str, TieringJobInfo] = {}
+
+    # tiering jobs
+
+    def tiering_heartbeat(self, job_id: str, tables: tuple[TablePath, ...], barrier: int) -> None:
+        if not job_id:
+            raise InvalidRequestError("a tiering heartbeat needs a job id")
+        with self._lock:
+            self._tiering_jobs[job_id] = TieringJobInfo(job_id, tables, barrier, time.time_ns() // 1_000_000)
+
+    def tiering_jobs(self) -> list[TieringJobInfo]:
+        with self._lock:
+            return sorted(self._tiering_jobs.values(), key=lambda job: job.last_heartbeat_ms)
 
     # databases
 

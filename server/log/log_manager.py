@@ -57,6 +57,13 @@ class LogManager:
             tablet = self._tablets.get((table_id, bucket))
             return tablet if tablet is not None else self._open(table_id, bucket, name)
 
+    def barrier_safe_time(self) -> int:
+        """The smallest :meth:`LogTablet.barrier_safe_time` over the open logs (the clock minus 1
+        ms when none is open): a time every log of this server has passed."""
+        with self._lock:
+            tablets = list(self._tablets.values())
+        return min((tablet.barrier_safe_time() for tablet in tablets), default=self._clock() - 1)
+
     def get(self, table_id: int, bucket: int) -> LogTablet | None:
         with self._lock:
             return self._tablets.get((table_id, bucket))

@@ -15,6 +15,7 @@ import os
 import threading
 import time
 from bisect import bisect_right
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -135,6 +136,8 @@ class LogTablet:
         self._segments, self._log_start_offset = self._recover()
         self._last_timestamp = max(segment.max_timestamp for segment in self._segments)
         self._high_watermark = self._end_mark()
+        # (end offset, commit timestamp) of appends not yet below the high watermark, oldest first.
+        self._unpublished: deque[tuple[int, int]] = deque()
         self._stop_flusher = threading.Event()
         self._flusher: threading.Thread | None = None
         if config.flush_mode == "async":
@@ -243,12 +246,21 @@ class LogTablet:
                 offset += header.record_count
             self._segments[-1].append(buffer)
             self._last_timestamp = commit_timestamp
+            self._unpublished.append((offset, commit_timestamp))
             advanced = self.config.flush_mode == "async" and self._publish(self._end_mark())
         if self.config.flush_mode == "sync":
             self._await_flush(offset)
         elif advanced:
             self._notify_high_watermark()
         return AppendResult(base_offset, offset, commit_timestamp, count)
+
+    def barrier_safe_time(self) -> int:
+        """The largest T such that every record stamped <= T is visible (below the high watermark)
+        and no later append is stamped <= T: commit timestamps are ``max(clock, last)``, so a later
+        append is stamped >= the clock now, and an append still flushing holds T below its stamp."""
+        with self._lock:
+            now = self._clock()
+            return min(now, self._unpublished[0][1]) - 1 if self._unpublished else now - 1
 
     def _validate(self, buffer: bytearray) -> list[tuple[int, BatchHeader]]:
         if not buffer:
@@ -307,6 +319,8 @@ class LogTablet:
         if mark.offset <= self._high_watermark.offset:
             return False
         self._high_watermark = mark
+        while self._unpublished and self._unpublished[0][0] <= mark.offset:
+            self._unpublished.popleft()
         return True
 
     def _notify_high_watermark(self) -> None:

@@ -335,6 +335,10 @@ class ReplicaManager:
             return OffsetAnswer(tablet.high_watermark if found is None else found)
         raise InvalidRequestError(f"unknown offset type {spec.type!r}")
 
+    def server_time(self) -> int:
+        """What GetServerTime answers: see :meth:`LogManager.barrier_safe_time`."""
+        return self._logs.barrier_safe_time()
+
     def describe(self, table_id: int, bucket: int) -> BucketInfo:
         _, tablet = self._tablet(table_id, bucket)
         manifest = self._remote.manifest(table_id, bucket)

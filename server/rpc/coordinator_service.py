@@ -125,5 +125,24 @@ class CoordinatorService(CoordinatorServiceServicer):
         )
 
     @rpc_method
+    def TieringHeartbeat(self, request: pb.TieringHeartbeatRequest, context: grpc.ServicerContext) -> pb.TieringHeartbeatResponse:
+        tables = tuple(codec.path_from_pb(path) for path in request.tables)
+        self._coordinator.tiering_heartbeat(request.job_id, tables, request.barrier)
+        return pb.TieringHeartbeatResponse()
+
+    @rpc_method
+    def GetTieringJobs(self, request: pb.GetTieringJobsRequest, context: grpc.ServicerContext) -> pb.GetTieringJobsResponse:
+        jobs = [
+            pb.PbTieringJob(
+                job_id=job.job_id,
+                tables=[codec.path_to_pb(path) for path in job.tables],
+                last_barrier=job.last_barrier,
+                last_heartbeat_ms=job.last_heartbeat_ms,
+            )
+            for job in self._coordinator.tiering_jobs()
+        ]
+        return pb.GetTieringJobsResponse(jobs=jobs)
+
+    @rpc_method
     def GetLakeConfig(self, request: pb.GetLakeConfigRequest, context: grpc.ServicerContext) -> pb.GetLakeConfigResponse:
         return codec.lake_config_to_pb(self._coordinator.lake_config().public())

@@ -124,6 +124,10 @@ class TabletService(TabletServiceServicer):
         return pb.DescribeLogBucketsResponse(buckets=responses)
 
     @rpc_method
+    def GetServerTime(self, request: pb.GetServerTimeRequest, context: grpc.ServicerContext) -> pb.GetServerTimeResponse:
+        return pb.GetServerTimeResponse(server_time_ms=self._replicas.server_time())
+
+    @rpc_method
     def NotifyLeaderAndIsr(
         self, request: pb.NotifyLeaderAndIsrRequest, context: grpc.ServicerContext
     ) -> pb.NotifyLeaderAndIsrResponse:
