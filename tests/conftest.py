@@ -16,6 +16,10 @@ import lakelog
 from lakelog.server.server_process import ServerProcess
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# moto's credentials for every process the tests start, Spark's Python workers included: a worker
+# daemon forked before an S3 test ran would otherwise have none.
+for _key, _value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"), ("AWS_REGION", "us-east-1")):
+    os.environ.setdefault(_key, _value)
 
 ORDERS_SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64())])
 

@@ -1,6 +1,6 @@
 """The seeded random-walk harness (see tests/harness/walk.py).
 
-CI runs a quick seed set; ``LAKELOG_WALK_SEEDS`` (a count like ``1000`` or a list like ``7,42``) and
+CI runs seeds 1-20; ``LAKELOG_WALK_SEEDS`` (a count like ``1000``, or seeds like ``7,42``) and
 ``LAKELOG_WALK_STEPS`` choose the long mode. A failure prints the seed and the steps to replay it.
 """
 
@@ -24,11 +24,9 @@ def seeds_from_environment() -> list[int]:
     return [int(s) for s in text.split(",")] if "," in text or len(text) < 3 else list(range(1, int(text) + 1))
 
 
-@pytest.mark.parametrize("seed", QUICK_SEEDS)
-def test_quick_walk(seed: int, tmp_path, moto_s3, spark) -> None:
-    Walk(seed, int(os.environ.get("LAKELOG_WALK_STEPS", QUICK_STEPS)), Cluster(tmp_path, moto_s3, spark)).run()
+SEEDS = seeds_from_environment() or list(QUICK_SEEDS)
 
 
-@pytest.mark.parametrize("seed", seeds_from_environment())
-def test_long_walk(seed: int, tmp_path, moto_s3, spark) -> None:
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_walk(seed: int, tmp_path, moto_s3, spark) -> None:
     Walk(seed, int(os.environ.get("LAKELOG_WALK_STEPS", QUICK_STEPS)), Cluster(tmp_path, moto_s3, spark)).run()
