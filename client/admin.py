@@ -184,13 +184,12 @@ class Admin:
         Raises :class:`LakeSnapshotNotExistError` while the tables share no barrier.
         """
         # PyIceberg is imported here, not at the top: a client without it must still import lakelog.
-        from lakelog.lake.lake_catalog import LakeCatalog
         from lakelog.lake.snapshot_summary import barrier_snapshots
 
         chosen = list(paths)
         if self._lake is None:
             raise LakeError("this admin has no lake access (client.lake.enabled=false)")
-        catalog = LakeCatalog(self._lake.lake_config())
+        catalog = self._lake.lake_catalog()
         by_table = {path: barrier_snapshots(catalog.load_table(path)) for path in chosen}
         common = set.intersection(*(set(found) for found in by_table.values())) if by_table else set()
         if not common:

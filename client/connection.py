@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from lakelog.config import Configuration
+from lakelog.lake.lake_config import LakeConfig
 from lakelog.metadata import TablePath
 from lakelog.client.admin import Admin
 from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.metadata import MetadataCache
 from lakelog.client.rpc_client import RpcClient
 from lakelog.client.table import Table
+
+if TYPE_CHECKING:
+    from lakelog.lake.lake_catalog import LakeCatalog
 
 
 class Connection:
@@ -27,8 +31,20 @@ class Connection:
     def get_table(self, path: TablePath) -> Table:
         return Table(self._metadata.table(path), self._rpc, self._metadata, self.admin, self.config, self._lake)
 
+    def lake_config(self) -> LakeConfig:
+        """The cluster's lake config (GetLakeConfig, fetched once) with this connection's own
+        credentials on top: ``AWS_*`` environment variables, then its ``datalake.iceberg.*`` keys."""
+        return self._lake.lake_config()
+
+    def lake_catalog(self) -> "LakeCatalog":
+        """The connection's lake catalog (opened on first use, closed by :meth:`close`)."""
+        return self._lake.lake_catalog()
+
     def close(self) -> None:
-        self._rpc.close()
+        try:
+            self._lake.close()
+        finally:
+            self._rpc.close()
 
     def __enter__(self) -> "Connection":
         return self

@@ -25,8 +25,8 @@ def read_lake_file(
     """The rows of ``path`` with offsets in ``[start, end)``, in file order, as batches of
     ``log_schema`` (see :func:`lakelog.lake.log_rows.to_log_rows`) of at most ``batch_rows`` rows.
 
-    Raises LakeError when the file cannot be read (gone, storage unreachable), LakeDataError when
-    its columns do not convert to the log's.
+    Raises LakeError when the file cannot be read (gone, storage unreachable), LakeDataError when it
+    is damaged (not Parquet, a page failing its checksum) or its columns do not convert to the log's.
     """
     try:
         with io.new_input(path).open() as stream:
@@ -38,7 +38,9 @@ def read_lake_file(
                 if wanted.num_rows:
                     yield _converted(wanted, log_schema, path)
     except (OSError, pa.ArrowException) as exc:
-        raise LakeError(f"cannot read lake data file {path}: {exc}") from None
+        # A damaged file fails the same way on every retry: only storage trouble is retriable.
+        damaged = isinstance(exc, pa.ArrowInvalid) or "checksum" in str(exc).lower()
+        raise (LakeDataError if damaged else LakeError)(f"cannot read lake data file {path}: {exc}") from None
 
 
 def _converted(rows: pa.RecordBatch, log_schema: pa.Schema, path: str) -> pa.RecordBatch:

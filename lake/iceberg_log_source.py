@@ -1,15 +1,17 @@
 """What both Iceberg LogSources share: the lake table at a snapshot, planning, timestamp lookups.
 
 They differ only in where a planned data file is read (:meth:`IcebergLogSource.read_file`): in
-this process, or in a Spark task. The catalog opens on first use, so creating a LogSource (every
-scanner of a lake-enabled table does) costs nothing until the lake is actually read.
+this process, or in a Spark task. The catalog is the connection's (shared by every LogSource and
+the admin of one connection) and opens on first use, so creating a LogSource (every scanner of a
+lake-enabled table does) costs nothing until the lake is actually read. Each lake snapshot is
+planned once (:class:`~lakelog.lake.iceberg_scan_planner.SnapshotFiles`).
 """
 
 from __future__ import annotations
 
 import threading
 from abc import abstractmethod
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,7 +21,7 @@ from lakelog.config import Configuration
 from lakelog.errors import InvalidTimestampError, LakeError
 from lakelog.lake.lake_catalog import LakeCatalog
 from lakelog.lake.lake_config import LakeConfig
-from lakelog.lake.iceberg_scan_planner import plan_bucket_files
+from lakelog.lake.iceberg_scan_planner import SnapshotFiles
 from lakelog.lake.table_layout import OFFSET_COLUMN, TIMESTAMP_COLUMN
 from lakelog.metadata import TableInfo
 
@@ -28,11 +30,21 @@ from lakelog.client.scanner.scan_records import with_meta_fields
 
 
 class IcebergLogSource(LogSource):
-    def __init__(self, table_info: TableInfo, lake_config: LakeConfig, client_config: Configuration) -> None:
+    def __init__(
+        self,
+        table_info: TableInfo,
+        lake_config: LakeConfig,
+        client_config: Configuration,
+        catalog: Callable[[], LakeCatalog] | None = None,
+    ) -> None:
+        """``catalog`` returns the connection's lake catalog (opening it the first time); without
+        one, this LogSource opens a catalog of its own from ``lake_config`` on first use."""
         self.table_info = table_info
         self.batch_rows: int = client_config.get("client.lake.batch-rows")
         self._lake_config = lake_config
-        self._catalog: LakeCatalog | None = None
+        self._catalog_of_connection = catalog
+        self._own_catalog: LakeCatalog | None = None
+        self._files = SnapshotFiles()
         self._table: Table | None = None
         self._lock = threading.Lock()
 
@@ -47,7 +59,7 @@ class IcebergLogSource(LogSource):
         log_schema = with_meta_fields(pa.schema(fields))
         table = self.table_at(context.lake_snapshot_id)
         start, end = context.fetch_start_offset, context.log_end_offset_of_snapshot
-        for file in plan_bucket_files(table, context.lake_snapshot_id, context.bucket, start, end):
+        for file in self._files.bucket_files(table, context.lake_snapshot_id, context.bucket, start, end):
             yield from self.read_file(table, file.path, log_schema, max(start, file.first_offset), end)
 
     def lookup_log_offset_by_timestamp(self, context: LookupContext) -> int:
@@ -55,7 +67,7 @@ class IcebergLogSource(LogSource):
         in the first file (by offset) whose largest timestamp reaches ``context.timestamp``."""
         table = self.table_at(context.lake_snapshot_id)
         meta_only = with_meta_fields(pa.schema([]))
-        files = plan_bucket_files(table, context.lake_snapshot_id, context.bucket, min_timestamp_ms=context.timestamp)
+        files = self._files.bucket_files(table, context.lake_snapshot_id, context.bucket, min_timestamp_ms=context.timestamp)
         for file in files:
             for batch in self.read_file(table, file.path, meta_only, file.first_offset, file.last_offset + 1):
                 index = pc.index(pc.greater_equal(batch.column(TIMESTAMP_COLUMN), context.timestamp), True).as_py()
@@ -71,11 +83,16 @@ class IcebergLogSource(LogSource):
         with self._lock:
             table = self._table
             if table is None or table.snapshot_by_id(snapshot_id) is None:
-                if self._catalog is None:
-                    self._catalog = LakeCatalog(self._lake_config)
-                table = self._table = self._catalog.load_table(self.table_info.path)
+                table = self._table = self._catalog().load_table(self.table_info.path)
         if table.snapshot_by_id(snapshot_id) is None:
             raise LakeError(
                 f"{self.table_info.path}: lake snapshot {snapshot_id} is not in lake table {'.'.join(table.name())} (expired?)"
             )
         return table
+
+    def _catalog(self) -> LakeCatalog:
+        if self._catalog_of_connection is not None:
+            return self._catalog_of_connection()
+        if self._own_catalog is None:
+            self._own_catalog = LakeCatalog(self._lake_config)
+        return self._own_catalog

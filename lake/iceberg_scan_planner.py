@@ -1,64 +1,113 @@
 """Which data files of a lake snapshot hold a bucket's offsets, in offset order.
 
-PyIceberg plans at the given snapshot: the ``__bucket`` partition prunes other buckets, and file
-statistics (lower and upper bounds of ``__offset`` and ``__timestamp``) prune files outside the
-range. A bucket's files never overlap in offsets (each tiering round appends the next range), so
-ordering them by their ``__offset`` lower bound and reading one after the other yields the log.
+A snapshot never changes, so each one is planned once: one PyIceberg ``plan_files`` without a
+bucket filter, its files grouped by their ``__bucket`` partition value and kept with the bounds of
+``__offset`` and ``__timestamp`` from their statistics. Every later read or timestamp lookup at
+that snapshot prunes from those bounds. A bucket's files never overlap in offsets (each tiering
+round appends the next range), so ordering them by their ``__offset`` lower bound and reading one
+after the other yields the log.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from pyiceberg.conversions import from_bytes
-from pyiceberg.expressions import And, BooleanExpression, EqualTo, GreaterThanOrEqual, LessThan
 from pyiceberg.table import Table
 from pyiceberg.types import LongType
 
-from lakelog.errors import LakeDataError, LakeError, LakelogError
-from lakelog.lake.table_layout import BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN
+from lakelog.errors import LakeDataError
+from lakelog.lake.lake_catalog import lake_call
+from lakelog.lake.table_layout import OFFSET_COLUMN, TIMESTAMP_COLUMN
 
 MAX_OFFSET = (1 << 63) - 1
+# Readers work at the few newest snapshots; older plans are dropped first.
+PLANNED_SNAPSHOTS = 8
 
 
 @dataclass(frozen=True, slots=True)
 class LakeDataFile:
-    """A data file holding offsets ``first_offset..last_offset`` (its statistics' bounds)."""
+    """A data file holding offsets ``first_offset..last_offset`` (its statistics' bounds), whose
+    largest ``__timestamp`` (µs) is ``max_timestamp_us`` (None: the file has no such bound)."""
 
     path: str
     first_offset: int
     last_offset: int
+    max_timestamp_us: int | None = None
 
 
-def plan_bucket_files(
-    table: Table,
-    snapshot_id: int,
-    bucket: int,
-    start: int = 0,
-    end: int = MAX_OFFSET,
-    min_timestamp_ms: int | None = None,
-) -> list[LakeDataFile]:
-    """Files of snapshot ``snapshot_id`` that may hold offsets ``[start, end)`` of ``bucket``
-    (and, with ``min_timestamp_ms``, a commit timestamp at or after it), by first offset."""
-    row_filter: BooleanExpression = And(
-        EqualTo(BUCKET_COLUMN, bucket), GreaterThanOrEqual(OFFSET_COLUMN, start), LessThan(OFFSET_COLUMN, end)
+def plan_snapshot_files(table: Table, snapshot_id: int) -> dict[int, list[LakeDataFile]]:
+    """Every data file of snapshot ``snapshot_id``, by bucket, each bucket's by first offset."""
+    tasks = lake_call(
+        f"cannot plan a read of {'.'.join(table.name())} snapshot {snapshot_id}",
+        lambda: list(table.scan(snapshot_id=snapshot_id).plan_files()),
     )
-    if min_timestamp_ms is not None:
-        row_filter = And(row_filter, GreaterThanOrEqual(TIMESTAMP_COLUMN, min_timestamp_ms * 1000))
-    try:
-        tasks = list(table.scan(row_filter=row_filter, snapshot_id=snapshot_id).plan_files())
-    except LakelogError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - PyIceberg and the file systems raise many types
-        raise LakeError(f"cannot plan a read of {'.'.join(table.name())} snapshot {snapshot_id} bucket {bucket}: {exc}") from exc
-    field_id = table.schema().find_field(OFFSET_COLUMN).field_id
-    files = []
+    schema = table.schema()
+    offset_id = schema.find_field(OFFSET_COLUMN).field_id
+    timestamp = schema.find_field(TIMESTAMP_COLUMN)
+    by_bucket: dict[int, list[LakeDataFile]] = {}
     for task in tasks:
         data = task.file
         if task.delete_files:
             raise LakeDataError(f"lake data file {data.file_path} has delete files; lakelog lake tables are append-only")
-        lower, upper = (data.lower_bounds or {}).get(field_id), (data.upper_bounds or {}).get(field_id)
+        lower, upper = (data.lower_bounds or {}).get(offset_id), (data.upper_bounds or {}).get(offset_id)
         if lower is None or upper is None:
             raise LakeDataError(f"lake data file {data.file_path} has no {OFFSET_COLUMN} bounds to order it by")
-        files.append(LakeDataFile(data.file_path, from_bytes(LongType(), lower), from_bytes(LongType(), upper)))
-    return sorted(files, key=lambda f: f.first_offset)
+        bucket = data.partition[0] if data.partition is not None and len(data.partition) > 0 else None
+        if bucket is None:
+            raise LakeDataError(f"lake data file {data.file_path} has no __bucket partition value")
+        max_ts = (data.upper_bounds or {}).get(timestamp.field_id)
+        by_bucket.setdefault(int(bucket), []).append(
+            LakeDataFile(
+                data.file_path,
+                from_bytes(LongType(), lower),
+                from_bytes(LongType(), upper),
+                None if max_ts is None else int(from_bytes(timestamp.field_type, max_ts)),
+            )
+        )
+    for files in by_bucket.values():
+        files.sort(key=lambda f: f.first_offset)
+    return by_bucket
+
+
+class SnapshotFiles:
+    """The planned files of a lake table's last :data:`PLANNED_SNAPSHOTS` snapshots (one per table)."""
+
+    def __init__(self, capacity: int = PLANNED_SNAPSHOTS) -> None:
+        self._capacity = capacity
+        self._plans: OrderedDict[int, dict[int, list[LakeDataFile]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def bucket_files(
+        self,
+        table: Table,
+        snapshot_id: int,
+        bucket: int,
+        start: int = 0,
+        end: int = MAX_OFFSET,
+        min_timestamp_ms: int | None = None,
+    ) -> list[LakeDataFile]:
+        """Files of snapshot ``snapshot_id`` that may hold offsets ``[start, end)`` of ``bucket``
+        (and, with ``min_timestamp_ms``, a commit timestamp at or after it), by first offset."""
+        min_timestamp_us = None if min_timestamp_ms is None else min_timestamp_ms * 1000
+        return [
+            file
+            for file in self._plan(table, snapshot_id).get(bucket, [])
+            if file.last_offset >= start
+            and file.first_offset < end
+            and (min_timestamp_us is None or file.max_timestamp_us is None or file.max_timestamp_us >= min_timestamp_us)
+        ]
+
+    def _plan(self, table: Table, snapshot_id: int) -> dict[int, list[LakeDataFile]]:
+        # Planned under the lock: readers of one snapshot wait for its one plan instead of each planning it.
+        with self._lock:
+            plan = self._plans.get(snapshot_id)
+            if plan is None:
+                plan = self._plans[snapshot_id] = plan_snapshot_files(table, snapshot_id)
+                while len(self._plans) > self._capacity:
+                    self._plans.popitem(last=False)
+            else:
+                self._plans.move_to_end(snapshot_id)
+            return plan

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import threading
 from dataclasses import dataclass
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 import pyarrow as pa
 from pyiceberg.io import load_file_io
@@ -24,8 +24,8 @@ from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from lakelog.config import Configuration
-from lakelog.errors import LakeError, LakelogError
 from lakelog.lake.iceberg_log_source import IcebergLogSource
+from lakelog.lake.lake_catalog import LakeCatalog, lake_call
 from lakelog.lake.lake_config import LakeConfig
 from lakelog.lake.iceberg_file_reader import read_lake_file
 from lakelog.metadata import TableInfo
@@ -58,8 +58,14 @@ def read_file_in_task(read: FileRead, _rows: Iterator[pa.RecordBatch]) -> Iterat
 
 
 class IcebergSparkLogSource(IcebergLogSource):
-    def __init__(self, table_info: TableInfo, lake_config: LakeConfig, client_config: Configuration) -> None:
-        super().__init__(table_info, lake_config, client_config)
+    def __init__(
+        self,
+        table_info: TableInfo,
+        lake_config: LakeConfig,
+        client_config: Configuration,
+        catalog: Callable[[], LakeCatalog] | None = None,
+    ) -> None:
+        super().__init__(table_info, lake_config, client_config, catalog)
         self._master: str = client_config.get("lake.spark.master")
         self._spark: SparkSession | None = None
         self._spark_lock = threading.Lock()
@@ -67,12 +73,11 @@ class IcebergSparkLogSource(IcebergLogSource):
     def read_file(self, table: Table, path: str, log_schema: pa.Schema, start: int, end: int) -> Iterator[pa.RecordBatch]:
         read = FileRead(dict(table.io.properties), path, log_schema, start, end, self.batch_rows)
         task = functools.partial(read_file_in_task, read)
-        try:
-            blobs = self._session().range(0, 1, 1, 1).mapInArrow(task, f"{IPC_COLUMN} binary").toArrow()
-        except LakelogError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - Py4J, Spark Connect and task errors all end up here
-            raise LakeError(f"Spark could not read lake data file {path}: {type(exc).__name__}: {str(exc)[:2000]}") from exc
+        # Py4J, Spark Connect and task errors all end up as a LakeError here.
+        blobs = lake_call(
+            f"Spark could not read lake data file {path}",
+            lambda: self._session().range(0, 1, 1, 1).mapInArrow(task, f"{IPC_COLUMN} binary").toArrow(),
+        )
         for chunk in blobs.column(IPC_COLUMN).chunks:
             for blob in chunk:
                 with pa.ipc.open_stream(blob.as_buffer()) as reader:

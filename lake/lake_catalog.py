@@ -23,15 +23,19 @@ from lakelog.metadata import TablePath
 
 Result = TypeVar("Result")
 
+# A Spark or Py4J error carries a whole stack trace; its head says enough.
+MAX_CAUSE_CHARS = 2000
 
-def _lake_call(what: str, call: Callable[[], Result]) -> Result:
-    """Run a catalog call; anything but a lakelog error becomes a :class:`LakeError` saying what failed."""
+
+def lake_call(what: str, call: Callable[[], Result]) -> Result:
+    """Run a lake call (catalog, object store, Spark); anything but a lakelog error becomes a
+    :class:`LakeError` saying what failed (the cause's text cut at :data:`MAX_CAUSE_CHARS`)."""
     try:
         return call()
     except LakelogError:
         raise
-    except Exception as exc:  # noqa: BLE001 - PyIceberg, SQLAlchemy, pyarrow and boto raise many types
-        raise LakeError(f"{what}: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - PyIceberg, SQLAlchemy, pyarrow, boto and Py4J raise many types
+        raise LakeError(f"{what}: {type(exc).__name__}: {str(exc)[:MAX_CAUSE_CHARS]}") from exc
 
 
 class LakeCatalog:
@@ -42,7 +46,7 @@ class LakeCatalog:
         sqlite = config.default_sqlite_path
         if sqlite is not None:
             sqlite.parent.mkdir(parents=True, exist_ok=True)
-        self.catalog: Catalog = _lake_call(
+        self.catalog: Catalog = lake_call(
             "cannot open the Iceberg catalog", lambda: load_catalog(CATALOG_NAME, **config.catalog_properties)
         )
 
@@ -77,7 +81,7 @@ class LakeCatalog:
                 )
             return existing
 
-        return _lake_call(f"cannot create lake table {path}", create)
+        return lake_call(f"cannot create lake table {path}", create)
 
     def load_table(self, path: TablePath) -> Table:
         def load() -> Table:
@@ -86,4 +90,16 @@ class LakeCatalog:
             except NoSuchTableError:
                 raise LakeError(f"table {path} has no lake table {'.'.join(identifier(path))} in the Iceberg catalog") from None
 
-        return _lake_call(f"cannot load lake table {path}", load)
+        return lake_call(f"cannot load lake table {path}", load)
+
+    def close(self) -> None:
+        """Release the catalog's connections: its own ``close`` where it has one, else the SQL
+        catalog's engine is disposed. Closing twice is harmless; the catalog is unusable after."""
+        close = getattr(self.catalog, "close", None)
+        if callable(close):
+            close()
+            return
+        engine = getattr(self.catalog, "engine", None)
+        dispose = getattr(engine, "dispose", None)
+        if callable(dispose):
+            dispose()

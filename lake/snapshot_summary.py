@@ -15,6 +15,7 @@ import json
 from typing import Mapping
 
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import ancestors_of
 
 from lakelog.errors import LakeDataError
 from lakelog.metadata import LakeBucketOffset, LakeSnapshot
@@ -57,15 +58,13 @@ def barrier_snapshots(table: Table) -> dict[int, int]:
     """``{barrier: snapshot id}`` of the tiering commits on the table's main branch that carry a
     barrier, walked back from the current snapshot (the newest wins should one repeat)."""
     found: dict[int, int] = {}
-    snapshot = table.current_snapshot()
-    while snapshot is not None:
+    for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
         text = snapshot.summary.get(BARRIER) if snapshot.summary is not None else None
         if text is not None:
             try:
                 found.setdefault(int(text), snapshot.snapshot_id)
             except ValueError:
                 raise LakeDataError(f"snapshot {snapshot.snapshot_id}: summary {BARRIER} is not a number: {text[:50]!r}") from None
-        snapshot = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
     return found
 
 
@@ -75,11 +74,9 @@ def latest_lake_snapshot(table: Table) -> LakeSnapshot | None:
     Walks back from the current snapshot, so maintenance snapshots committed on top (compaction,
     rewrites without lakelog's summary) do not hide what was tiered.
     """
-    snapshot = table.current_snapshot()
-    while snapshot is not None:
+    for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
         summary = snapshot.summary
         text = summary.get(BUCKET_OFFSETS) if summary is not None else None
         if text is not None:
             return LakeSnapshot(snapshot.snapshot_id, decode_bucket_offsets(text))
-        snapshot = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
     return None

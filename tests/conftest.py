@@ -73,10 +73,13 @@ def order_rows(start: int, count: int) -> pa.RecordBatch:
 
 
 def scan_all(scanner: lakelog.LogScanner, expected: int, timeout_s: float = 60.0) -> pa.Table:
-    """Poll until ``expected`` records arrived (or fail after ``timeout_s`` without progress)."""
+    """Poll until at least ``expected`` records arrived (or fail after ``timeout_s``); everything
+    polled, as one table. With ``expected == 0``: an empty table of the scanner's columns."""
     import time
 
-    tables = []
+    from lakelog.client.scanner.scan_records import with_meta_fields
+
+    tables = [with_meta_fields(scanner.schema).empty_table()]
     got = 0
     deadline = time.monotonic() + timeout_s
     while got < expected:
@@ -85,7 +88,7 @@ def scan_all(scanner: lakelog.LogScanner, expected: int, timeout_s: float = 60.0
         if table.num_rows:
             tables.append(table)
             got += table.num_rows
-    return pa.concat_tables(tables) if tables else None
+    return pa.concat_tables(tables)
 
 
 class ServerSubprocess:
@@ -194,3 +197,17 @@ def run_tier(address: str, *args: str, env: dict[str, str] | None = None) -> sub
     """`python -m lakelog tier --once` in its own process (its own SparkSession)."""
     command = [sys.executable, "-m", "lakelog", "tier", "--bootstrap", address, "--once", "--spark-master", "local[2]", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
+
+
+DAY_MS = 86_400_000
+
+
+def expire_remote(manager: Any, days: float = 2) -> Any:
+    """One remote pass of ``manager`` (a RemoteLogManager) as if ``days`` had passed, then its real
+    clock back: what is past ``table.log.ttl`` (and, for a lake table, in the lake) expires. The pass's report."""
+    real_clock = manager.clock
+    manager.clock = lambda: real_clock() + int(days * DAY_MS)
+    try:
+        return manager.run_once()
+    finally:
+        manager.clock = real_clock

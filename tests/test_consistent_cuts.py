@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import lakelog
 from lakelog.lake.snapshot_summary import BARRIER, barrier_snapshots
 from lakelog.server.server_process import ServerProcess
-from lakelog.tiering.split_planner import barrier_ends, bucket_ranges, reaches
+from lakelog.tiering.split_planner import barrier_ends, bucket_ranges
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from tests.conftest import LAKE_TABLE, create_table, lake_table, log_rows, order_rows
 
@@ -135,5 +135,5 @@ def test_a_round_stops_at_the_barrier_and_says_when_a_budget_cut_it_short() -> N
     ends = barrier_ends(high_watermarks, {0: 80, 1: 60, 2: 7})  # bucket 1: ListOffsets past the high watermark read before
     assert ends == {0: 80, 1: 50, 2: 7}
     starts = {0: 10, 1: 0, 2: 7}
-    assert reaches(bucket_ranges(starts, ends, None), starts, ends)
-    assert not reaches(bucket_ranges(starts, ends, 100), starts, ends)
+    assert bucket_ranges(starts, ends, None).complete
+    assert not bucket_ranges(starts, ends, 100).complete

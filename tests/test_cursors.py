@@ -17,8 +17,8 @@ import pytest
 import lakelog
 from lakelog.errors import OffsetOutOfRangeError
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, order_rows
-from tests.test_lake_read import BUCKETS, DAY_MS, TieredLog, _build
+from tests.conftest import create_table, expire_remote, order_rows
+from tests.test_lake_read import BUCKETS, TieredLog, _build
 
 ROWS_PER_BATCH = 500
 
@@ -26,7 +26,7 @@ ROWS_PER_BATCH = 500
 @pytest.fixture
 def expired(tmp_path: Path, server_factory: Callable[..., ServerProcess]) -> Iterator[tuple[ServerProcess, lakelog.TablePath]]:
     """A non-lake table whose oldest offsets are gone from every tier: uploaded, trimmed locally,
-    then expired remotely by moving the remote task's clock a day past the TTL."""
+    then expired remotely by moving the remote task's clock past the TTL for one pass."""
     server = server_factory(
         **{"log.segment.max-bytes": "64kb", "remote.log.task-interval": "1h", "remote.data.dir": (tmp_path / "remote").as_uri()}
     )
@@ -38,8 +38,7 @@ def expired(tmp_path: Path, server_factory: Callable[..., ServerProcess]) -> Ite
                 writer.append_arrow(order_rows(i * ROWS_PER_BATCH, ROWS_PER_BATCH))
                 writer.flush()
         server.tablet.remote.run_once()
-        server.tablet.remote.clock = lambda: time.time_ns() // 1_000_000 + DAY_MS
-        assert server.tablet.remote.run_once().expired > 0
+        assert expire_remote(server.tablet.remote, days=2).expired > 0
         yield server, table.path
 
 
@@ -75,9 +74,18 @@ def test_offset_reset_on_an_offset_no_tier_serves(
                     writer.append_arrow(order_rows(10**6, 3))
                     writer.flush()
             records = _first_poll(scanner)
-            assert [r.offset for r in records][0] == target
+            if mode == "earliest":
+                # The static log: the first poll starts at the earliest offset, contiguous, and the
+                # high watermark is the log's latest.
+                offsets = [r.offset for r in records]
+                assert offsets == list(range(earliest, earliest + len(offsets)))
+                assert [r.row["id"] for r in records] == offsets, "one bucket: id i was appended at offset i"
+                assert records.high_watermark(0) == latest
+            else:
+                # Only what was appended after the reset: three records, ids 10**6.. in order.
+                assert [(r.offset, r.row["id"]) for r in records] == [(latest + i, 10**6 + i) for i in range(3)]
+                assert records.high_watermark(0) == latest + 3
             assert scanner.positions() == {0: target + len(records)}
-            assert records.high_watermark(0) >= scanner.positions()[0]
         resets = [r.getMessage() for r in caplog.records if r.name == "lakelog.client.scanner.log_fetcher"]
         assert resets == [f"{path} bucket 0: offset 1 is out of range (offset-reset={mode}), skipping offsets [1, {target})"]
 
@@ -103,7 +111,7 @@ def test_killed_consumer_resumes_from_its_checkpoint_exactly_once(tiered: Tiered
     }
     high_watermarks = {b: info.high_watermark for b, info in tiered.buckets.items()}
     checkpoint = {bucket: 0 for bucket in range(BUCKETS)}  # what the consumer stores with its output
-    seen: dict[int, list[int]] = {bucket: [] for bucket in range(BUCKETS)}
+    seen: dict[int, list[tuple[int, int, int]]] = {bucket: [] for bucket in range(BUCKETS)}  # (offset, id, timestamp)
     by_tier: dict[str, int] = {}
     kills = 0
     deadline = time.monotonic() + 300
@@ -116,11 +124,11 @@ def test_killed_consumer_resumes_from_its_checkpoint_exactly_once(tiered: Tiered
             for _ in range(rng.randint(1, 6)):  # then "killed": fetches and tier reads still in flight
                 records = scanner.poll(timeout_ms=500)
                 for record in records:
-                    seen[record.bucket].append(record.offset)
+                    seen[record.bucket].append((record.offset, record.row["id"], record.timestamp))
                 positions = scanner.positions()
                 for bucket in records.buckets():
                     assert positions[bucket] == records.records(bucket)[-1].offset + 1, "moved only over what it returned"
-                    assert records.high_watermark(bucket) >= positions[bucket]
+                    assert records.high_watermark(bucket) == high_watermarks[bucket], "a static log's high watermark"
                 checkpoint = positions
             for tier, count in scanner.records_by_tier().items():
                 by_tier[tier] = by_tier.get(tier, 0) + count
@@ -129,4 +137,7 @@ def test_killed_consumer_resumes_from_its_checkpoint_exactly_once(tiered: Tiered
     assert kills > 5
     assert all(by_tier[tier] > 0 for tier in ("lake", "remote", "local")), by_tier
     for bucket in range(BUCKETS):
-        assert seen[bucket] == list(range(high_watermarks[bucket])), "every record exactly once, in order"
+        truth = tiered.rows(bucket)
+        want = list(zip(*(truth.column(name).to_pylist() for name in ("__offset", "id", "__timestamp"))))
+        assert [offset for offset, _, _ in want] == list(range(high_watermarks[bucket]))
+        assert seen[bucket] == want, "every record exactly once, in order, with its id and timestamp"

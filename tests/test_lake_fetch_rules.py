@@ -7,17 +7,17 @@ tiering commit); the records below the remote start are then really gone from re
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import grpc
 import pytest
 
 import lakelog
+from lakelog.record.batch import read_header
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
-from tests.conftest import create_table
-from tests.test_remote_server import BASE_CONF, produce, remote_manager
+from tests.conftest import create_table, expire_remote
+from tests.test_remote_server import BASE_CONF, Remote, all_batches, local_log, produce, remote_manager
 
 SNAPSHOT = 4242
 
@@ -50,8 +50,10 @@ def list_offset(server, table: lakelog.Table, offset_type: int, enable_lake: boo
 
 @pytest.fixture
 def lake_only_prefix(server_factory, tmp_path: Path):
-    """A lake-enabled table whose offsets [0, lake_end) were tiered and then expired from remote."""
-    server = server_factory(**BASE_CONF, **{"remote.data.dir": (tmp_path / "remote").as_uri()})
+    """A lake-enabled table whose offsets [0, lake_end) were tiered and then expired from remote.
+    Also yields the remote storage and (base offset, commit timestamp) of every batch, taken before the expiry."""
+    remote = Remote({**BASE_CONF, "remote.data.dir": (tmp_path / "remote").as_uri()})
+    server = server_factory(**remote.conf)
     conn = lakelog.connect(server.address)
     table = create_table(conn, properties={"table.datalake.enabled": "true", "table.log.ttl": "1s"})
     produce(table, 80)
@@ -76,14 +78,14 @@ def lake_only_prefix(server_factory, tmp_path: Path):
             ]
         ),
     )
-    manager.clock = lambda: time.time_ns() // 1_000_000 + 86_400_000
-    assert manager.run_once().expired == 3, "the TTL deletes exactly what the lake covers"
-    yield server, conn, table, lake_end, max_ts
+    batches = all_batches(remote, table, local_log(server, table))
+    assert expire_remote(manager, days=2).expired == 3, "the TTL deletes exactly what the lake covers"
+    yield server, conn, table, lake_end, max_ts, remote, batches
     conn.close()
 
 
 def test_fetch_in_the_lake_only_with_enable_lake(lake_only_prefix) -> None:
-    server, conn, table, lake_end, _ = lake_only_prefix
+    server, conn, table, lake_end, _, remote, _ = lake_only_prefix
     for offset in (0, lake_end // 2, lake_end - 1):
         answer = fetch(server, table, offset, enable_lake=True)
         assert answer.error_code == 0 and not answer.records
@@ -96,17 +98,27 @@ def test_fetch_in_the_lake_only_with_enable_lake(lake_only_prefix) -> None:
     at_end = fetch(server, table, lake_end, enable_lake=True)
     assert not at_end.HasField("lake_log_fetch_info"), "the lake end is exclusive"
     assert at_end.error_code == 0
-    assert at_end.records or at_end.remote_log_fetch_info.remote_log_segments[0].remote_log_start_offset == lake_end
+    if at_end.records:
+        assert read_header(at_end.records, 0).base_offset == lake_end, "local records start exactly at the lake end"
+    else:
+        info = at_end.remote_log_fetch_info
+        segment = info.remote_log_segments[0]
+        assert segment.remote_log_start_offset <= lake_end < segment.remote_log_end_offset
+        log_file = remote.tablet_dir(table).child(segment.remote_log_segment_id, f"{segment.remote_log_start_offset:020d}.log")
+        header = read_header(remote.read(log_file), info.first_start_pos)
+        assert header.base_offset == lake_end, "the remote read starts at the batch of the lake end"
 
 
 def test_list_offsets_with_and_without_the_lake(lake_only_prefix) -> None:
-    server, conn, table, lake_end, max_ts = lake_only_prefix
+    server, conn, table, lake_end, max_ts, _, batches = lake_only_prefix
     assert list_offset(server, table, pb.EARLIEST, enable_lake=True).offset == 0
     assert list_offset(server, table, pb.EARLIEST, enable_lake=False).offset == lake_end
     lake = list_offset(server, table, pb.TIMESTAMP, enable_lake=True, ms=max_ts)
     assert lake.lake_snapshot_id == SNAPSHOT
     later = list_offset(server, table, pb.TIMESTAMP, enable_lake=True, ms=max_ts + 1)
-    assert later.lake_snapshot_id == -1 and later.offset >= lake_end
+    first_after = next(offset for offset, ts in batches if ts >= max_ts + 1)
+    assert first_after == lake_end, "the lake's last batch is the only one at max_ts"
+    assert later.lake_snapshot_id == -1 and later.offset == first_after
     old = list_offset(server, table, pb.TIMESTAMP, enable_lake=False, ms=0)
     assert old.lake_snapshot_id == -1 and old.offset == lake_end
     described = conn.admin.describe_buckets(table.path)[0]
@@ -116,7 +128,7 @@ def test_list_offsets_with_and_without_the_lake(lake_only_prefix) -> None:
 
 
 def test_old_client_gets_offset_out_of_range_for_lake_only_offsets(lake_only_prefix) -> None:
-    server, _, table, lake_end, _ = lake_only_prefix
+    server, _, table, lake_end, _, _, _ = lake_only_prefix
     with lakelog.connect(server.address, {"client.lake.enabled": "false"}) as old:
         scanner = old.get_table(table.path).new_scan().create_log_scanner()
         scanner.subscribe(0, 0)

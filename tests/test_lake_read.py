@@ -36,7 +36,7 @@ from lakelog.lake.iceberg_lake_storage import IcebergLakeStorage
 from lakelog.lake.lake_config import credentials_from_environment
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
-from tests.conftest import ORDERS_SCHEMA, create_table, log_rows, order_rows, scan_all
+from tests.conftest import ORDERS_SCHEMA, create_table, expire_remote, log_rows, order_rows, scan_all
 from tests.s3 import MotoS3
 from tests.test_lake_schema import SUPPORTED
 
@@ -45,7 +45,6 @@ ROWS_PER_BATCH = 1000
 # Batches per bucket: tiered in round 1, tiered in round 2, never tiered.
 ROUNDS = (30, 10, 10)
 PROJECTION = ["amount", "id"]
-DAY_MS = 86_400_000
 
 
 @dataclass
@@ -95,7 +94,7 @@ def _build(data_dir: Path, spark: Any, lake_conf: dict[str, str], outage: Callab
     server = ServerProcess(conf).start()
     assert server.tablet is not None
     remote = server.tablet.remote
-    # Nothing expires on the wall clock; the test moves the remote task's clock a day ahead instead.
+    # Nothing expires on the wall clock; expire_remote moves the remote task's clock ahead for one pass instead.
     properties = {"table.datalake.enabled": "true", "table.log.ttl": "1h", "table.log.tiered.local-segments": "1"}
     with lakelog.connect(server.address, {"client.lake.enabled": "false"}) as conn:
         table = create_table(conn, buckets=BUCKETS, properties=properties)
@@ -108,8 +107,7 @@ def _build(data_dir: Path, spark: Any, lake_conf: dict[str, str], outage: Callab
                 if rounds < 2:
                     assert job.run_round().records == batches * ROWS_PER_BATCH * BUCKETS
         truth = log_rows(server.address, table.path)
-        remote.clock = lambda: time.time_ns() // 1_000_000 + DAY_MS
-        assert remote.run_once().expired > 0
+        assert expire_remote(remote, days=2).expired > 0
         buckets = conn.admin.describe_buckets(table.path)
     tiered = ROUNDS[0] + ROUNDS[1]
     for info in buckets.values():
@@ -166,19 +164,6 @@ def _log_source(conn: lakelog.Connection, path: lakelog.TablePath, source: str) 
     return IcebergLakeStorage().create_log_source(info, lake_config, Configuration({"client.lake.source": source}))
 
 
-def _poll_bucket(scanner: lakelog.LogScanner, count: int, timeout_s: float = 60) -> pa.Table:
-    """Every record polled until at least ``count`` arrived."""
-    tables: list[pa.Table] = []
-    got = 0
-    deadline = time.monotonic() + timeout_s
-    while got < count:
-        assert time.monotonic() < deadline, f"only {got} of {count} records arrived"
-        table = scanner.poll_arrow(timeout_ms=500)
-        tables.append(table)
-        got += table.num_rows
-    return pa.concat_tables(tables)
-
-
 def _assert_rows(got: pa.Table, want: pa.Table, columns: list[str]) -> None:
     for name in ["__bucket", "__offset", "__timestamp", *columns]:
         assert got.column(name).equals(want.column(name)), name
@@ -216,18 +201,23 @@ def test_subscribe_at_an_offset_is_exact(tiered: TieredLog, where: str) -> None:
                 "lake end": info.lake_log_end_offset,
                 "local start": info.local_log_start_offset,
             }[where]
+            lake_only = where in ("inside the lake", "last lake-only")
+            if lake_only:
+                assert 0 <= offset < tiered.lake_only_end(bucket), f"{where}: offset {offset} is not lake-only"
             count = min(2500, info.high_watermark - offset)
             with conn.get_table(tiered.path).new_scan().create_log_scanner() as scanner:
                 scanner.subscribe(bucket, offset)
-                got = _poll_bucket(scanner, count).slice(0, count)
+                got = scan_all(scanner, count).slice(0, count)
                 _assert_rows(got, tiered.rows(bucket, offset, offset + count), ORDERS_SCHEMA.names)
+                if lake_only:
+                    assert scanner.records_by_tier().get("lake", 0) > 0, scanner.records_by_tier()
 
 
 def test_the_spark_source_continues_at_the_lake_end(tiered: TieredLog, spark: Any) -> None:
     with _connect(tiered, "iceberg") as conn, conn.get_table(tiered.path).new_scan().create_log_scanner() as scanner:
         end = tiered.buckets[1].lake_log_end_offset
         scanner.subscribe(1, end - 1)
-        _assert_rows(_poll_bucket(scanner, 10).slice(0, 10), tiered.rows(1, end - 1, end + 9), ORDERS_SCHEMA.names)
+        _assert_rows(scan_all(scanner, 10).slice(0, 10), tiered.rows(1, end - 1, end + 9), ORDERS_SCHEMA.names)
 
 
 @pytest.mark.parametrize("source", ["iceberg-arrow", "iceberg"])
@@ -384,7 +374,7 @@ def test_a_warehouse_that_disappears_mid_read_is_a_lake_error_and_a_retry_contin
     with _connect(tiered, **{"client.lake.batch-rows": 1000}) as conn:
         scanner = conn.get_table(tiered.path).new_scan().create_log_scanner()
         scanner.subscribe(0, 0)
-        polled = [_poll_bucket(scanner, 1)]
+        polled = [scan_all(scanner, 1)]
         with tiered.outage():
             failure = _poll_until_lake_error(scanner, polled)
             assert failure.retriable
@@ -394,7 +384,7 @@ def test_a_warehouse_that_disappears_mid_read_is_a_lake_error_and_a_retry_contin
             assert scanner.positions() == {0: got}, "the position stops at the last record returned"
             _poll_until_lake_error(scanner, polled)  # a retry while the warehouse is away fails the same way
             assert scanner.positions() == {0: got}
-        polled.append(_poll_bucket(scanner, end - got))
+        polled.append(scan_all(scanner, end - got))
         scanner.close()
     _assert_rows(pa.concat_tables(polled), tiered.rows(0), ORDERS_SCHEMA.names)
 

@@ -23,7 +23,7 @@ from lakelog.remote_fs import RemoteLocation, file_system
 from lakelog.server.log.log_tablet import LogConfig, LogTablet
 from lakelog.server.server_process import ServerProcess
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader
-from lakelog.client.scanner.remote_log_fetch_info import RemoteLogFetchInfo, RemoteLogSegment
+from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment
 from lakelog.client.scanner.remote_log_reader import RemoteLogReader
 from lakelog.client.scanner.scan_records import with_meta_fields
 from tests.conftest import ORDERS_SCHEMA, create_table, order_rows, scan_all
@@ -48,7 +48,7 @@ class Remote:
         return file_system(RemoteLocation.parse(self.tablet_dir), self.settings)
 
     def path(self, segment: RemoteLogSegment) -> str:
-        return RemoteLocation.parse(self.tablet_dir).child(segment.log_file).path
+        return RemoteLocation.parse(self.tablet_dir).child(segment.file(".log")).path
 
     def fetch_info(self, offset: int) -> RemoteLogFetchInfo:
         """What a tablet server answers a fetch at ``offset`` with: the segment holding it and the rest."""
@@ -77,7 +77,11 @@ def upload(tablet_dir: str, settings: dict[str, str], local: Path) -> Remote:
         data = path.read_bytes()
         headers = [header for _, header in iter_headers(data)]
         segment = RemoteLogSegment(
-            f"seg-{path.stem}", headers[0].base_offset, headers[-1].next_offset, len(data), headers[-1].commit_timestamp
+            segment_id=f"seg-{path.stem}",
+            start_offset=headers[0].base_offset,
+            end_offset=headers[-1].next_offset,
+            max_timestamp=headers[-1].commit_timestamp,
+            size_in_bytes=len(data),
         )
         segments.append(segment)
         files[segment.segment_id] = data
@@ -271,16 +275,13 @@ class Cluster:
     def segments(self) -> list[RemoteLogSegment]:
         assert self.server.tablet is not None
         manifest = self.server.tablet.remote.manifest(self.table.info.table_id, 0)
-        return [
-            RemoteLogSegment(s.segment_id, s.start_offset, s.end_offset, s.size_in_bytes, s.max_timestamp)
-            for s in manifest.segments
-        ]
+        return list(manifest.segments)
 
     def log_file(self, segment: RemoteLogSegment) -> tuple[pafs.FileSystem, str]:
         assert self.server.tablet is not None
         tablet_dir = self.server.tablet.remote.storage.tablet_dir(self.table.path, self.table.info.table_id, 0)
         settings = {k.removeprefix("remote.fs."): v for k, v in self.client_conf.items()}
-        return file_system(tablet_dir, settings), tablet_dir.child(segment.log_file).path
+        return file_system(tablet_dir, settings), tablet_dir.child(segment.file(".log")).path
 
     def read_log(self, segment: RemoteLogSegment) -> bytes:
         fs, path = self.log_file(segment)

@@ -103,10 +103,10 @@ def test_cli_tiers_only_lake_enabled_tables(server_factory: Callable[..., Server
 def test_record_budget_is_shared_fairly_by_the_buckets() -> None:
     starts = {0: 0, 1: 100, 2: 0, 3: 7}
     ends = {0: 10, 1: 1_100, 2: 5_000, 3: 7}
-    assert bucket_ranges(starts, ends, None) == {0: (0, 10), 1: (100, 1_100), 2: (0, 5_000)}
+    assert bucket_ranges(starts, ends, None).ranges == {0: (0, 10), 1: (100, 1_100), 2: (0, 5_000)}
     # bucket 0 needs 10 of its 333: the rest goes to the others
-    assert bucket_ranges(starts, ends, 1_000) == {0: (0, 10), 1: (100, 595), 2: (0, 495)}
-    assert bucket_ranges(starts, ends, 2) == {1: (100, 101), 2: (0, 1)}
+    assert bucket_ranges(starts, ends, 1_000).ranges == {0: (0, 10), 1: (100, 595), 2: (0, 495)}
+    assert bucket_ranges(starts, ends, 2).ranges == {1: (100, 101), 2: (0, 1)}
 
 
 def test_rounds_with_a_budget_tier_every_lake_table_and_survive_a_broken_one(

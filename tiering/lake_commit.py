@@ -15,6 +15,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 
 from lakelog.errors import LakeDataError, LakeError
+from lakelog.lake.lake_catalog import lake_call
 from lakelog.lake.snapshot_summary import summary_properties
 from lakelog.lake.table_layout import COMMIT_RETRIES
 from lakelog.metadata import LakeBucketOffset, LakeSnapshot
@@ -28,11 +29,12 @@ def guard_commits(table: Table) -> None:
     table whose properties were changed since (a metadata-only commit, once)."""
     if table.properties.get(COMMIT_RETRIES) != "0":
         log.warning("%s: setting %s=0, which exactly-once tiering needs", table.name(), COMMIT_RETRIES)
-        try:
+
+        def set_no_retries() -> None:
             with table.transaction() as transaction:
                 transaction.set_properties({COMMIT_RETRIES: "0"})
-        except Exception as exc:  # noqa: BLE001 - PyIceberg and its catalogs raise many types
-            raise LakeError(f"cannot set {COMMIT_RETRIES}=0 on {table.name()}: {exc}") from exc
+
+        lake_call(f"cannot set {COMMIT_RETRIES}=0 on {table.name()}", set_no_retries)
 
 
 def next_offsets(previous: LakeSnapshot | None, files: Iterable[WrittenFile]) -> dict[int, LakeBucketOffset]:

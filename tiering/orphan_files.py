@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 
-from lakelog.errors import LakeError
+from lakelog.lake.lake_catalog import lake_call
 from lakelog.lake.table_layout import DATA_FILE_SUFFIX, data_location
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,8 @@ def remove_orphan_files(table: Table, older_than: datetime) -> list[str]:
     """Delete unreferenced Parquet files under the table's data location written before ``older_than``
     (aware UTC); returns their paths."""
     root = data_location(table)
-    try:
+
+    def remove() -> list[str]:
         fs, root_path = _file_system(table, root)
         slack = timedelta(0) if isinstance(fs, pafs.LocalFileSystem) else OBJECT_STORE_CLOCK_SLACK
         cutoff = older_than.astimezone(timezone.utc) - slack
@@ -52,11 +53,13 @@ def remove_orphan_files(table: Table, older_than: datetime) -> list[str]:
         table.refresh()
         files = table.inspect.all_data_files().column("file_path").to_pylist() if table.current_snapshot() else []
         referenced = {PyArrowFileIO.parse_location(path)[2] for path in files}
-        orphans = [path for path in candidates if path not in referenced]
-        for path in orphans:
+        found = [path for path in candidates if path not in referenced]
+        for path in found:
             fs.delete_file(path)
-    except Exception as exc:  # noqa: BLE001 - pyarrow file systems and PyIceberg's manifest reads raise many types
-        raise LakeError(f"cannot clean up orphan data files under {root}: {exc}") from exc
+        return found
+
+    # pyarrow file systems and PyIceberg's manifest reads raise many types: all become a LakeError.
+    orphans = lake_call(f"cannot clean up orphan data files under {root}", remove)
     if orphans:
         log.info("removed %d data file(s) of uncommitted tiering rounds under %s", len(orphans), root)
     return orphans

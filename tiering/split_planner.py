@@ -28,34 +28,39 @@ class TieringSplit:
     file_path: str
 
 
-def bucket_ranges(
-    starts: Mapping[int, int], ends: Mapping[int, int], max_records: int | None
-) -> dict[int, tuple[int, int]]:
-    """Per bucket with records to tier, the range this round takes.
+@dataclass(frozen=True)
+class BucketRanges:
+    """``ranges``: ``{bucket: (start, end)}`` of a round; ``complete``: the record budget cut nothing
+    short (every bucket is taken to its end, so the round's snapshot is a cut at its barrier)."""
+
+    ranges: dict[int, tuple[int, int]]
+    complete: bool
+
+
+def bucket_ranges(starts: Mapping[int, int], ends: Mapping[int, int], max_records: int | None) -> BucketRanges:
+    """Per bucket with records to tier, the range this round takes (``starts`` and ``ends`` hold
+    the same buckets).
 
     With a budget, every bucket gets a fair share (water-filling: a bucket that needs less than its
     share leaves the rest to the others), so a busy bucket cannot starve a quiet one.
     """
-    pending = {b: ends[b] - starts[b] for b in starts if b in ends and ends[b] > starts[b]}
+    pending = {b: ends[b] - starts[b] for b in starts if ends[b] > starts[b]}
     take = dict(pending)
     if max_records is not None:
         remaining = max_records
         for index, (bucket, count) in enumerate(sorted(pending.items(), key=lambda item: item[1])):
             take[bucket] = min(count, remaining // (len(pending) - index))
             remaining -= take[bucket]
-    return {b: (starts[b], starts[b] + n) for b, n in sorted(take.items()) if n > 0}
+    return BucketRanges(
+        {b: (starts[b], starts[b] + n) for b, n in sorted(take.items()) if n > 0},
+        complete=take == pending,
+    )
 
 
 def barrier_ends(high_watermarks: Mapping[int, int], after_barrier: Mapping[int, int]) -> dict[int, int]:
     """Per bucket, where a round at a barrier ends: ``after_barrier`` is ListOffsets TIMESTAMP B+1
     (the high watermark when no record is newer than B), capped by the high watermark read before."""
     return {b: min(end, after_barrier.get(b, end)) for b, end in high_watermarks.items()}
-
-
-def reaches(ranges: Mapping[int, tuple[int, int]], starts: Mapping[int, int], ends: Mapping[int, int]) -> bool:
-    """Whether ``ranges`` (from :func:`bucket_ranges`) take every bucket all the way to its end,
-    i.e. the record budget cut nothing short and the round's snapshot is a cut at its barrier."""
-    return all(ranges.get(b, (starts[b], starts[b]))[1] >= end for b, end in ends.items() if b in starts and end > starts[b])
 
 
 def split_range(start: int, end: int) -> list[tuple[int, int]]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import sys
 import threading
 import time
@@ -44,8 +43,6 @@ from pyiceberg.table import Table
 from lakelog.client.connection import connect
 from lakelog.config import Configuration
 from lakelog.errors import LakeError, LakelogError, LakeSnapshotNotExistError, StaleLakeSnapshotError
-from lakelog.lake.lake_catalog import LakeCatalog
-from lakelog.lake.lake_config import PROPERTY_PREFIX, credentials_from_environment
 from lakelog.lake.snapshot_summary import latest_lake_snapshot
 from lakelog.lake.table_layout import data_location, new_data_file_path
 from lakelog.metadata import LakeSnapshot, OffsetSpec, TablePath
@@ -53,7 +50,7 @@ from lakelog.tiering.kill_points import AFTER_COMMIT, AFTER_WRITE, kill_point
 from lakelog.tiering.lake_commit import commit_files, discard_files, guard_commits, next_offsets
 from lakelog.tiering.orphan_files import remove_orphan_files
 from lakelog.tiering.spark_session import spark_session
-from lakelog.tiering.split_planner import TieringSplit, barrier_ends, bucket_ranges, reaches, split_range
+from lakelog.tiering.split_planner import TieringSplit, barrier_ends, bucket_ranges, split_range
 from lakelog.tiering.split_writer import RESULT_DDL, WriterSettings, WrittenFile, write_splits
 
 if TYPE_CHECKING:
@@ -127,17 +124,13 @@ class TieringJob:
         self.started_at = datetime.now(timezone.utc)
         self.options = options
         self.commit_user = f"lakelog-tier-{uuid.uuid4().hex[:12]}"
-        conf = Configuration(options.client_config)
         # The lake switched off: the job plans from the lake's own summary and its tasks must never
         # read back what was already tiered, so offsets and records come from local and remote only.
-        self._client_config = {
-            **{k: v for k, v in conf.items().items() if not k.startswith(PROPERTY_PREFIX)},
-            "client.lake.enabled": False,
-        }
+        self._client_config = {**Configuration(options.client_config).items(), "client.lake.enabled": False}
         self._conn = connect(options.bootstrap, self._client_config)
-        own = {**credentials_from_environment(os.environ), **conf.with_prefix(PROPERTY_PREFIX)}
-        self.lake_config = self._conn.admin.get_lake_config().with_overrides(own)
-        self._catalog = LakeCatalog(self.lake_config)
+        # The coordinator's lake config with the job's own credentials on top, as any client layers it.
+        self.lake_config = self._conn.lake_config()
+        self._catalog = self._conn.lake_catalog()
         for path in options.tables:  # before Spark starts: a typo fails in a second, not ten
             if not self._conn.admin.get_table_info(path).lake_enabled:
                 raise LakeError(f"table {path} is not lake-enabled (table.datalake.enabled=true)")
@@ -253,10 +246,10 @@ class TieringJob:
         ranges = bucket_ranges(starts, ends, self.options.max_records_per_round)
         splits = [
             TieringSplit(path, bucket, s, e, new_data_file_path(root, bucket, s, e))
-            for bucket, (start, end) in ranges.items()
+            for bucket, (start, end) in ranges.ranges.items()
             for s, e in split_range(start, end)
         ]
-        return _Plan(path, table, lake, splits, barrier if reaches(ranges, starts, ends) else None)
+        return _Plan(path, table, lake, splits, barrier if ranges.complete else None)
 
     def _catch_up_coordinator(self, path: TablePath, lake: LakeSnapshot) -> None:
         """Send the lake's latest snapshot if the coordinator does not have it (a lost RPC)."""

@@ -12,13 +12,16 @@ import logging
 import os
 import threading
 from importlib.metadata import entry_points
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from lakelog.config import Configuration
 from lakelog.lake.lake_config import ICEBERG, PROPERTY_PREFIX, LakeConfig, credentials_from_environment
 from lakelog.metadata import DATALAKE_FORMAT, TableInfo
 
 from lakelog.client.lake.log_source import ENTRY_POINT_GROUP, LakeStorage, LogSource
+
+if TYPE_CHECKING:
+    from lakelog.lake.lake_catalog import LakeCatalog
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +37,8 @@ class LakeSources:
         self._conf = conf
         self._fetch_lake_config = lake_config
         self._lake_config: LakeConfig | None = None
+        self._catalog: LakeCatalog | None = None
+        self._catalog_lock = threading.Lock()
         self._storages: dict[str, LakeStorage | _Unavailable] = {}
         self._sources: dict[int, LogSource | None] = {}
         self._lock = threading.Lock()
@@ -57,7 +62,7 @@ class LakeSources:
     def _create(self, info: TableInfo) -> LogSource:
         storage = self._storage(info.properties.get(DATALAKE_FORMAT) or ICEBERG)
         try:
-            return storage.create_log_source(info, self.lake_config(), self._conf)
+            return storage.create_log_source(info, self.lake_config(), self._conf, catalog=self.lake_catalog)
         except ImportError as exc:
             raise _Unavailable(f"the {type(storage).__name__} lake plugin cannot load: {exc}") from None
 
@@ -90,3 +95,21 @@ class LakeSources:
             own = {**credentials_from_environment(os.environ), **self._conf.with_prefix(PROPERTY_PREFIX)}
             self._lake_config = self._fetch_lake_config().with_overrides(own)
         return self._lake_config
+
+    def lake_catalog(self) -> "LakeCatalog":
+        """The connection's one lake catalog, opened from :meth:`lake_config` on first use (the
+        admin and every LogSource of the connection share it)."""
+        with self._catalog_lock:
+            if self._catalog is None:
+                # Imported here: a client without PyIceberg must still import lakelog.
+                from lakelog.lake.lake_catalog import LakeCatalog
+
+                self._catalog = LakeCatalog(self.lake_config())
+            return self._catalog
+
+    def close(self) -> None:
+        """Close the lake catalog if it was opened (a later :meth:`lake_catalog` opens a new one)."""
+        with self._catalog_lock:
+            catalog, self._catalog = self._catalog, None
+        if catalog is not None:
+            catalog.close()

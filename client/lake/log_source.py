@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import pyarrow as pa
 
 from lakelog.config import Configuration
 from lakelog.lake.lake_config import LakeConfig
 from lakelog.metadata import TableInfo
+
+if TYPE_CHECKING:
+    from lakelog.lake.lake_catalog import LakeCatalog
 
 ENTRY_POINT_GROUP = "lakelog.lake_storage"
 
@@ -68,7 +71,15 @@ class LakeStorage(ABC):
     """One lake format (``table.datalake.format``); instantiated once per connection."""
 
     @abstractmethod
-    def create_log_source(self, table_info: TableInfo, lake_config: LakeConfig, client_config: Configuration) -> LogSource:
+    def create_log_source(
+        self,
+        table_info: TableInfo,
+        lake_config: LakeConfig,
+        client_config: Configuration,
+        catalog: "Callable[[], LakeCatalog] | None" = None,
+    ) -> LogSource:
         """A LogSource for ``table_info``. ``lake_config`` is the cluster's (GetLakeConfig) with the
-        client's own credentials on top. Raises ImportError when a library it needs is missing:
-        the client then reads the table as a client without the lake."""
+        client's own credentials on top; ``catalog`` returns the connection's one lake catalog
+        (opened on its first call, closed with the connection), which the LogSource should use
+        rather than open its own. Raises ImportError when a library it needs is missing: the
+        client then reads the table as a client without the lake."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import queue
 import threading
-from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import pyarrow as pa
@@ -27,15 +26,6 @@ from lakelog.client.scanner.scan_records import OFFSET_COLUMN
 # Batches read ahead per bucket; with the LogSource's batch size this bounds a lake read's memory.
 PREFETCH_BATCHES = 4
 _PUT_TIMEOUT_S = 0.1
-
-
-@dataclass(frozen=True, slots=True)
-class LakeLogFetchInfo:
-    """A FetchLog answer's ``lake_log_fetch_info``: read up to ``log_end_offset`` (exclusive) from
-    lake snapshot ``snapshot_id``."""
-
-    snapshot_id: int
-    log_end_offset: int
 
 
 class _Finished:

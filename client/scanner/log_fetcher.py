@@ -35,16 +35,16 @@ from lakelog.errors import (
     RemoteStorageError,
     error_from_code,
 )
-from lakelog.metadata import ServerNode, TableInfo
+from lakelog.metadata import LakeLogFetchInfo, RemoteLogFetchInfo, ServerNode, TableInfo
+from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.status import error_from_rpc
 from lakelog.client.lake.log_source import FetchContext, LogSource
 from lakelog.client.metadata import MetadataCache
 from lakelog.client.rpc_client import RpcClient
 from lakelog.client.scanner.completed_fetch import decode_records
-from lakelog.client.scanner.lake_log_reader import LakeLogFetchInfo, LakeLogReader
+from lakelog.client.scanner.lake_log_reader import LakeLogReader
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader
-from lakelog.client.scanner.remote_log_fetch_info import RemoteLogFetchInfo, RemoteLogSegment
 from lakelog.client.scanner.remote_log_reader import RemoteLogReader
 from lakelog.client.scanner.scan_records import OFFSET_COLUMN, with_meta_fields
 
@@ -87,30 +87,6 @@ class TierReader(Protocol):
     def close(self) -> None: ...
 
 
-def remote_fetch_info(item: pb.PbFetchLogRespForBucket) -> RemoteLogFetchInfo | None:
-    """The answer's remote segments as the reader's own types; None when it points at none."""
-    if not item.HasField("remote_log_fetch_info") or not item.remote_log_fetch_info.remote_log_segments:
-        return None
-    info = item.remote_log_fetch_info
-    segments = tuple(
-        RemoteLogSegment(
-            s.remote_log_segment_id,
-            s.remote_log_start_offset,
-            s.remote_log_end_offset,
-            s.segment_size_in_bytes,
-            s.max_timestamp,
-        )
-        for s in info.remote_log_segments
-    )
-    return RemoteLogFetchInfo(info.remote_log_tablet_dir, segments, info.first_start_pos, info.partition_name)
-
-
-def lake_fetch_info(item: pb.PbFetchLogRespForBucket) -> LakeLogFetchInfo | None:
-    if not item.HasField("lake_log_fetch_info"):
-        return None
-    return LakeLogFetchInfo(item.lake_log_fetch_info.snapshot_id, item.lake_log_fetch_info.log_end_offset)
-
-
 @dataclass(frozen=True)
 class FetchedBatch:
     """What one round of collecting gives the scanner."""
@@ -148,6 +124,7 @@ class LogFetcher:
         self._retry_at: dict[int, float] = {}
         self._cond = threading.Condition()
         self._stale_metadata = False
+        self._refresh_due = 0.0
         self._log_source = log_source
         self._readers: dict[int, TierReader] = {}
         self._downloader = RemoteLogDownloader(
@@ -180,9 +157,9 @@ class LogFetcher:
     # sending
 
     def send_fetches(self) -> None:
-        if self._stale_metadata:
-            self._refresh_metadata()
         now = time.monotonic()
+        if self._stale_metadata and now >= self._refresh_due:
+            self._refresh_metadata(now)
         by_leader: dict[ServerNode, list[tuple[int, int]]] = defaultdict(list)
         with self._cond:
             for bucket, offset in self.positions.items():
@@ -246,8 +223,8 @@ class LogFetcher:
                         item.high_watermark,
                         item.log_start_offset,
                         error,
-                        None if error else remote_fetch_info(item),
-                        None if error or self._log_source is None else lake_fetch_info(item),
+                        None if error else codec.remote_fetch_info_from_pb(item),
+                        None if error or self._log_source is None else codec.lake_fetch_info_from_pb(item),
                     )
                 )
         self._complete(completed)
@@ -413,7 +390,9 @@ class LogFetcher:
             self._info.path, fetch.bucket, fetch.fetch_offset, self._offset_reset, change,
         )
 
-    def _refresh_metadata(self) -> None:
+    def _refresh_metadata(self, now: float) -> None:
+        """At most once per backoff: a poll must not queue blocking refreshes while the coordinator is away."""
+        self._refresh_due = now + RETRY_BACKOFF_S
         try:
             self._metadata.refresh(self._info.table_id)
             self._stale_metadata = False

@@ -25,7 +25,7 @@ import pyarrow.fs as pafs
 from lakelog.errors import RemoteStorageError
 from lakelog.remote_fs import RemoteLocation, file_system
 
-from lakelog.client.scanner.remote_log_fetch_info import RemoteLogSegment
+from lakelog.metadata import RemoteLogSegment
 
 CHUNK_BYTES = 4 << 20
 
@@ -91,7 +91,7 @@ class RemoteLogDownloader:
     def download(self, tablet_dir: str, segment: RemoteLogSegment, start_pos: int, where: str) -> SegmentDownload:
         """Start copying ``segment``'s ``.log`` from byte ``start_pos`` to its end; ``where`` names
         the bucket in errors."""
-        location = RemoteLocation.parse(tablet_dir).child(segment.log_file)
+        location = RemoteLocation.parse(tablet_dir).child(segment.file(".log"))
         with self._lock:
             if self._pool is None or self._directory is None:
                 # Made on first use: most scanners never read a remote segment.

@@ -19,7 +19,7 @@ from lakelog.record import batch as rb
 
 from lakelog.client.scanner.completed_fetch import decode_batch
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader, SegmentDownload
-from lakelog.client.scanner.remote_log_fetch_info import RemoteLogFetchInfo, RemoteLogSegment
+from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment
 
 
 class RemoteLogReader:
@@ -40,7 +40,7 @@ class RemoteLogReader:
         indexes into the table schema (None: every column); ``where`` names the bucket in errors."""
         self.next_offset = fetch_offset
         self.high_watermark = high_watermark
-        self._tablet_dir = fetch.tablet_dir
+        self._tablet_dir = fetch.remote_log_tablet_dir
         self._downloader = downloader
         self._bucket = bucket
         self._out_schema = out_schema

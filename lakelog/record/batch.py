@@ -33,10 +33,8 @@ HEADER = struct.Struct(">qibqIihi")
 HEADER_SIZE = HEADER.size
 LOG_OVERHEAD = 12
 CRC_START = 25
-LENGTH_OFFSET = 8
 TIMESTAMP_OFFSET = 13
 ATTR_PROJECTED = 0x1
-_BASE_AND_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
 _TIMESTAMP = struct.Struct(">q")
 
@@ -98,10 +96,6 @@ def stamp(buf: bytearray, pos: int, base_offset: int, commit_timestamp: int) -> 
     """Write the server-assigned fields in place; the CRC does not cover them."""
     _BASE_OFFSET.pack_into(buf, pos, base_offset)
     _TIMESTAMP.pack_into(buf, pos + TIMESTAMP_OFFSET, commit_timestamp)
-
-
-def peek_base_and_length(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    return _BASE_AND_LENGTH.unpack_from(buf, pos)
 
 
 def iter_headers(buf: bytes | memoryview, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:

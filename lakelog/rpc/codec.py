@@ -12,7 +12,10 @@ from lakelog.lake.lake_config import LakeConfig
 from lakelog.metadata import (
     BucketInfo,
     LakeBucketOffset,
+    LakeLogFetchInfo,
     LakeSnapshot,
+    RemoteLogFetchInfo,
+    RemoteLogSegment,
     ServerNode,
     TableInfo,
     TablePath,
@@ -166,3 +169,55 @@ def bucket_info_from_pb(item: pb.PbLogBucketInfo) -> BucketInfo:
         lake_log_start_offset=item.lake_log_start_offset,
         lake_log_end_offset=item.lake_log_end_offset,
     )
+
+
+def remote_fetch_info_to_pb(info: RemoteLogFetchInfo | None) -> pb.PbRemoteLogFetchInfo | None:
+    """Only the URI of the bucket's remote directory goes out: the client reaches storage with its own settings."""
+    if info is None:
+        return None
+    return pb.PbRemoteLogFetchInfo(
+        remote_log_tablet_dir=info.remote_log_tablet_dir,
+        partition_name=info.partition_name,
+        remote_log_segments=[
+            pb.PbRemoteLogSegment(
+                remote_log_segment_id=segment.segment_id,
+                remote_log_start_offset=segment.start_offset,
+                remote_log_end_offset=segment.end_offset,
+                segment_size_in_bytes=segment.size_in_bytes,
+                max_timestamp=segment.max_timestamp,
+            )
+            for segment in info.segments
+        ],
+        first_start_pos=info.first_start_pos,
+    )
+
+
+def remote_fetch_info_from_pb(item: pb.PbFetchLogRespForBucket) -> RemoteLogFetchInfo | None:
+    """None when the answer points at no remote segment."""
+    if not item.HasField("remote_log_fetch_info") or not item.remote_log_fetch_info.remote_log_segments:
+        return None
+    info = item.remote_log_fetch_info
+    segments = tuple(
+        RemoteLogSegment(
+            segment_id=s.remote_log_segment_id,
+            start_offset=s.remote_log_start_offset,
+            end_offset=s.remote_log_end_offset,
+            max_timestamp=s.max_timestamp,
+            size_in_bytes=s.segment_size_in_bytes,
+        )
+        for s in info.remote_log_segments
+    )
+    return RemoteLogFetchInfo(info.remote_log_tablet_dir, segments, info.first_start_pos, info.partition_name)
+
+
+def lake_fetch_info_to_pb(info: LakeLogFetchInfo | None) -> pb.PbLakeLogFetchInfo | None:
+    if info is None:
+        return None
+    return pb.PbLakeLogFetchInfo(snapshot_id=info.snapshot_id, log_end_offset=info.log_end_offset)
+
+
+def lake_fetch_info_from_pb(item: pb.PbFetchLogRespForBucket) -> LakeLogFetchInfo | None:
+    if not item.HasField("lake_log_fetch_info"):
+        return None
+    return LakeLogFetchInfo(item.lake_log_fetch_info.snapshot_id, item.lake_log_fetch_info.log_end_offset)
+

@@ -105,6 +105,7 @@ class Coordinator:
                 self._drop(info)
             self._store.delete_database(name)
         log.info("dropped database %s", name)
+        self._tell_leaders([], [info.table_id for info in tables])
 
     def list_databases(self) -> list[str]:
         return self._store.list_databases()
@@ -128,7 +129,7 @@ class Coordinator:
             servers = self._store.tablet_servers()
             if not servers:
                 raise NoTabletServerError(f"cannot create table {path}: no tablet server has registered yet")
-            start = len(self._store.all_tables())
+            start = self._store.table_count()
             leaders = {b: servers[(start + b) % len(servers)].server_id for b in range(descriptor.buckets)}
             if descriptor.lake_enabled:
                 self._lake.create_table(path, descriptor.schema)
@@ -145,11 +146,13 @@ class Coordinator:
                     return
                 raise TableNotExistError(f"table {path} does not exist")
             self._drop(info)
+        self._tell_leaders([], [info.table_id])
 
     def _drop(self, info: TableInfo) -> None:
+        """Forget the table (lock held); callers tell the tablet servers after releasing the lock,
+        so an unreachable server never stalls the coordinator."""
         self._store.delete_table(info.table_id)
         log.info("dropped table %s (id %d)", info.path, info.table_id)
-        self._tell_leaders([], [info.table_id])
 
     def list_tables(self, database: str) -> list[str]:
         validate_name("database", database)
@@ -228,28 +231,25 @@ class Coordinator:
                         "could not tell tablet server %d at %s the lake offsets of %s: %s", node.server_id, node.address, info.path, exc
                     )
 
-    def lake_offsets_led_by(self, server_id: int) -> list[LakeOffsets]:
-        """The lake offsets of every bucket ``server_id`` leads: what a (re)starting tablet server learns."""
-        led = []
-        for info in self._store.all_tables():
-            snapshot = self._store.lake_snapshot(info.table_id) if info.lake_enabled else None
-            mine = _led_by(server_id, info.table_id, snapshot, self._store.leaders(info.table_id)) if snapshot else None
-            if mine is not None:
-                led.append(mine)
-        return led
-
     # tablet servers
 
-    def register_tablet_server(self, node: ServerNode) -> list[TableAssignment]:
-        """Record a (re)starting tablet server and return every bucket it leads."""
+    def register_tablet_server(self, node: ServerNode) -> tuple[list[TableAssignment], list[LakeOffsets]]:
+        """Record a (re)starting tablet server; return, in one pass over the tables, every bucket it
+        leads and what of them the lake already holds."""
         self._store.upsert_tablet_server(node)
-        led = []
+        led: list[TableAssignment] = []
+        lake: list[LakeOffsets] = []
         for info in self._store.all_tables():
             leaders = self._store.leaders(info.table_id)
-            if node.server_id in leaders.values():
-                led.append(TableAssignment(info, leaders))
+            if node.server_id not in leaders.values():
+                continue
+            led.append(TableAssignment(info, leaders))
+            snapshot = self._store.lake_snapshot(info.table_id) if info.lake_enabled else None
+            mine = _led_by(node.server_id, info.table_id, snapshot, leaders) if snapshot else None
+            if mine is not None:
+                lake.append(mine)
         log.info("tablet server %d registered at %s, leading buckets of %d table(s)", node.server_id, node.address, len(led))
-        return led
+        return led, lake
 
     def _tell_leaders(self, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None:
         """Best effort: a tablet server that misses this learns its buckets on its next request or restart."""

@@ -141,6 +141,10 @@ class MetadataStore:
         with self._transaction() as db:
             db.execute("DELETE FROM tables WHERE table_id = ?", (table_id,))
 
+    def table_count(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM tables").fetchone()[0])
+
     def table_by_path(self, path: TablePath) -> TableInfo | None:
         return self._one_table("database = ? AND name = ?", (path.database, path.table))
 

@@ -68,21 +68,6 @@ class LogManager:
         with self._lock:
             return self._tablets.get((table_id, bucket))
 
-    def load_all(self, names: Callable[[int], str]) -> None:
-        """Open and recover every bucket directory under the root; ``names(table_id)`` gives a
-        table's name for logs and errors."""
-        if not self.root.is_dir():
-            return
-        with self._lock:
-            for table_dir in sorted(self.root.iterdir(), key=lambda path: path.name):
-                if not (table_dir.is_dir() and table_dir.name.isdigit()):
-                    continue
-                table_id = int(table_dir.name)
-                for bucket_dir in sorted(table_dir.iterdir(), key=lambda path: path.name):
-                    bucket = int(bucket_dir.name) if bucket_dir.name.isdigit() else None
-                    if bucket is not None and bucket_dir.is_dir() and (table_id, bucket) not in self._tablets:
-                        self._open(table_id, bucket, names(table_id))
-
     def drop_table(self, table_id: int) -> None:
         """Close every bucket log of a table and delete its directory."""
         with self._lock:

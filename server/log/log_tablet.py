@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from lakelog.config import Configuration
+from lakelog.config import OPTIONS, Configuration
 from lakelog.errors import (
     CorruptRecordError,
     InvalidConfigError,
@@ -37,6 +37,9 @@ CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 LOG_START_OFFSET_FILE = "log-start-offset"
 _MAX_RELATIVE_OFFSET = 0xFFFFFFFF  # index entries store offsets and positions as uint32
 _MAX_SEGMENT_BYTES = 0x7FFFFFFF  # the wire's segment_size_in_bytes and first_start_pos are int32, as in Fluss
+
+
+BatchCheck = Callable[[bytearray, list[tuple[int, BatchHeader]]], None]
 
 
 def wall_clock_ms() -> int:
@@ -60,11 +63,11 @@ def _fsync_directory(directory: Path) -> None:
 class LogConfig:
     """The ``log.*`` settings of section 10 of the spec, in the units the log works in."""
 
-    segment_max_bytes: int = 256 << 20
-    segment_max_age_ms: int = 7 * 86_400_000
-    index_interval_bytes: int = 4096
-    flush_mode: str = "sync"
-    flush_interval_ms: int = 1000
+    segment_max_bytes: int = OPTIONS["log.segment.max-bytes"].default
+    segment_max_age_ms: int = OPTIONS["log.segment.max-age"].default
+    index_interval_bytes: int = OPTIONS["log.index.interval-bytes"].default
+    flush_mode: str = OPTIONS["log.flush.mode"].default
+    flush_interval_ms: int = OPTIONS["log.flush.interval"].default
 
     def __post_init__(self) -> None:
         if self.flush_mode not in ("sync", "async"):
@@ -228,10 +231,15 @@ class LogTablet:
 
     # -- appending ------------------------------------------------------------------------------
 
-    def append(self, records: bytes) -> AppendResult:
-        """Append the client's batches; returns once they are visible (and in sync mode, durable)."""
+    def append(self, records: bytes, check: BatchCheck | None = None) -> AppendResult:
+        """Append the client's batches; returns once they are visible (and in sync mode, durable).
+
+        ``check`` sees the batches after their framing and CRCs passed and before anything is
+        written (the replica layer checks the schema there), so the batches are walked once."""
         buffer = bytearray(records)
         headers = self._validate(buffer)
+        if check is not None:
+            check(buffer, headers)
         count = sum(header.record_count for _, header in headers)
         with self._lock:
             self._check_open()

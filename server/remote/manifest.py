@@ -11,19 +11,9 @@ from bisect import bisect_right
 from dataclasses import asdict, dataclass
 
 from lakelog.errors import RemoteStorageError
+from lakelog.metadata import RemoteLogSegment
 
 MANIFEST_FILE = "manifest.json"
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteLogSegment:
-    """One uploaded segment: offsets ``[start_offset, end_offset)``, stored under ``segment_id``."""
-
-    segment_id: str
-    start_offset: int
-    end_offset: int
-    max_timestamp: int
-    size_in_bytes: int
 
 
 @dataclass(frozen=True)

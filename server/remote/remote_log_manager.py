@@ -24,10 +24,10 @@ from typing import Callable, Sequence
 
 from lakelog.config import Configuration
 from lakelog.errors import LakelogError, NotLeaderError
-from lakelog.metadata import TableInfo, TablePath
+from lakelog.metadata import RemoteLogFetchInfo, TableInfo, TablePath
 from lakelog.server.log.log_tablet import LogTablet, wall_clock_ms
 from lakelog.server.remote.manifest import RemoteLogManifest
-from lakelog.server.remote.remote_log_tablet import RemoteLogFetchInfo, RemoteLogTablet, TieringPolicy
+from lakelog.server.remote.remote_log_tablet import RemoteLogTablet, TieringPolicy
 from lakelog.server.remote.remote_storage import RemoteLogStorage
 
 logger = logging.getLogger(__name__)

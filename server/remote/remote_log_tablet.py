@@ -16,10 +16,10 @@ from typing import Iterator
 
 from lakelog.config import parse_duration_ms
 from lakelog.errors import InvalidConfigError
-from lakelog.metadata import TableInfo
+from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment, TableInfo
 from lakelog.remote_fs import RemoteLocation
 from lakelog.server.log.log_tablet import LogTablet
-from lakelog.server.remote.manifest import RemoteLogManifest, RemoteLogSegment
+from lakelog.server.remote.manifest import RemoteLogManifest
 from lakelog.server.remote.remote_storage import RemoteLogStorage
 
 logger = logging.getLogger(__name__)
@@ -50,20 +50,6 @@ class TieringPolicy:
         if local_segments < 1:
             raise InvalidConfigError(f"{info.path}: {LOCAL_SEGMENTS_PROPERTY} must be at least 1, not {local_segments}")
         return cls(local_segments, ttl_ms, info.lake_enabled)
-
-
-@dataclass(frozen=True)
-class RemoteLogFetchInfo:
-    """The answer to a fetch below the local log start: where the client reads the records itself.
-
-    ``segments`` start with the one holding the fetch offset; ``first_start_pos`` is the byte
-    position, in that segment's ``.log``, of the batch holding the fetch offset.
-    """
-
-    remote_log_tablet_dir: str
-    segments: tuple[RemoteLogSegment, ...]
-    first_start_pos: int
-    partition_name: str = ""
 
 
 class RemoteLogTablet:

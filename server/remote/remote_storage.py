@@ -20,11 +20,11 @@ import pyarrow.fs as pafs
 
 from lakelog.config import Configuration
 from lakelog.errors import RemoteStorageError
-from lakelog.metadata import TablePath
+from lakelog.metadata import RemoteLogSegment, TablePath, remote_segment_file
 from lakelog.remote_fs import RemoteLocation, file_system
 from lakelog.server.log.segment import LogSegment
 from lakelog.server.remote.dense_index import DenseIndex, DenseIndexes, DenseOffsetIndex, DenseTimeIndex
-from lakelog.server.remote.manifest import MANIFEST_FILE, RemoteLogManifest, RemoteLogSegment
+from lakelog.server.remote.manifest import MANIFEST_FILE, RemoteLogManifest
 
 UPLOAD_CHUNK_BYTES = 1 << 20
 INDEX_CACHE_BYTES = 64 << 20
@@ -33,8 +33,7 @@ _Index = TypeVar("_Index", bound=DenseIndex)
 
 
 def segment_file(tablet_dir: RemoteLocation, segment_id: str, start_offset: int, suffix: str) -> RemoteLocation:
-    """``<tablet_dir>/<segment_id>/<start_offset:020d><suffix>``, suffix ``.log``, ``.index`` or ``.timeindex``."""
-    return tablet_dir.child(segment_id, f"{start_offset:020d}{suffix}")
+    return tablet_dir.child(remote_segment_file(segment_id, start_offset, suffix))
 
 
 class RemoteLogStorage:

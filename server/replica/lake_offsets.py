@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Iterable
+
+from lakelog.metadata import LakeSnapshot
 
 
 @dataclass(frozen=True)
@@ -27,13 +30,19 @@ class LakeBucketRange:
         return self.end_offset <= self.start_offset
 
 
-class LakeOffsets:
+class LakeRanges:
     def __init__(self) -> None:
         self._ranges: dict[tuple[int, int], LakeBucketRange] = {}
         self._lock = threading.Lock()
 
-    def update(self, ranges: list[LakeBucketRange]) -> None:
-        """Apply notifications; an older one arriving late never moves a bucket backwards."""
+    def update(self, snapshots: Iterable[tuple[int, LakeSnapshot]]) -> None:
+        """Apply notified (table id, lake snapshot) pairs; an older one arriving late never moves a
+        bucket backwards."""
+        ranges = [
+            LakeBucketRange(table_id, bucket, snapshot.snapshot_id, o.log_start_offset, o.log_end_offset, o.log_max_timestamp)
+            for table_id, snapshot in snapshots
+            for bucket, o in snapshot.bucket_offsets.items()
+        ]
         with self._lock:
             for new in ranges:
                 key = (new.table_id, new.bucket)

@@ -33,15 +33,14 @@ from lakelog.errors import (
     TableNotExistError,
     UnknownBucketError,
 )
-from lakelog.metadata import BucketInfo, OffsetSpec, OffsetType, TableInfo
+from lakelog.metadata import BucketInfo, LakeLogFetchInfo, OffsetSpec, OffsetType, RemoteLogFetchInfo, TableInfo
 from lakelog.record import batch as rb
 from lakelog.server.coordinator.coordinator import TableAssignment
 from lakelog.server.log.log_manager import LogManager
 from lakelog.server.log.log_tablet import AppendResult, LogTablet
 from lakelog.server.remote.manifest import RemoteLogManifest
 from lakelog.server.remote.remote_log_manager import RemoteLogManager
-from lakelog.server.remote.remote_log_tablet import RemoteLogFetchInfo
-from lakelog.server.replica.lake_offsets import LakeOffsets
+from lakelog.server.replica.lake_offsets import LakeRanges
 from lakelog.server.replica.projection import check_projection, project_records
 
 log = logging.getLogger(__name__)
@@ -68,11 +67,12 @@ class FetchParams:
 
 
 @dataclass(frozen=True)
-class LakeLogFetchInfo:
-    """The fetch offset lies only in the lake: read ``[offset, log_end_offset)`` of this snapshot."""
+class BucketDescription:
+    """What DescribeLogBuckets answers for one bucket."""
 
-    snapshot_id: int
-    log_end_offset: int
+    info: BucketInfo
+    local_segments: int
+    remote_segments: int
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class ReplicaManager:
         self.server_id = server_id
         self._logs = logs
         self._remote = remote
-        self.lake = LakeOffsets()
+        self.lake = LakeRanges()
         remote.lake_end_offset = self.lake.end_offset
         self._resolve = resolve
         self._tables: dict[int, TableInfo] = {}
@@ -187,16 +187,13 @@ class ReplicaManager:
 
     def produce(self, table_id: int, bucket: int, records: bytes) -> AppendResult:
         info, tablet = self._tablet(table_id, bucket)
-        self._check_schema(info, bucket, records)
-        return tablet.append(records)
+        return tablet.append(records, lambda buffer, headers: self._check_schema(info, bucket, buffer, headers))
 
     @staticmethod
-    def _check_schema(info: TableInfo, bucket: int, records: bytes) -> None:
-        """Every batch must carry the table's schema; the log itself checks CRCs and framing."""
+    def _check_schema(info: TableInfo, bucket: int, records: bytearray, headers: list[tuple[int, rb.BatchHeader]]) -> None:
+        """Every batch must carry the table's schema (called by the log after framing and CRCs passed)."""
         where = f"{info.path} bucket {bucket}"
-        if not records:
-            raise InvalidRequestError(f"produce to {where} carries no records")
-        for pos, header in rb.iter_headers(records):
+        for pos, header in headers:
             if header.schema_id != info.schema_id:
                 raise SchemaMismatchError(
                     f"produce to {where}: batch has schema id {header.schema_id}, the table has {info.schema_id}"
@@ -339,11 +336,12 @@ class ReplicaManager:
         """What GetServerTime answers: see :meth:`LogManager.barrier_safe_time`."""
         return self._logs.barrier_safe_time()
 
-    def describe(self, table_id: int, bucket: int) -> BucketInfo:
+    def describe(self, table_id: int, bucket: int) -> BucketDescription:
+        """One consistent look at a bucket: one tablet lookup, one manifest read."""
         _, tablet = self._tablet(table_id, bucket)
         manifest = self._remote.manifest(table_id, bucket)
         lake = self.lake.get(table_id, bucket)
-        return BucketInfo(
+        info = BucketInfo(
             leader=self.server_id,
             high_watermark=tablet.high_watermark,
             local_log_start_offset=tablet.log_start_offset,
@@ -352,11 +350,4 @@ class ReplicaManager:
             lake_log_start_offset=lake.start_offset if lake else -1,
             lake_log_end_offset=lake.end_offset if lake else -1,
         )
-
-    def local_segment_count(self, table_id: int, bucket: int) -> int:
-        _, tablet = self._tablet(table_id, bucket)
-        return len(tablet.segments)
-
-    def remote_segment_count(self, table_id: int, bucket: int) -> int:
-        self._tablet(table_id, bucket)
-        return len(self._remote.manifest(table_id, bucket).segments)
+        return BucketDescription(info, len(tablet.segments), len(manifest.segments))

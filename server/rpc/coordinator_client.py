@@ -5,15 +5,13 @@ from __future__ import annotations
 import grpc
 
 from lakelog.errors import TableNotExistError
-from lakelog.metadata import ServerNode
+from lakelog.metadata import LakeSnapshot, ServerNode
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
 from lakelog.rpc.status import error_from_rpc
 from lakelog.server.coordinator.coordinator import TableAssignment
-from lakelog.server.replica.lake_offsets import LakeBucketRange
 from lakelog.server.rpc.grpc_server import channel_options
-from lakelog.server.rpc.tablet_service import lake_ranges_from_pb
 
 CALL_TIMEOUT_S = 10.0
 
@@ -24,7 +22,7 @@ class CoordinatorClient:
         self._channel = grpc.insecure_channel(address, options=channel_options(max_message_size))
         self._stub = CoordinatorServiceStub(self._channel)
 
-    def register(self, node: ServerNode) -> tuple[list[TableAssignment], list[LakeBucketRange]]:
+    def register(self, node: ServerNode) -> tuple[list[TableAssignment], list[tuple[int, LakeSnapshot]]]:
         """The buckets this server leads and what of them is already in the lake."""
         try:
             response = self._stub.RegisterTabletServer(
@@ -33,7 +31,7 @@ class CoordinatorClient:
         except grpc.RpcError as exc:
             raise error_from_rpc(exc, f"coordinator {self.address}") from None
         assignments = [TableAssignment(*codec.table_metadata_from_pb(m)) for m in response.table_metadata]
-        return assignments, lake_ranges_from_pb(response.lake_offsets)
+        return assignments, codec.lake_offsets_from_pb(response.lake_offsets)
 
     def table_assignment(self, table_id: int) -> TableAssignment:
         try:

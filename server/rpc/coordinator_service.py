@@ -90,8 +90,7 @@ class CoordinatorService(CoordinatorServiceServicer):
         node = codec.node_from_pb(request.server)
         if node.server_id < 0 or not node.host or not 0 < node.port < 65536:
             raise InvalidRequestError(f"RegisterTabletServer needs an id >= 0, a host and a port, got {node}")
-        assignments = self._coordinator.register_tablet_server(node)
-        lake_offsets = self._coordinator.lake_offsets_led_by(node.server_id)
+        assignments, lake_offsets = self._coordinator.register_tablet_server(node)
         return pb.RegisterTabletServerResponse(
             table_metadata=[codec.table_metadata_to_pb(a.info, a.leaders) for a in assignments],
             lake_offsets=codec.lake_offsets_to_pb((o.table_id, o.snapshot) for o in lake_offsets),

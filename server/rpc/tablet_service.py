@@ -12,9 +12,7 @@ from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceServicer, add_TabletServiceServicer_to_server
 from lakelog.server.coordinator.coordinator import TableAssignment
-from lakelog.server.remote.remote_log_tablet import RemoteLogFetchInfo
-from lakelog.server.replica.lake_offsets import LakeBucketRange
-from lakelog.server.replica.replica_manager import BucketFetch, FetchParams, LakeLogFetchInfo, ReplicaManager
+from lakelog.server.replica.replica_manager import BucketFetch, FetchParams, ReplicaManager
 from lakelog.server.rpc.error_boundary import rpc_method
 
 log = logging.getLogger(__name__)
@@ -75,8 +73,8 @@ class TabletService(TabletServiceServicer):
                     high_watermark=result.high_watermark,
                     log_start_offset=result.log_start_offset,
                     records=result.records,
-                    remote_log_fetch_info=_remote_fetch_info_to_pb(result.remote_log_fetch_info),
-                    lake_log_fetch_info=_lake_fetch_info_to_pb(result.lake_log_fetch_info),
+                    remote_log_fetch_info=codec.remote_fetch_info_to_pb(result.remote_log_fetch_info),
+                    lake_log_fetch_info=codec.lake_fetch_info_to_pb(result.lake_log_fetch_info),
                 )
             )
         return pb.FetchLogResponse(
@@ -110,14 +108,9 @@ class TabletService(TabletServiceServicer):
         responses = []
         for bucket in request.bucket_id:
             try:
-                info = self._replicas.describe(request.table_id, bucket)
+                described = self._replicas.describe(request.table_id, bucket)
                 responses.append(
-                    codec.bucket_info_to_pb(
-                        bucket,
-                        info,
-                        self._replicas.local_segment_count(request.table_id, bucket),
-                        self._replicas.remote_segment_count(request.table_id, bucket),
-                    )
+                    codec.bucket_info_to_pb(bucket, described.info, described.local_segments, described.remote_segments)
                 )
             except LakelogError as error:
                 responses.append(pb.PbLogBucketInfo(bucket_id=bucket, error_code=error.code, error_message=error.message))
@@ -140,41 +133,5 @@ class TabletService(TabletServiceServicer):
     def NotifyLakeTableOffset(
         self, request: pb.NotifyLakeTableOffsetRequest, context: grpc.ServicerContext
     ) -> pb.NotifyLakeTableOffsetResponse:
-        self._replicas.lake.update(lake_ranges_from_pb(request))
+        self._replicas.lake.update(codec.lake_offsets_from_pb(request))
         return pb.NotifyLakeTableOffsetResponse()
-
-
-def _remote_fetch_info_to_pb(info: RemoteLogFetchInfo | None) -> pb.PbRemoteLogFetchInfo | None:
-    """Only the URI of the tablet dir goes out: the client reaches storage with its own settings."""
-    if info is None:
-        return None
-    return pb.PbRemoteLogFetchInfo(
-        remote_log_tablet_dir=info.remote_log_tablet_dir,
-        partition_name=info.partition_name,
-        remote_log_segments=[
-            pb.PbRemoteLogSegment(
-                remote_log_segment_id=segment.segment_id,
-                remote_log_start_offset=segment.start_offset,
-                remote_log_end_offset=segment.end_offset,
-                segment_size_in_bytes=segment.size_in_bytes,
-                max_timestamp=segment.max_timestamp,
-            )
-            for segment in info.segments
-        ],
-        first_start_pos=info.first_start_pos,
-    )
-
-
-def lake_ranges_from_pb(request: pb.NotifyLakeTableOffsetRequest) -> list[LakeBucketRange]:
-    return [
-        LakeBucketRange(
-            n.table_id, n.bucket_id, n.snapshot_id, n.log_start_offset, n.log_end_offset, n.log_max_timestamp
-        )
-        for n in request.notify_buckets_req
-    ]
-
-
-def _lake_fetch_info_to_pb(info: LakeLogFetchInfo | None) -> pb.PbLakeLogFetchInfo | None:
-    if info is None:
-        return None
-    return pb.PbLakeLogFetchInfo(snapshot_id=info.snapshot_id, log_end_offset=info.log_end_offset)

@@ -15,9 +15,9 @@ import lakelog
 from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import RoundReport, TieringJob, TieringOptions
+from tests.conftest import expire_remote
 from tests.s3 import MotoS3, free_port
 
-DAY_MS = 86_400_000
 TABLE_PROPERTIES = {
     "table.datalake.enabled": "true",
     "table.log.ttl": "1d",
@@ -98,26 +98,21 @@ class Cluster:
 
     def expire_remote(self) -> int:
         """One remote pass as if two days had passed: everything past ``table.log.ttl`` that the lake holds goes."""
-        manager = self.remote
-        real_clock = manager.clock
-        manager.clock = lambda: real_clock() + 2 * DAY_MS
-        try:
-            return manager.run_once().expired
-        finally:
-            manager.clock = real_clock
+        return expire_remote(self.remote, days=2).expired
 
     def tier_round(self) -> RoundReport:
         with TieringJob(TieringOptions(bootstrap=self.address, client_config=self.client_config), spark=self.spark) as job:
             return job.run_round()
 
-    def kill_tiering_mid_round(self, where: str) -> int:
-        """`lakelog tier --once` in its own process, SIGKILLed at ``where`` of its round."""
+    def kill_tiering_mid_round(self, where: str) -> subprocess.CompletedProcess[str]:
+        """`lakelog tier --once` in its own process, SIGKILLed at ``where`` of its round (if the
+        round gets there: with nothing to tier, or S3 down, it exits on its own)."""
         env = {**os.environ, "LAKELOG_TIERING_KILL_AT": where}
         command = [
             sys.executable, "-m", "lakelog", "tier", "--bootstrap", self.address, "--once", "--spark-master", "local[1]",
             *[f"--set={key}={value}" for key, value in self.client_config.items()],
         ]
-        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env).returncode
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
 
     def cut_s3(self) -> None:
         self.moto.proxy.cut()

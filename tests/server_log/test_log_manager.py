@@ -37,21 +37,6 @@ def test_concurrent_get_or_create_opens_one_tablet(tmp_path: Path) -> None:
     manager.close_all()
 
 
-def test_load_all_recovers_every_bucket(tmp_path: Path, make_batch: MakeBatch) -> None:
-    manager = LogManager(tmp_path, LogConfig())
-    for table_id, bucket, rows in [(1, 0, 3), (1, 1, 4), (2, 0, 5)]:
-        manager.get_or_create(table_id, bucket, f"table{table_id}").append(make_batch(rows))
-    manager.close_all()
-    (tmp_path / "not-a-table").mkdir()
-
-    restarted = LogManager(tmp_path, LogConfig())
-    restarted.load_all(lambda table_id: f"db.table{table_id}")
-    ends = {key: restarted.get(*key).log_end_offset for key in [(1, 0), (1, 1), (2, 0)]}  # type: ignore[union-attr]
-    assert ends == {(1, 0): 3, (1, 1): 4, (2, 0): 5}
-    assert restarted.get(2, 0).name == "db.table2 bucket 0"  # type: ignore[union-attr]
-    restarted.close_all()
-
-
 def test_drop_table_deletes_its_logs_only(tmp_path: Path, make_batch: MakeBatch) -> None:
     manager = LogManager(tmp_path, LogConfig())
     manager.get_or_create(1, 0, "a").append(make_batch(1))
