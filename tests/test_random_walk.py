@@ -1,7 +1,7 @@
 """The seeded random-walk harness (see tests/harness/walk.py).
 
-CI runs seeds 1-20; ``LAKELOG_WALK_SEEDS`` (a count like ``1000``, or seeds like ``7,42``) and
-``LAKELOG_WALK_STEPS`` choose the long mode. A failure prints the seed and the steps to replay it.
+CI runs seeds 1-20; ``LAKELOG_WALK_SEEDS`` (a count like ``1000``, seeds like ``7,42`` or a range like
+``78-1000``) and ``LAKELOG_WALK_STEPS`` choose the long mode. A failure prints the seed and the steps to replay it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ def seeds_from_environment() -> list[int]:
     text = os.environ.get("LAKELOG_WALK_SEEDS", "")
     if not text:
         return []
+    if "-" in text:
+        first, _, last = text.partition("-")
+        return list(range(int(first), int(last) + 1))
     return [int(s) for s in text.split(",")] if "," in text or len(text) < 3 else list(range(1, int(text) + 1))
 
 
