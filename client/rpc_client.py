@@ -9,6 +9,7 @@ import grpc
 
 from lakelog.config import Configuration
 from lakelog.errors import LakelogError
+from lakelog.rpc.channel import open_channel
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub, TabletServiceStub
 from lakelog.rpc.status import error_from_rpc
 
@@ -18,6 +19,7 @@ Response = TypeVar("Response")
 class RpcClient:
     def __init__(self, bootstrap: str, conf: Configuration) -> None:
         self.bootstrap = bootstrap
+        self._conf = conf
         self.timeout_s = conf.get("client.request-timeout") / 1000
         size = conf.get("rpc.max-message-size")
         self._options = [("grpc.max_send_message_length", size), ("grpc.max_receive_message_length", size)]
@@ -31,7 +33,7 @@ class RpcClient:
                 raise LakelogError("the connection is closed")
             channel = self._channels.get(address)
             if channel is None:
-                channel = self._channels[address] = grpc.insecure_channel(address, options=self._options)
+                channel = self._channels[address] = open_channel(address, self._conf, self._options)
             return channel
 
     def coordinator(self) -> CoordinatorServiceStub:

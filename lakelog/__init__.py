@@ -18,6 +18,8 @@ from lakelog.client.scanner.scan_records import ScanRecord, ScanRecords
 from lakelog.client.table import Table
 from lakelog.client.writer import AppendAck, AppendWriter
 from lakelog.errors import (
+    AuthenticationError,
+    AuthorizationError,
     CorruptRecordError,
     DatabaseAlreadyExistError,
     DatabaseNotExistError,
@@ -35,14 +37,27 @@ from lakelog.errors import (
     StaleLakeSnapshotError,
     TableAlreadyExistError,
     TableNotExistError,
+    TlsError,
     UnknownBucketError,
 )
-from lakelog.metadata import BucketInfo, LakeBucketOffset, LakeSnapshot, OffsetSpec, TableDescriptor, TableInfo, TablePath
+from lakelog.metadata import (
+    BucketInfo,
+    LakeBucketOffset,
+    LakeSnapshot,
+    OffsetSpec,
+    TableDescriptor,
+    TableInfo,
+    TablePath,
+    TableTieringStatus,
+    TieringJobInfo,
+)
 
 __all__ = [
     "Admin",
     "AppendAck",
     "AppendWriter",
+    "AuthenticationError",
+    "AuthorizationError",
     "BucketInfo",
     "Connection",
     "CorruptRecordError",
@@ -76,6 +91,9 @@ __all__ = [
     "TableDescriptor",
     "TableInfo",
     "TablePath",
+    "TableTieringStatus",
+    "TieringJobInfo",
+    "TlsError",
     "UnknownBucketError",
     "connect",
 ]

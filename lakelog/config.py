@@ -54,6 +54,14 @@ def parse_bool(text: str | bool) -> bool:
     raise ValueError(f"not a boolean: {text!r}")
 
 
+class Secret(str):
+    """A configuration value that must never be printed (a bearer token): its repr is masked, so a
+    configuration or a settings object that ends up in a log line or a traceback does not leak it."""
+
+    def __repr__(self) -> str:
+        return "'<secret>'" if self else "''"
+
+
 def _choice(*values: str) -> Callable[[Any], str]:
     def parse(text: Any) -> str:
         if str(text) not in values:
@@ -96,6 +104,17 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("remote.fs.s3.region", str, "us-east-1", "S3 region."),
     ConfigOption("remote.log.task-interval", parse_duration_ms, 5000, "How often uploads, local cleanup and remote expiry run."),
     ConfigOption("datalake.format", _choice("iceberg"), "iceberg", "Lake format of lake-enabled tables."),
+    # metrics
+    ConfigOption("metrics.port", int, -1, "Port of the Prometheus endpoint, http://HOST:PORT/metrics (-1: off, 0 picks a free one)."),
+    ConfigOption("metrics.host", str, "", "Address the Prometheus endpoint binds to (default: server.host)."),
+    # security (README "Security"); servers calling each other and the tiering job use the client keys too
+    ConfigOption("security.tls.enabled", parse_bool, False, "Serve (server) or dial (client) every gRPC call over TLS."),
+    ConfigOption("security.tls.cert-file", str, "", "PEM certificate chain a server presents; must name its advertised host."),
+    ConfigOption("security.tls.key-file", str, "", "PEM private key of security.tls.cert-file."),
+    ConfigOption("security.tls.ca-file", str, "", "PEM CA a client (or a server calling another) verifies servers against (default: system roots)."),
+    ConfigOption("security.auth.enabled", parse_bool, False, "Servers refuse calls without a valid bearer token from security.auth.tokens-file."),
+    ConfigOption("security.auth.tokens-file", str, "", "YAML/JSON file: token name -> {sha256, actions}; read at start."),
+    ConfigOption("security.auth.token", Secret, "", "Bearer token a client, a server calling another or the tiering job sends."),
     # client
     ConfigOption("client.request-timeout", parse_duration_ms, 30_000, "Deadline of one client RPC."),
     ConfigOption("client.writer.batch-size", parse_size, 1 << 20, "Bytes of rows a writer gathers per bucket before it sends."),

@@ -43,6 +43,26 @@ class InvalidConfigError(LakelogError):
     code = 5
 
 
+class TlsError(LakelogError):
+    """A TLS handshake with a server failed: its certificate is not signed by the CA of
+    ``security.tls.ca-file``, does not name the address dialled, or the server does not speak TLS.
+    Not retriable: trying again fails the same way until the configuration changes."""
+
+    code = 6
+
+
+class AuthenticationError(LakelogError):
+    """A call without a valid bearer token to a server with ``security.auth.enabled``."""
+
+    code = 7
+
+
+class AuthorizationError(LakelogError):
+    """A call whose token is valid but lacks the action (``read``, ``write``, ...) the RPC needs."""
+
+    code = 8
+
+
 class InvalidNameError(LakelogError):
     """A database or table name that does not match ``[A-Za-z0-9_][A-Za-z0-9_-]{0,127}``."""
 

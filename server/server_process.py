@@ -15,6 +15,11 @@ from lakelog.config import Configuration
 from lakelog.errors import InvalidConfigError
 from lakelog.metadata import ServerNode
 from lakelog.server.coordinator_server import CoordinatorRole
+from lakelog.server.metrics.metrics_endpoint import MetricsEndpoint
+from lakelog.server.metrics.server_metrics import ServerMetrics
+from lakelog.server.metrics.tablet_collector import TabletStateCollector
+from lakelog.security.tls import server_credentials
+from lakelog.server.rpc.auth_interceptor import AuthInterceptor
 from lakelog.server.rpc.grpc_server import build_server
 from lakelog.server.tablet_server import TabletServerRole
 
@@ -40,6 +45,8 @@ class ServerProcess:
         self.port = 0
         self._server: Any = None
         self._stopped = threading.Event()
+        self.metrics = ServerMetrics()
+        self._metrics_endpoint: MetricsEndpoint | None = None
 
     @property
     def host(self) -> str:
@@ -51,7 +58,14 @@ class ServerProcess:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def metrics_port(self) -> int:
+        """The port of the Prometheus endpoint, -1 when ``metrics.port`` turned it off."""
+        return self._metrics_endpoint.port if self._metrics_endpoint else -1
+
     def start(self) -> "ServerProcess":
+        credentials = server_credentials(self.conf)  # read first: a bad key or file fails before anything opens
+        auth = AuthInterceptor.from_configuration(self.conf, self.metrics)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if "coordinator" in self.roles:
             self.coordinator = CoordinatorRole(self.conf, self.data_dir)
@@ -60,11 +74,12 @@ class ServerProcess:
         node_id = self.tablet.server_id if self.tablet else -1
         registrations, names = [], []
         if self.tablet:
-            registrations.append(self.tablet.service().register)
+            registrations.append(self.tablet.service(self.metrics).register)
+            self.metrics.registry.register(TabletStateCollector(self.tablet.replicas, self.tablet.logs, self.tablet.remote))
             names.append("TabletService")
         coordinator_service = None
         if self.coordinator:
-            coordinator_service = self.coordinator.service(ServerNode(-1, self.host, 0))
+            coordinator_service = self.coordinator.service(ServerNode(-1, self.host, 0), self.metrics)
             registrations.append(coordinator_service.register)
             names.append("CoordinatorService")
         self._server, self.port = build_server(
@@ -74,14 +89,33 @@ class ServerProcess:
             self.conf.get("rpc.max-message-size"),
             registrations,
             names,
+            credentials,
+            [auth] if auth else [],
         )
         if coordinator_service is not None:
             coordinator_service.set_node(ServerNode(-1, self.host, self.port))
         log.info("lakelog %s listening on %s (data dir %s)", "+".join(self.roles), self.address, self.data_dir)
+        self._log_security(credentials is not None, auth)
+        if self.conf.get("metrics.port") >= 0:
+            metrics_host = self.conf.get("metrics.host") or self.conf.get("server.host")
+            self._metrics_endpoint = MetricsEndpoint(self.metrics.registry, metrics_host, self.conf.get("metrics.port"))
+            log.info("Prometheus metrics at %s", self._metrics_endpoint.url)
         if self.tablet:
             coordinator_address = self.conf.get("coordinator.address") or self.address
             self.tablet.join(ServerNode(node_id, self.host, self.port), coordinator_address)
         return self
+
+    def _log_security(self, tls: bool, auth: AuthInterceptor | None) -> None:
+        """One line at start saying what protects the port: file paths and counts, never secrets."""
+        if not tls and auth is None:
+            return
+        log.info(
+            "security: TLS %s, token authentication %s",
+            f"on (certificate {self.conf.get('security.tls.cert-file')})" if tls else "off",
+            f"on ({auth.token_count} tokens from {self.conf.get('security.auth.tokens-file')})" if auth else "off",
+        )
+        if auth and not tls:
+            log.warning("token authentication without TLS: tokens cross the network in clear text")
 
     def wait(self) -> None:
         self._stopped.wait()
@@ -92,6 +126,9 @@ class ServerProcess:
         if self._server is not None:
             self._server.stop(grace_s).wait()
             self._server = None
+        if self._metrics_endpoint is not None:
+            self._metrics_endpoint.close()
+            self._metrics_endpoint = None
         if self.tablet:
             self.tablet.close()
         if self.coordinator:

@@ -15,6 +15,7 @@ from lakelog.metadata import ServerNode
 from lakelog.server.coordinator.coordinator import TableAssignment
 from lakelog.server.log.log_manager import LogManager
 from lakelog.server.log.log_tablet import LogConfig
+from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.replica.replica_manager import ReplicaManager
 from lakelog.server.rpc.coordinator_client import CoordinatorClient
@@ -60,12 +61,12 @@ class TabletServerRole:
             raise LakelogError("tablet server has not joined a coordinator yet")
         return self._coordinator.table_assignment(table_id)
 
-    def service(self) -> TabletService:
-        return TabletService(self.replicas)
+    def service(self, metrics: ServerMetrics) -> TabletService:
+        return TabletService(self.replicas, metrics)
 
     def join(self, node: ServerNode, coordinator_address: str) -> None:
         """Register with the coordinator (retrying while it starts) and open every bucket we lead."""
-        self._coordinator = CoordinatorClient(coordinator_address, self._conf.get("rpc.max-message-size"))
+        self._coordinator = CoordinatorClient(coordinator_address, self._conf)
         deadline = time.monotonic() + REGISTER_DEADLINE_S
         while True:
             try:

@@ -106,16 +106,26 @@ def test_snapshots_at_a_common_barrier_hold_whole_pairs(spark: Any, server_facto
             barrier = int(lake_table(server, paths[0]).snapshot_by_id(cut[paths[0]]).summary[BARRIER])
             _assert_cut(server, cut, barrier, logs)
 
-            # A table commits a barrier only with new records, so both get one more pair batch.
-            with tables[0].new_append().create_writer() as left, tables[1].new_append().create_writer() as right:
-                _write_pairs(left, right, written + PAIRS_PER_BATCH)
+            # An idle table does not hold the cut back: only the left table gets rows, and the round
+            # commits the right one at the same barrier with a snapshot without files.
+            with tables[0].new_append().create_writer() as left:
+                left.append_arrow(order_rows(written + PAIRS_PER_BATCH, PAIRS_PER_BATCH), bucket=0)
             time.sleep(0.01)
-            job.run_round()
+            report = job.run_round()
+            idle = next(t for t in report.tables if t.path == paths[1])
+            assert idle.records == 0 and idle.snapshot_id is not None
             logs = [log_rows(server.address, path) for path in paths]
             final = conn.admin.get_consistent_lake_snapshots(paths)
+            assert final[paths[1]] == idle.snapshot_id
             barrier = int(lake_table(server, paths[0]).snapshot_by_id(final[paths[0]]).summary[BARRIER])
-            assert _assert_cut(server, final, barrier, logs) == written + 2 * PAIRS_PER_BATCH
+            assert barrier == report.barrier
+            assert _assert_cut(server, final, barrier, logs) == written + PAIRS_PER_BATCH
+            assert len(_keys(server, paths[0], final[paths[0]])) == written + 2 * PAIRS_PER_BATCH
 
+            # A round where no table has anything new commits nothing: the last cut still stands.
+            time.sleep(0.01)
+            assert all(t.snapshot_id is None for t in job.run_round().tables)
+            assert conn.admin.get_consistent_lake_snapshots(paths) == final
 
 def test_server_time_is_passed_and_later_appends_are_stamped_after_it(server_factory: Callable[..., ServerProcess]) -> None:
     server = server_factory()

@@ -1,4 +1,4 @@
-"""Tiering status (SPEC section 9): the coordinator keeps what each tiering job reported, and
+"""Tiering status (SPEC section 9): the coordinator stores what each tiering job reported, and
 ``get_tiering_status`` / ``lakelog tier status`` give per table the last barrier, the lake's max
 timestamp, the lag and the offsets behind, matching what the test produced and tiered."""
 
@@ -50,3 +50,11 @@ def test_status_matches_what_was_produced_and_tiered(spark: Any, server_factory:
     header, _, row = printed.stdout.splitlines()
     assert header.split()[:3] == ["table", "job", "last"]
     assert row.split()[:3] == [str(tables[0].path), job.commit_user, str(report.barrier)] and row.split()[-1] == "700"
+
+    # The coordinator stores what jobs reported: a restart keeps the status.
+    server.stop(0)
+    restarted = server_factory()
+    with lakelog.connect(restarted.address) as conn:
+        assert conn.admin.get_tiering_jobs() == [info]
+        again = conn.admin.get_tiering_status()[tables[0].path]
+        assert (again.job_id, again.last_barrier, again.offsets_behind) == (job.commit_user, report.barrier, 700)

@@ -63,6 +63,6 @@ def barrier_ends(high_watermarks: Mapping[int, int], after_barrier: Mapping[int,
     return {b: min(end, after_barrier.get(b, end)) for b, end in high_watermarks.items()}
 
 
-def split_range(start: int, end: int) -> list[tuple[int, int]]:
-    """``[start, end)`` cut into pieces of at most :data:`MAX_RECORDS_PER_SPLIT` offsets."""
-    return [(s, min(s + MAX_RECORDS_PER_SPLIT, end)) for s in range(start, end, MAX_RECORDS_PER_SPLIT)]
+def split_range(start: int, end: int, size: int = MAX_RECORDS_PER_SPLIT) -> list[tuple[int, int]]:
+    """``[start, end)`` cut into pieces of at most ``size`` offsets (also the Spark reader's partitions)."""
+    return [(s, min(s + size, end)) for s in range(start, end, size)]

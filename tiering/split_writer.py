@@ -9,7 +9,6 @@ config switches the lake off, so a task never reads back what was already tiered
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -20,17 +19,13 @@ from pyiceberg.io import load_file_io
 
 from lakelog.client.connection import Connection, connect
 from lakelog.client.scanner.log_scanner import LogScanner
-from lakelog.errors import LakeDataError, LakeError
+from lakelog.client.scanner.offset_range import read_offset_range
+from lakelog.errors import LakeError
 from lakelog.lake.schema_mapping import to_lake_rows
-from lakelog.lake.table_layout import OFFSET_COLUMN, TIMESTAMP_COLUMN
+from lakelog.lake.table_layout import TIMESTAMP_COLUMN
 from lakelog.tiering.split_planner import TieringSplit
 
 ROW_GROUP_ROWS = 128 * 1024
-POLL_TIMEOUT_MS = 1000
-# A range below the high watermark is always readable; a bucket that yields nothing for this long
-# is broken (leader gone, data lost), and the round fails rather than wait forever.
-STALL_TIMEOUT_S = 120.0
-
 RESULT_DDL = (
     "table string, bucket int, start_offset long, end_offset long, file_path string,"
     " record_count long, file_size_bytes long, max_timestamp long"
@@ -92,7 +87,6 @@ def write_split(conn: Connection, settings: WriterSettings, split: TieringSplit)
     try:
         scanner = conn.get_table(split.table).new_scan().create_log_scanner()
         with scanner, io.new_output(split.file_path).create(overwrite=True) as out:
-            scanner.subscribe(split.bucket, split.start_offset)
             # Page checksums: a damaged lake file must fail its read, not decode into other values.
             with pq.ParquetWriter(out, target, compression="zstd", write_page_checksum=True) as writer:  # type: ignore[arg-type]
                 for rows in _row_groups(scanner, split):
@@ -106,36 +100,16 @@ def write_split(conn: Connection, settings: WriterSettings, split: TieringSplit)
 
 
 def _row_groups(scanner: LogScanner, split: TieringSplit) -> Iterator[pa.Table]:
-    """The split's records in offset order, gathered into row groups of :data:`ROW_GROUP_ROWS`.
-
-    Each poll is sorted by offset and then checked to continue exactly where the last one ended:
-    a gap or a duplicate fails the task instead of reaching the lake.
-    """
-    next_offset = split.start_offset
+    """The split's records in offset order, every offset once (checked by
+    :func:`read_offset_range`: a gap or a duplicate fails the task instead of reaching the lake),
+    gathered into row groups of :data:`ROW_GROUP_ROWS`."""
     gathered: list[pa.Table] = []
     gathered_rows = 0
-    last_progress = time.monotonic()
-    while next_offset < split.end_offset:
-        polled = scanner.poll_arrow(timeout_ms=POLL_TIMEOUT_MS)
-        if polled.num_rows == 0:
-            if time.monotonic() - last_progress > STALL_TIMEOUT_S:
-                raise LakeError(
-                    f"{split.table} bucket {split.bucket}: no record at offset {next_offset} for {STALL_TIMEOUT_S:.0f} s"
-                    f" (tiering [{split.start_offset}, {split.end_offset}))"
-                )
-            continue
-        last_progress = time.monotonic()
-        polled = polled.sort_by(OFFSET_COLUMN).slice(0, split.end_offset - next_offset)
-        offsets = polled.column(OFFSET_COLUMN)
-        first, last = offsets[0].as_py(), offsets[-1].as_py()
-        if first != next_offset or last != next_offset + polled.num_rows - 1 or len(pc.unique(offsets)) != polled.num_rows:
-            raise LakeDataError(
-                f"{split.table} bucket {split.bucket}: expected offsets from {next_offset}, got {first}..{last}"
-                f" in {polled.num_rows} records"
-            )
-        next_offset = last + 1
+    for polled in read_offset_range(scanner, split.table, split.bucket, split.start_offset, split.end_offset):
         gathered.append(polled)
         gathered_rows += polled.num_rows
-        if gathered_rows >= ROW_GROUP_ROWS or next_offset >= split.end_offset:
+        if gathered_rows >= ROW_GROUP_ROWS:
             yield pa.concat_tables(gathered)
             gathered, gathered_rows = [], 0
+    if gathered:
+        yield pa.concat_tables(gathered)

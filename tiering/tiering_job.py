@@ -177,7 +177,7 @@ class TieringJob:
             pending = []
             for plan in plans:
                 files = [w for w in written if w.table == str(plan.path)]
-                result = self._for_table(plan.path, failed, lambda: self._commit(plan, files))
+                result = self._for_table(plan.path, failed, lambda: self._commit(plan, files, bool(written)))
                 if result is None and plan.path not in failed:
                     pending.append(plan.path)
                 elif result is not None:
@@ -281,9 +281,14 @@ class TieringJob:
             raise LakeError(f"tiering tasks failed: {type(exc).__name__}: {str(exc)[:2000]}") from exc
         return [WrittenFile(**row.asDict()) for row in rows]
 
-    def _commit(self, plan: _Plan, files: list[WrittenFile]) -> TableRound | None:
-        """Commit the table's files; None when another job committed first (files deleted, plan again)."""
-        if not files:
+    def _commit(self, plan: _Plan, files: list[WrittenFile], round_moved: bool) -> TableRound | None:
+        """Commit the table's files; None when another job committed first (files deleted, plan again).
+
+        A table with nothing new while others of the round moved commits a snapshot without files
+        at the round's barrier, so an idle table never holds the consistent cut of busy ones back
+        (a round where nothing moved commits nothing: the last common barrier still stands).
+        """
+        if not files and not (round_moved and plan.lake is not None and plan.barrier is not None):
             log.info("%s: nothing new to tier; lake %s", plan.path, _describe(plan.lake))
             return TableRound(plan.path, None, 0, 0, 0, plan.lake)
         offsets = next_offsets(plan.lake, files)

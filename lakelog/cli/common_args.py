@@ -26,7 +26,10 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"coordinator to connect to (default: ${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})",
     )
     parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="client configuration key (repeatable; see `lakelog config`)"
+        "--config", metavar="FILE", help="YAML file of client configuration keys (keeps a token out of the process list)"
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="client configuration key (repeatable; beats --config)"
     )
 
 
@@ -45,10 +48,13 @@ def bootstrap_address(args: argparse.Namespace) -> str:
     return args.bootstrap or os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
 
 
+def client_configuration(args: argparse.Namespace) -> Configuration:
+    """The ``--config`` file under the ``--set`` keys, validated up front so a typo fails before any RPC."""
+    return Configuration.load(args.config, args.set)
+
+
 def open_connection(args: argparse.Namespace) -> Connection:
-    """Connect with the ``--set`` keys, validated up front so a typo fails before any RPC."""
-    config = Configuration.load(sets=args.set).items()
-    return connect(bootstrap_address(args), config)
+    return connect(bootstrap_address(args), client_configuration(args).items())
 
 
 def table_path(args: argparse.Namespace) -> TablePath:

@@ -14,9 +14,9 @@ import signal
 import threading
 from typing import Any
 
-from lakelog.cli.common_args import add_connection_arguments, bootstrap_address, open_connection
+from lakelog.cli.common_args import add_connection_arguments, bootstrap_address, client_configuration, open_connection
 from lakelog.cli.text_table import render_table
-from lakelog.config import Configuration, parse_duration_ms
+from lakelog.config import parse_duration_ms
 from lakelog.logging_config import configure_logging
 from lakelog.metadata import TablePath
 
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         interval_ms=args.interval,
         max_records_per_round=args.max_records_per_round,
         spark_master=args.spark_master,
-        client_config=Configuration.load(sets=args.set).items(),
+        client_config=client_configuration(args).items(),
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -37,6 +37,8 @@ TIMESTAMP_OFFSET = 13
 ATTR_PROJECTED = 0x1
 _BASE_OFFSET = struct.Struct(">q")
 _TIMESTAMP = struct.Struct(">q")
+# Given explicitly: without options pyarrow reads two environment variables per stream it opens.
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions()
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +79,7 @@ def encode_batch(
 ) -> bytes:
     """Serialize an Arrow batch into a lakelog batch with a valid CRC."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
+    with pa.ipc.new_stream(sink, batch.schema, options=_IPC_OPTIONS) as writer:
         writer.write_batch(batch)
     body = sink.getvalue()
     tail = struct.pack(">ihi", schema_id, attributes, batch.num_rows)

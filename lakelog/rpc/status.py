@@ -3,11 +3,15 @@ error code in trailing metadata, so the client raises the same class the server 
 
 from __future__ import annotations
 
+import re
+
 import grpc
 
 from lakelog import errors
 
 ERROR_CODE_KEY = "lakelog-error-code"
+# How grpc core reports a failed TLS handshake in a call's details (wrong CA, wrong name, plaintext peer).
+_TLS_FAILURE = re.compile(r"handshake failed|SSL_ERROR|CERTIFICATE_VERIFY_FAILED", re.IGNORECASE)
 
 _STATUS: dict[type[errors.LakelogError], grpc.StatusCode] = {
     errors.InvalidRequestError: grpc.StatusCode.INVALID_ARGUMENT,
@@ -34,6 +38,8 @@ _STATUS: dict[type[errors.LakelogError], grpc.StatusCode] = {
     errors.RemoteStorageError: grpc.StatusCode.UNAVAILABLE,
     errors.LakeError: grpc.StatusCode.UNAVAILABLE,
     errors.RequestTimeoutError: grpc.StatusCode.DEADLINE_EXCEEDED,
+    errors.AuthenticationError: grpc.StatusCode.UNAUTHENTICATED,
+    errors.AuthorizationError: grpc.StatusCode.PERMISSION_DENIED,
 }
 
 
@@ -52,6 +58,11 @@ def error_from_rpc(exc: grpc.RpcError, target: str) -> errors.LakelogError:
     for key, value in trailing or ():
         if key == ERROR_CODE_KEY:
             return errors.error_from_code(int(value), details or "")
+    if code == grpc.StatusCode.UNAVAILABLE and _TLS_FAILURE.search(details or ""):
+        return errors.TlsError(
+            f"TLS handshake with {target} failed: its certificate is not signed by the CA of "
+            f"security.tls.ca-file or does not name this address, or it does not speak TLS ({details})"
+        )
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return errors.RequestTimeoutError(f"request to {target} timed out: {details}")
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN):

@@ -40,6 +40,15 @@ class TableAssignment:
 
 
 @dataclass(frozen=True)
+class LakeCommit:
+    """A lake snapshot the coordinator accepted: its table and how many records it added to the
+    lake beyond the snapshot held before (none when a job re-sends it)."""
+
+    path: TablePath
+    records_added: int
+
+
+@dataclass(frozen=True)
 class LakeOffsets:
     """A table's latest lake snapshot, limited to the buckets one tablet server leads."""
 
@@ -64,20 +73,17 @@ class Coordinator:
         # Lake notifications go out one at a time, each with what is stored when it is sent, so
         # two commits racing cannot leave a tablet server with the older offsets.
         self._lake_notify_lock = threading.Lock()
-        # Kept in memory only: a job reports itself every round, so a restart loses one round of status.
-        self._tiering_jobs: dict[str, TieringJobInfo] = {}
 
     # tiering jobs
 
     def tiering_heartbeat(self, job_id: str, tables: tuple[TablePath, ...], barrier: int) -> None:
         if not job_id:
             raise InvalidRequestError("a tiering heartbeat needs a job id")
-        with self._lock:
-            self._tiering_jobs[job_id] = TieringJobInfo(job_id, tables, barrier, time.time_ns() // 1_000_000)
+        self._store.upsert_tiering_job(TieringJobInfo(job_id, tables, barrier, time.time_ns() // 1_000_000))
 
     def tiering_jobs(self) -> list[TieringJobInfo]:
-        with self._lock:
-            return sorted(self._tiering_jobs.values(), key=lambda job: job.last_heartbeat_ms)
+        """Every job that ever reported, oldest heartbeat first; stored, so a restart loses no status."""
+        return self._store.tiering_jobs()
 
     # databases
 
@@ -191,7 +197,7 @@ class Coordinator:
             raise LakeSnapshotNotExistError(f"table {info.path} has no lake snapshot yet: no tiering round has committed")
         return snapshot
 
-    def commit_lake_snapshot(self, table_id: int, snapshot: LakeSnapshot) -> None:
+    def commit_lake_snapshot(self, table_id: int, snapshot: LakeSnapshot) -> LakeCommit:
         """Record a lake snapshot the tiering job committed to Iceberg, then tell the bucket leaders.
 
         Refused if it would move any bucket's lake end offset backwards: the coordinator already
@@ -230,6 +236,7 @@ class Coordinator:
                     log.warning(
                         "could not tell tablet server %d at %s the lake offsets of %s: %s", node.server_id, node.address, info.path, exc
                     )
+        return LakeCommit(info.path, _records_added(current, snapshot))
 
     # tablet servers
 
@@ -266,6 +273,14 @@ class Coordinator:
 def _led_by(server_id: int, table_id: int, snapshot: LakeSnapshot, leaders: dict[int, int]) -> LakeOffsets | None:
     buckets = {b: o for b, o in snapshot.bucket_offsets.items() if leaders.get(b) == server_id}
     return LakeOffsets(table_id, LakeSnapshot(snapshot.snapshot_id, buckets)) if buckets else None
+
+
+def _records_added(before: LakeSnapshot, after: LakeSnapshot) -> int:
+    total = 0
+    for bucket, offsets in after.bucket_offsets.items():
+        known = before.bucket_offsets.get(bucket)
+        total += offsets.log_end_offset - max(offsets.log_start_offset, known.log_end_offset if known else 0)
+    return total
 
 
 def _ends(snapshot: LakeSnapshot) -> str:

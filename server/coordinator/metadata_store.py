@@ -20,6 +20,7 @@ from lakelog.metadata import (
     TableDescriptor,
     TableInfo,
     TablePath,
+    TieringJobInfo,
     schema_from_bytes,
     schema_to_bytes,
 )
@@ -67,11 +68,17 @@ CREATE TABLE IF NOT EXISTS lake_bucket_offsets (
     log_max_timestamp INTEGER NOT NULL,
     PRIMARY KEY (table_id, bucket)
 );
+CREATE TABLE IF NOT EXISTS tiering_jobs (
+    job_id TEXT PRIMARY KEY,
+    tables TEXT NOT NULL,
+    last_barrier INTEGER NOT NULL,
+    last_heartbeat_ms INTEGER NOT NULL
+);
 """
 
 
 class MetadataStore:
-    """Databases, tables, tablet servers, bucket leaders and lake snapshots; thread-safe."""
+    """Databases, tables, tablet servers, bucket leaders, lake snapshots and tiering jobs; thread-safe."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -235,6 +242,27 @@ class MetadataStore:
         with self._lock:
             rows = self._db.execute("SELECT server_id, host, port FROM tablet_servers ORDER BY server_id").fetchall()
         return [ServerNode(*row) for row in rows]
+
+    # tiering jobs
+
+    def upsert_tiering_job(self, job: TieringJobInfo) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO tiering_jobs (job_id, tables, last_barrier, last_heartbeat_ms) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT(job_id) DO UPDATE SET tables = excluded.tables, last_barrier = excluded.last_barrier,"
+                " last_heartbeat_ms = excluded.last_heartbeat_ms",
+                (job.job_id, json.dumps([str(path) for path in job.tables]), job.last_barrier, job.last_heartbeat_ms),
+            )
+
+    def tiering_jobs(self) -> list[TieringJobInfo]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT job_id, tables, last_barrier, last_heartbeat_ms FROM tiering_jobs ORDER BY last_heartbeat_ms"
+            ).fetchall()
+        return [
+            TieringJobInfo(job_id, tuple(TablePath.parse(text) for text in json.loads(tables)), barrier, heartbeat)
+            for job_id, tables, barrier, heartbeat in rows
+        ]
 
 
 class _Transaction:

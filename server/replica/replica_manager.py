@@ -139,6 +139,11 @@ class ReplicaManager:
             if info is not None:
                 log.info("dropped the logs of %s (id %d)", info.path, table_id)
 
+    def led_tables(self) -> list[tuple[TableInfo, list[int]]]:
+        """Each table this server leads buckets of, with those buckets: what metrics describe."""
+        with self._lock:
+            return [(self._tables[t], sorted(buckets)) for t, buckets in self._led.items() if buckets and t in self._tables]
+
     def table_name(self, table_id: int) -> str:
         with self._lock:
             info = self._tables.get(table_id)

@@ -1,13 +1,15 @@
-"""A tablet server's outgoing calls to the coordinator."""
+"""A tablet server's outgoing calls to the coordinator (TLS and token from the server's own keys)."""
 
 from __future__ import annotations
 
 import grpc
 
+from lakelog.config import Configuration
 from lakelog.errors import TableNotExistError
 from lakelog.metadata import LakeSnapshot, ServerNode
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.rpc.channel import open_channel
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
 from lakelog.rpc.status import error_from_rpc
 from lakelog.server.coordinator.coordinator import TableAssignment
@@ -17,9 +19,9 @@ CALL_TIMEOUT_S = 10.0
 
 
 class CoordinatorClient:
-    def __init__(self, address: str, max_message_size: int) -> None:
+    def __init__(self, address: str, conf: Configuration) -> None:
         self.address = address
-        self._channel = grpc.insecure_channel(address, options=channel_options(max_message_size))
+        self._channel = open_channel(address, conf, channel_options(conf.get("rpc.max-message-size")))
         self._stub = CoordinatorServiceStub(self._channel)
 
     def register(self, node: ServerNode) -> tuple[list[TableAssignment], list[tuple[int, LakeSnapshot]]]:

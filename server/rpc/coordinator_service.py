@@ -10,13 +10,15 @@ from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceServicer, add_CoordinatorServiceServicer_to_server
 from lakelog.server.coordinator.coordinator import Coordinator
+from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.rpc.error_boundary import rpc_method
 
 
 class CoordinatorService(CoordinatorServiceServicer):
-    def __init__(self, coordinator: Coordinator, self_node: ServerNode) -> None:
+    def __init__(self, coordinator: Coordinator, self_node: ServerNode, metrics: ServerMetrics) -> None:
         self._coordinator = coordinator
         self._node = self_node
+        self.metrics = metrics
 
     def register(self, server: grpc.Server) -> None:
         add_CoordinatorServiceServicer_to_server(self, server)
@@ -105,9 +107,11 @@ class CoordinatorService(CoordinatorServiceServicer):
         for table in request.tables_req:
             try:
                 snapshot = codec.lake_snapshot_from_pb(table.snapshot_id, table.buckets_req)
-                self._coordinator.commit_lake_snapshot(table.table_id, snapshot)
+                commit = self._coordinator.commit_lake_snapshot(table.table_id, snapshot)
+                self.metrics.record_lake_commit(str(commit.path), commit.records_added)
                 responses.append(pb.PbCommitLakeTableSnapshotRespForTable(table_id=table.table_id))
             except LakelogError as error:
+                self.metrics.count_error("CommitLakeTableSnapshot", error)
                 responses.append(
                     pb.PbCommitLakeTableSnapshotRespForTable(
                         table_id=table.table_id, error_code=error.code, error_message=error.message

@@ -2,39 +2,56 @@
 
 Every handler is wrapped: a LakelogError becomes its status code, its message and its lakelog code
 in trailing metadata; anything else is logged with its traceback and answered INTERNAL, so one bad
-request never takes the server down.
+request never takes the server down. Every handler passes here, so here it is timed and its
+failures counted, in the ``metrics`` of the service it belongs to.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable, TypeVar
+import time
+from typing import Any, Callable, Protocol, TypeVar
 
 import grpc
 
 from lakelog.errors import LakelogError, UnknownServerError
 from lakelog.rpc.status import ERROR_CODE_KEY, status_code
+from lakelog.server.metrics.server_metrics import ServerMetrics
 
 log = logging.getLogger(__name__)
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
+class InstrumentedService(Protocol):
+    """A servicer whose handlers are timed and counted in its ``metrics``."""
+
+    metrics: ServerMetrics
+
+
 def rpc_method(handler: Handler) -> Handler:
+    method = handler.__name__
+
     @functools.wraps(handler)
-    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+    def wrapper(self: InstrumentedService, request: Any, context: grpc.ServicerContext) -> Any:
+        started = time.perf_counter()
         try:
             return handler(self, request, context)
         except LakelogError as error:
-            _abort(context, error)
+            abort(context, error, self.metrics, method)
         except Exception as exc:  # noqa: BLE001 - the boundary: report, never crash the server
-            log.exception("%s failed unexpectedly", handler.__name__)
-            _abort(context, UnknownServerError(f"{handler.__name__} failed: {type(exc).__name__}: {exc}"))
+            log.exception("%s failed unexpectedly", method)
+            abort(context, UnknownServerError(f"{method} failed: {type(exc).__name__}: {exc}"), self.metrics, method)
+        finally:
+            self.metrics.observe_rpc(method, time.perf_counter() - started)
 
     return wrapper  # type: ignore[return-value]
 
 
-def _abort(context: grpc.ServicerContext, error: LakelogError) -> None:
+def abort(context: grpc.ServicerContext, error: LakelogError, metrics: ServerMetrics, method: str) -> None:
+    """End the call with ``error`` (status, message, lakelog code) and count it."""
+    status = status_code(error)
+    metrics.count_error(method, error, status.name)
     context.set_trailing_metadata(((ERROR_CODE_KEY, str(error.code)),))
-    context.abort(status_code(error), error.message)
+    context.abort(status, error.message)

@@ -1,10 +1,10 @@
-"""Building a gRPC server with lakelog's limits and server reflection (so grpcurl can list and call
-every method)."""
+"""Building a gRPC server with lakelog's limits, server reflection (so grpcurl can list and call
+every method) and, when configured, TLS and interceptors (token authentication)."""
 
 from __future__ import annotations
 
 from concurrent import futures
-from typing import Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import grpc
 from grpc_reflection.v1alpha import reflection
@@ -20,6 +20,22 @@ def channel_options(max_message_size: int) -> list[tuple[str, int]]:
     ]
 
 
+def add_servicer(server: grpc.Server, servicer: Any, service_name: str, serialized: Collection[str] = ()) -> None:
+    """What the generated ``add_*Servicer_to_server`` does, from the proto's descriptor, except that
+    the methods named in ``serialized`` answer bytes they serialized themselves."""
+    service = pb.DESCRIPTOR.services_by_name[service_name]
+    handlers = {}
+    for method in service.methods:
+        request, response = (getattr(pb, message.name) for message in (method.input_type, method.output_type))
+        handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+            getattr(servicer, method.name),
+            request_deserializer=request.FromString,
+            response_serializer=bytes if method.name in serialized else response.SerializeToString,
+        )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)
+
+
 def build_server(
     host: str,
     port: int,
@@ -27,17 +43,22 @@ def build_server(
     max_message_size: int,
     registrations: Sequence[Callable[[grpc.Server], None]],
     service_names: Sequence[str],
+    credentials: grpc.ServerCredentials | None = None,
+    interceptors: Sequence[grpc.ServerInterceptor] = (),
 ) -> tuple[grpc.Server, int]:
-    """A started server and the port it bound (``port`` 0 picks a free one)."""
+    """A started server and the port it bound (``port`` 0 picks a free one); plaintext unless
+    ``credentials`` are given."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rpc"),
         options=channel_options(max_message_size),
+        interceptors=list(interceptors),
     )
     for register in registrations:
         register(server)
     names = [pb.DESCRIPTOR.services_by_name[name].full_name for name in service_names]
     reflection.enable_server_reflection([*names, reflection.SERVICE_NAME], server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    address = f"{host}:{port}"
+    bound = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     if bound == 0:
         raise InvalidConfigError(f"cannot listen on {host}:{port} (in use, or not an address of this machine)")
     server.start()

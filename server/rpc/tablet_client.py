@@ -1,4 +1,4 @@
-"""The coordinator's outgoing calls to tablet servers."""
+"""The coordinator's outgoing calls to tablet servers (TLS and token from the server's own keys)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from typing import Sequence
 
 import grpc
 
+from lakelog.config import Configuration
 from lakelog.metadata import ServerNode
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.rpc.channel import open_channel
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.server.coordinator.coordinator import LakeOffsets, TableAssignment
 from lakelog.server.rpc.grpc_server import channel_options
@@ -18,8 +20,9 @@ NOTIFY_TIMEOUT_S = 10.0
 
 
 class GrpcTabletNotifier:
-    def __init__(self, max_message_size: int) -> None:
-        self._options = channel_options(max_message_size)
+    def __init__(self, conf: Configuration) -> None:
+        self._conf = conf
+        self._options = channel_options(conf.get("rpc.max-message-size"))
         self._channels: dict[str, grpc.Channel] = {}
         self._lock = threading.Lock()
 
@@ -27,7 +30,7 @@ class GrpcTabletNotifier:
         with self._lock:
             channel = self._channels.get(node.address)
             if channel is None:
-                channel = self._channels[node.address] = grpc.insecure_channel(node.address, options=self._options)
+                channel = self._channels[node.address] = open_channel(node.address, self._conf, self._options)
         return TabletServiceStub(channel)
 
     def notify_leaders(self, node: ServerNode, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None:

@@ -10,27 +10,34 @@ from lakelog.errors import InvalidRequestError, LakelogError
 from lakelog.metadata import OffsetSpec, OffsetType
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
-from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceServicer, add_TabletServiceServicer_to_server
+from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceServicer
 from lakelog.server.coordinator.coordinator import TableAssignment
+from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.replica.replica_manager import BucketFetch, FetchParams, ReplicaManager
 from lakelog.server.rpc.error_boundary import rpc_method
+from lakelog.server.rpc.fetch_response import encode_fetch_response
+from lakelog.server.rpc.grpc_server import add_servicer
 
 log = logging.getLogger(__name__)
 
 
 class TabletService(TabletServiceServicer):
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: ReplicaManager, metrics: ServerMetrics) -> None:
         self._replicas = replicas
+        self.metrics = metrics
 
     def register(self, server: grpc.Server) -> None:
-        add_TabletServiceServicer_to_server(self, server)
+        add_servicer(server, self, "TabletService", serialized={"FetchLog"})
 
     @rpc_method
     def ProduceLog(self, request: pb.ProduceLogRequest, context: grpc.ServicerContext) -> pb.ProduceLogResponse:
         responses = []
+        records = size = 0
         for bucket_req in request.buckets_req:
             try:
                 result = self._replicas.produce(request.table_id, bucket_req.bucket_id, bucket_req.records)
+                records += result.record_count
+                size += len(bucket_req.records)
                 responses.append(
                     pb.PbProduceLogRespForBucket(
                         bucket_id=bucket_req.bucket_id,
@@ -41,15 +48,19 @@ class TabletService(TabletServiceServicer):
                 )
             except LakelogError as error:
                 log.warning("produce to %s bucket %d refused: %s", self._replicas.table_name(request.table_id), bucket_req.bucket_id, error)
+                self.metrics.count_error("ProduceLog", error)
                 responses.append(
                     pb.PbProduceLogRespForBucket(
                         bucket_id=bucket_req.bucket_id, error_code=error.code, error_message=error.message
                     )
                 )
+        if records:  # named after the appends: the first one is what makes a table known here
+            self.metrics.record_produce(self._replicas.table_name(request.table_id), records, size)
         return pb.ProduceLogResponse(buckets_resp=responses)
 
     @rpc_method
-    def FetchLog(self, request: pb.FetchLogRequest, context: grpc.ServicerContext) -> pb.FetchLogResponse:
+    def FetchLog(self, request: pb.FetchLogRequest, context: grpc.ServicerContext) -> bytes:
+        """Answers a serialized ``FetchLogResponse`` (see :mod:`fetch_response`)."""
         buckets = [
             BucketFetch(table.table_id, b.bucket_id, b.fetch_offset, b.max_fetch_bytes)
             for table in request.tables_req
@@ -63,23 +74,20 @@ class TabletService(TabletServiceServicer):
             max_wait_ms=min(request.max_wait_ms, 60_000),
             enable_lake=request.enable_lake,
         )
-        by_table: dict[int, list[pb.PbFetchLogRespForBucket]] = {}
+        answers = []
         for result in self._replicas.fetch(params):
-            by_table.setdefault(result.table_id, []).append(
-                pb.PbFetchLogRespForBucket(
-                    bucket_id=result.bucket,
-                    error_code=result.error.code if result.error else 0,
-                    error_message=result.error.message if result.error else "",
-                    high_watermark=result.high_watermark,
-                    log_start_offset=result.log_start_offset,
-                    records=result.records,
-                    remote_log_fetch_info=codec.remote_fetch_info_to_pb(result.remote_log_fetch_info),
-                    lake_log_fetch_info=codec.lake_fetch_info_to_pb(result.lake_log_fetch_info),
-                )
+            self.metrics.record_fetch(result)
+            answer = pb.PbFetchLogRespForBucket(
+                bucket_id=result.bucket,
+                error_code=result.error.code if result.error else 0,
+                error_message=result.error.message if result.error else "",
+                high_watermark=result.high_watermark,
+                log_start_offset=result.log_start_offset,
+                remote_log_fetch_info=codec.remote_fetch_info_to_pb(result.remote_log_fetch_info),
+                lake_log_fetch_info=codec.lake_fetch_info_to_pb(result.lake_log_fetch_info),
             )
-        return pb.FetchLogResponse(
-            tables_resp=[pb.PbFetchLogRespForTable(table_id=t, buckets_resp=r) for t, r in by_table.items()]
-        )
+            answers.append((result.table_id, answer, result.records))
+        return encode_fetch_response(answers)
 
     @rpc_method
     def ListOffsets(self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext) -> pb.ListOffsetsResponse:
@@ -96,6 +104,7 @@ class TabletService(TabletServiceServicer):
                     )
                 )
             except LakelogError as error:
+                self.metrics.count_error("ListOffsets", error)
                 responses.append(
                     pb.PbListOffsetsRespForBucket(bucket_id=bucket, error_code=error.code, error_message=error.message)
                 )
@@ -113,6 +122,7 @@ class TabletService(TabletServiceServicer):
                     codec.bucket_info_to_pb(bucket, described.info, described.local_segments, described.remote_segments)
                 )
             except LakelogError as error:
+                self.metrics.count_error("DescribeLogBuckets", error)
                 responses.append(pb.PbLogBucketInfo(bucket_id=bucket, error_code=error.code, error_message=error.message))
         return pb.DescribeLogBucketsResponse(buckets=responses)
 

@@ -1,0 +1,68 @@
+"""Benchmark 4: a scan served from the lake, with the ``iceberg-arrow`` LogSource against PyIceberg's
+own ``scan(...).to_arrow()`` of the same rows and columns, and with the ``iceberg`` (Spark) LogSource,
+whose first scan also pays for starting Spark."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lakelog
+
+from bench import data
+from bench.cluster import LAKE_PROPERTIES, BenchCluster
+from bench.measure import Result, median_seconds, profile_if_missed, progress, timed
+from bench.scan import drain
+from bench.sizes import Sizes
+
+META = ("__bucket", "__offset", "__timestamp")
+
+
+def lakelog_scan(cluster: BenchCluster, path: lakelog.TablePath, records: int, config: dict[str, Any]) -> None:
+    """A fresh connection each time: it plans the lake snapshot as PyIceberg's scan does."""
+    with cluster.connect(config) as conn:
+        drain(conn.get_table(path), records)
+
+
+def pyiceberg_scan(cluster: BenchCluster, path: lakelog.TablePath) -> int:
+    catalog = cluster.lake_catalog()
+    try:
+        return catalog.load_table(path).scan(selected_fields=(*data.SCHEMA.names, *META)).to_arrow().num_rows
+    finally:
+        catalog.close()
+
+
+def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
+    records = sizes.lake_records
+    progress(f"lake tier: producing {records:,} records, tiering them and expiring them from remote and local")
+    table = cluster.table("lake_tier", LAKE_PROPERTIES)
+    cluster.produce(table, records)
+    cluster.only_in_lake(table)
+    path = table.path
+
+    progress("lake tier: PyIceberg scan().to_arrow() baseline")
+    baseline_s = median_seconds(lambda: pyiceberg_scan(cluster, path), sizes.runs)
+    arrow = {"client.lake.source": "iceberg-arrow"}
+    progress("lake tier: lakelog poll_arrow with iceberg-arrow")
+    arrow_s = median_seconds(lambda: lakelog_scan(cluster, path, records, arrow), sizes.runs)
+    spark = {"client.lake.source": "iceberg", "lake.spark.master": "local[2]"}
+    progress("lake tier: lakelog poll_arrow with iceberg (Spark), first scan starts Spark")
+    spark_cold_s = timed(lambda: lakelog_scan(cluster, path, records, spark))
+    spark_s = median_seconds(lambda: lakelog_scan(cluster, path, records, spark), sizes.runs)
+
+    arrow_result = Result(
+        "4a", "Lake tier: poll_arrow, iceberg-arrow", records / arrow_s, "records/s", records / baseline_s,
+        "PyIceberg scan().to_arrow(), same rows and columns", baseline_s / arrow_s, 0.8,
+        detail=f"{records:,} records", tier="lake (iceberg-arrow)",
+        next_step="each lake batch is cast column by column twice (to_log_rows, then LakeLogReader._checked) and "
+        "compared with a freshly built offsets array; do one cast, into the scanner's schema, and check offsets "
+        "by their first and last value plus the row count",
+    )
+    spark_result = Result(
+        "4b", "Lake tier: poll_arrow, iceberg (Spark)", records / spark_s, "records/s", records / baseline_s,
+        "PyIceberg scan().to_arrow(), same rows and columns", baseline_s / spark_s, None,
+        detail=f"warm median; first scan {spark_cold_s:.1f} s, of which about {max(spark_cold_s - spark_s, 0):.1f} s starting Spark; no target",
+        tier="lake (Spark)",
+    )
+    profile_if_missed(arrow_result, lambda: lakelog_scan(cluster, path, records, arrow))
+    cluster.drop(table)
+    return [arrow_result, spark_result]

@@ -1,0 +1,62 @@
+"""Benchmark 6: producing with the writer (``append_arrow``) to a server in the default ``sync``
+flush mode (fsync before the ack) and in ``async`` mode, against a bare grpcio server that only
+acknowledges, fed the same batches encoded as Arrow IPC with as many requests in flight."""
+
+from __future__ import annotations
+
+import itertools
+
+import lakelog
+import pyarrow as pa
+
+from bench import data, grpc_baseline
+from bench.cluster import BenchCluster
+from bench.measure import Result, median_seconds, profile_if_missed, progress
+from bench.sizes import Sizes
+
+
+def write(table: lakelog.Table, batches: list[pa.RecordBatch]) -> None:
+    with table.new_append().create_writer() as writer:  # close() flushes: every record acknowledged
+        for batch in batches:
+            writer.append_arrow(batch)
+
+
+def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
+    records = sizes.produce_records
+    batches = data.chunks(records)
+    conf = cluster.conn.config
+    progress(f"produce: bare grpcio baseline, {records:,} records")
+    with grpc_baseline.BaselineServer() as server:
+        baseline_s = median_seconds(
+            lambda: grpc_baseline.produce_all(
+                server.address, batches, conf.get("client.writer.batch-size"), conf.get("client.writer.max-inflight")
+            ),
+            sizes.runs,
+        )
+    names = itertools.count()
+    results = []
+    for key, mode, target in (("6a", "sync", None), ("6b", "async", 0.5)):
+        server = cluster.server if mode == "sync" else cluster.start_server(mode)
+        with cluster.connect(server=server) as conn:
+            tables: list[lakelog.Table] = []
+            progress(f"produce: lakelog writer, log.flush.mode={mode}")
+            produce_s = median_seconds(
+                lambda: write(tables[-1], batches),
+                sizes.runs,
+                before=lambda: tables.append(cluster.table(f"produce_{mode}_{next(names)}", conn=conn)),
+            )
+            result = Result(
+                key, f"Produce: append_arrow, {mode} flush", records / produce_s, "records/s", records / baseline_s,
+                "bare grpcio server, same batches as Arrow IPC, same requests in flight", baseline_s / produce_s, target,
+                detail=f"{records:,} records in batches of {data.CHUNK_RECORDS:,}", tier=f"produce ({mode})",
+                next_step="the writer encodes and CRCs each batch on the caller's thread and the server validates, "
+                "stamps and appends under the GIL it shares with everything else: move encoding off the caller's thread "
+                "and validate with one pass over the request",
+            )
+            if target is not None:
+                tables.append(cluster.table(f"produce_{mode}_{next(names)}", conn=conn))
+                profile_if_missed(result, lambda: write(tables[-1], batches))
+            for table in tables:
+                conn.admin.drop_table(table.path)
+            results.append(result)
+    return results

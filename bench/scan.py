@@ -1,0 +1,30 @@
+"""Reading a table to the end through lakelog's scanner, as a consumer would."""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import lakelog
+
+STALL_S = 120.0
+
+
+def drain(table: lakelog.Table, expected: int, columns: Sequence[str] | None = None) -> int:
+    """Poll ``table`` from the beginning until ``expected`` records came back; the records are
+    dropped as they arrive (a consumer that keeps them would measure its own memory, not lakelog's)."""
+    scan = table.new_scan()
+    if columns is not None:
+        scan = scan.project(list(columns))
+    with scan.create_log_scanner() as scanner:
+        scanner.subscribe_from_beginning()
+        got = 0
+        last_progress = time.monotonic()
+        while got < expected:
+            polled = scanner.poll_arrow(timeout_ms=1000).num_rows
+            if polled:
+                got += polled
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > STALL_S:
+                raise RuntimeError(f"{table.path}: only {got} of {expected} records in {STALL_S:.0f} s")
+    return got

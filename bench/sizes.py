@@ -1,0 +1,38 @@
+"""How big each benchmark is: the issue's sizes by default, small ones for ``--quick``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Records per benchmark (10 numeric columns, about 80 bytes each) and how many timed runs."""
+
+    local_records: int = 5_000_000
+    remote_records: int = 5_000_000
+    lake_records: int = 5_000_000
+    tier_records: int = 1_000_000
+    produce_records: int = 2_000_000
+    lookup_records_per_tier: int = 2_000_000
+    lookup_lake_files: int = 1_000
+    lookups: int = 300
+    memory_bytes_per_tier: int = 2 << 30
+    segment_bytes: int = 64 << 20
+    runs: int = 5
+
+
+FULL = Sizes()
+QUICK = Sizes(
+    local_records=1_000_000,
+    remote_records=500_000,
+    lake_records=200_000,
+    tier_records=100_000,
+    produce_records=200_000,
+    lookup_records_per_tier=100_000,
+    lookup_lake_files=100,
+    lookups=100,
+    memory_bytes_per_tier=50 << 20,
+    segment_bytes=1 << 20,
+    runs=3,
+)

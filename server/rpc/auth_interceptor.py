@@ -1,0 +1,114 @@
+"""Token authentication and authorization in front of every RPC of a server.
+
+With ``security.auth.enabled`` each call must carry a bearer token of ``security.auth.tokens-file``
+(else UNAUTHENTICATED) whose actions include the one its method needs (else PERMISSION_DENIED). A
+refused call never reaches its handler, so nothing is read or written; its request is not even
+parsed. Reflection needs a valid token but no particular action: listing methods reveals nothing
+the proto does not. A method missing from :data:`RPC_ACTIONS` is refused (fail closed).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Mapping
+
+import grpc
+
+from lakelog.config import Configuration
+from lakelog.errors import AuthenticationError, AuthorizationError, InvalidConfigError, LakelogError
+from lakelog.security.tokens import AUTHORIZATION_KEY, Action, TokenStore
+from lakelog.server.metrics.server_metrics import ServerMetrics
+from lakelog.server.rpc.error_boundary import abort
+
+log = logging.getLogger(__name__)
+
+_COORDINATOR = "/lakelog.rpc.CoordinatorService/"
+_TABLET = "/lakelog.rpc.TabletService/"
+REFLECTION_PREFIX = "/grpc.reflection."
+
+# The one table of what each RPC needs; a test checks it names every method of both services.
+RPC_ACTIONS: Mapping[str, Action] = {
+    _COORDINATOR + "CreateDatabase": Action.ADMIN,
+    _COORDINATOR + "DropDatabase": Action.ADMIN,
+    _COORDINATOR + "ListDatabases": Action.READ,
+    _COORDINATOR + "CreateTable": Action.ADMIN,
+    _COORDINATOR + "DropTable": Action.ADMIN,
+    _COORDINATOR + "ListTables": Action.READ,
+    _COORDINATOR + "GetTableInfo": Action.READ,
+    _COORDINATOR + "GetMetadata": Action.READ,
+    _COORDINATOR + "RegisterTabletServer": Action.INTERNAL,
+    _COORDINATOR + "CommitLakeTableSnapshot": Action.TIER,
+    _COORDINATOR + "GetLakeSnapshot": Action.READ,
+    # Readers need the (secret-free) lake config to read the lake tier, not only the tiering job.
+    _COORDINATOR + "GetLakeConfig": Action.READ,
+    _COORDINATOR + "TieringHeartbeat": Action.TIER,
+    _COORDINATOR + "GetTieringJobs": Action.READ,
+    _TABLET + "ProduceLog": Action.WRITE,
+    _TABLET + "FetchLog": Action.READ,
+    _TABLET + "ListOffsets": Action.READ,
+    _TABLET + "DescribeLogBuckets": Action.READ,
+    _TABLET + "NotifyLeaderAndIsr": Action.INTERNAL,
+    _TABLET + "NotifyLakeTableOffset": Action.INTERNAL,
+    _TABLET + "GetServerTime": Action.READ,
+}
+
+
+class AuthInterceptor(grpc.ServerInterceptor):
+    """Refusals are counted in ``metrics`` like every other failed call."""
+
+    def __init__(self, tokens: TokenStore, metrics: ServerMetrics) -> None:
+        self._tokens = tokens
+        self._metrics = metrics
+
+    @classmethod
+    def from_configuration(cls, conf: Configuration, metrics: ServerMetrics) -> "AuthInterceptor | None":
+        """``None`` when ``security.auth.enabled`` is off."""
+        if not conf.get("security.auth.enabled"):
+            return None
+        path = conf.get("security.auth.tokens-file")
+        if not path:
+            raise InvalidConfigError("security.auth.enabled needs security.auth.tokens-file")
+        return cls(TokenStore.load(path), metrics)
+
+    @property
+    def token_count(self) -> int:
+        return len(self._tokens)
+
+    def check(self, method: str, authorization: str | None) -> None:
+        """Raises AuthenticationError or AuthorizationError unless the call may proceed."""
+        principal = self._tokens.authenticate(authorization)
+        if method.startswith(REFLECTION_PREFIX):
+            return
+        action = RPC_ACTIONS.get(method)
+        if action is None:
+            raise AuthorizationError(f"{method} has no required action, so no token may call it")
+        principal.require(action, method)
+
+    def intercept_service(
+        self, continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None], details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(details)
+        if handler is None:  # not a method of this server: grpc answers UNIMPLEMENTED
+            return None
+        authorization = next((str(v) for k, v in details.invocation_metadata or () if k == AUTHORIZATION_KEY), None)
+        try:
+            self.check(details.method, authorization)
+        except (AuthenticationError, AuthorizationError) as error:
+            log.warning("refused %s: %s", details.method, error.message)
+            return self._refusal(handler, details.method.rsplit("/", 1)[-1], error)
+        return handler
+
+    def _refusal(self, handler: grpc.RpcMethodHandler, method: str, error: LakelogError) -> grpc.RpcMethodHandler:
+        """A handler of the same kind as ``handler`` that answers ``error`` without parsing the request."""
+
+        def refuse(request: Any, context: grpc.ServicerContext) -> Any:
+            abort(context, error, self._metrics, method)
+
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(refuse)
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(refuse)
+        if handler.stream_unary:
+            return grpc.stream_unary_rpc_method_handler(refuse)
+        return grpc.stream_stream_rpc_method_handler(refuse)
+

@@ -1,0 +1,55 @@
+"""The driver's plan of a Spark read: per bucket the offset range ``[start, end)`` to read, cut into
+pieces of at most ``maxRecordsPerPartition`` records, one Spark partition each.
+
+Every end is fixed here, once, and never past the high watermark read at plan time, so a DataFrame is
+a bounded, repeatable snapshot of the log however long its tasks take and however much is produced
+meanwhile. Pieces are cut by record count, not at tier boundaries: a task reads its range through one
+LogScanner, which crosses lake, remote and local tiers by itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lakelog.client.admin import Admin
+from lakelog.errors import InvalidConfigError
+from lakelog.metadata import OffsetSpec, TableInfo
+from lakelog.spark.read_options import OffsetBound
+from lakelog.tiering.split_planner import split_range
+
+
+@dataclass(frozen=True)
+class BucketRange:
+    """Offsets ``[start, end)`` of one bucket: what one Spark task reads."""
+
+    bucket: int
+    start: int
+    end: int
+
+
+def resolve_bound(admin: Admin, info: TableInfo, bound: OffsetBound) -> dict[int, int]:
+    """Per bucket of the table, the offset ``bound`` names (timestamps resolved by the servers, and
+    by the lake for what only the lake holds)."""
+    buckets = range(info.buckets)
+    unknown = sorted(set(bound.per_bucket) - set(buckets))
+    if unknown:
+        raise InvalidConfigError(
+            f"lakelog Spark option {bound.option!r} names bucket {unknown[0]}, but {info.path} has buckets 0..{info.buckets - 1}"
+        )
+    if isinstance(bound.default, OffsetSpec):
+        offsets = admin.list_offsets(info.path, buckets, bound.default)
+    else:
+        offsets = dict.fromkeys(buckets, bound.default)
+    return {**offsets, **bound.per_bucket}
+
+
+def plan_ranges(admin: Admin, info: TableInfo, start: OffsetBound, end: OffsetBound, max_records: int) -> list[BucketRange]:
+    """The pieces to read, bucket by bucket in offset order; buckets with nothing to read have none."""
+    latest = admin.list_offsets(info.path, spec=OffsetSpec.latest())
+    starts = resolve_bound(admin, info, start)
+    ends = resolve_bound(admin, info, end)
+    return [
+        BucketRange(bucket, s, e)
+        for bucket in range(info.buckets)
+        for s, e in split_range(starts[bucket], min(ends[bucket], latest[bucket]), max_records)
+    ]

@@ -1,0 +1,94 @@
+"""``spark.read.format("lakelog")``: a lakelog table's whole history (lake, remote and local
+tiers) as a DataFrame, through PySpark's Python data source API. Options: README, "Reading from
+Spark", and :mod:`lakelog.spark.read_options`.
+
+``schema()`` and ``partitions()`` run on the driver (in a Python worker Spark starts there); the
+partitions fix each bucket's range (:mod:`lakelog.spark.bucket_ranges`). ``read()`` runs in a task:
+it connects on its own, reads its range through a LogScanner, which serves each offset from
+whichever tier holds it, and yields each poll as Arrow record batches, so a task holds one poll's
+records at a time, never a whole bucket.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from lakelog.client.connection import connect
+from lakelog.client.scanner.offset_range import read_offset_range
+from lakelog.client.scanner.scan_records import META_FIELDS
+from lakelog.errors import InvalidConfigError
+from lakelog.metadata import TableInfo
+from lakelog.spark.bucket_ranges import BucketRange, plan_ranges
+from lakelog.spark.read_options import COLUMNS, ReadOptions, parse_read_options
+from lakelog.spark.spark_schema import spark_arrow_schema, spark_schema
+
+FORMAT_NAME = "lakelog"
+META_NAMES = frozenset(item.name for item in META_FIELDS)
+
+
+def _projected(info: TableInfo, names: list[str] | tuple[str, ...], where: str) -> pa.Schema:
+    """The table's columns among ``names``, in that order; a name that is neither a column nor a
+    metadata column is refused, naming ``where`` it came from."""
+    unknown = [name for name in names if name not in META_NAMES and info.schema.get_field_index(name) < 0]
+    if unknown:
+        raise InvalidConfigError(f"{where} names column {unknown[0]!r}, but {info.path} has columns {info.schema.names}")
+    return pa.schema([info.schema.field(name) for name in names if name not in META_NAMES])
+
+
+class LakelogDataSource(DataSource):
+    """Register once per session: ``spark.dataSource.register(LakelogDataSource)`` (or
+    :func:`lakelog.spark.register`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def schema(self) -> StructType:
+        """The table's columns (or those of the ``columns`` option), then ``__bucket``,
+        ``__offset`` and ``__timestamp``."""
+        options = parse_read_options(self.options)
+        with connect(options.bootstrap, options.client_config) as conn:
+            info = conn.admin.get_table_info(options.path)
+        columns = _projected(info, options.columns, f"lakelog Spark option {COLUMNS!r}") if options.columns else info.schema
+        return spark_schema(columns)
+
+    def reader(self, schema: StructType) -> "LakelogReader":
+        return LakelogReader(parse_read_options(self.options), schema)
+
+
+class LakelogReader(DataSourceReader):
+    """Pickled from the driver to every task; holds only the options and the schema to produce."""
+
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        """``schema`` is the DataFrame's: the data source's own, or one a user gave with
+        ``.schema(...)``, whose column names then choose the columns read."""
+        self._options = options
+        self._names = schema.names
+        self._columns = [name for name in schema.names if name not in META_NAMES]
+        self._arrow_schema = spark_arrow_schema(schema)
+
+    def partitions(self) -> list[InputPartition]:
+        """One partition per piece of a bucket's range (an empty list reads nothing: Spark then
+        runs one ``InputPartition(None)``). Spark has pickled this reader for its tasks already,
+        so nothing learnt here reaches them but the partitions."""
+        options = self._options
+        with connect(options.bootstrap, options.client_config) as conn:
+            info = conn.admin.get_table_info(options.path)
+            _projected(info, self._names, "the DataFrame schema")
+            ranges = plan_ranges(conn.admin, info, options.start, options.end, options.max_records_per_partition)
+        return [InputPartition(piece) for piece in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        piece: BucketRange | None = partition.value
+        if piece is None:
+            return
+        options = self._options
+        with connect(options.bootstrap, options.client_config) as conn:
+            scan = conn.get_table(options.path).new_scan()
+            with (scan.project(self._columns) if self._columns else scan).create_log_scanner() as scanner:
+                for polled in read_offset_range(scanner, options.path, piece.bucket, piece.start, piece.end):
+                    yield from polled.select(self._names).cast(self._arrow_schema).to_batches()

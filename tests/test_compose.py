@@ -1,0 +1,164 @@
+"""docker-compose.yml, checked without a Docker engine: it parses, has the services the README
+promises, and everything of lakelog it names exists. Every ``lakelog`` command goes through the
+CLI's real argument parser and its config files and ``--set`` keys through ``Configuration.load``,
+exactly as the container would run them; mounted files, Dockerfile sources and extras exist; every
+address points at a service; every ``${VAR}`` has a default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from lakelog.cli.main import build_parser
+from lakelog.config import Configuration
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+EXPECTED_SERVICES = {"minio", "minio-buckets", "iceberg-rest", "coordinator", "tablet-server-1", "tablet-server-2", "tiering"}
+# Keys whose values are addresses other containers must resolve: each host must be a service.
+ADDRESS_KEYS = ("coordinator.address", "remote.fs.s3.endpoint", "datalake.iceberg.uri", "datalake.iceberg.s3.endpoint")
+# ${VAR}, ${VAR:-default}, ${VAR-default}; $$ escapes a dollar for the container's own shell.
+INTERPOLATION = re.compile(r"(?<!\$)\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<default>:?-[^}]*)?\}")
+ESCAPED_VARIABLE = re.compile(r"\$\$\{?(?P<name>[A-Za-z_][A-Za-z0-9_]*)")
+
+
+@pytest.fixture(scope="module")
+def services() -> dict[str, dict[str, Any]]:
+    compose = yaml.safe_load(COMPOSE_FILE.read_text())
+    assert isinstance(compose, dict) and isinstance(compose.get("services"), dict)
+    return compose["services"]
+
+
+def _lakelog_services(services: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """Per service that runs lakelog, its command as an argv list."""
+    found = {}
+    for name, service in services.items():
+        command = service.get("command")
+        if isinstance(command, str):
+            command = command.split()
+        if command and command[0] == "lakelog":
+            found[name] = [str(part) for part in command]
+    return found
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """``argv`` through the CLI's own parser; an unknown command, flag or bad value fails the test."""
+    try:
+        return build_parser().parse_args(argv[1:])
+    except SystemExit:
+        pytest.fail(f"`{' '.join(argv)}` is not a valid lakelog command line (argparse says why above)")
+
+
+def _bind_mounts(service: dict[str, Any]) -> dict[str, Path]:
+    """Container path -> repository file, for every ``./host:/container[:mode]`` volume."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        if source.startswith((".", "/")):
+            mounts[target] = (ROOT / source).resolve()
+    return mounts
+
+
+def _configuration(service: dict[str, Any], args: argparse.Namespace) -> Configuration:
+    """What the container's lakelog loads: its --config file (from the repository, through the
+    service's mount), then its --set keys."""
+    config = getattr(args, "config", None)
+    file = None
+    if config:
+        mounts = _bind_mounts(service)
+        assert config in mounts, f"--config {config} is not a file the service mounts"
+        file = mounts[config]
+    return Configuration.load(file, args.set)
+
+
+def test_the_compose_file_has_every_service(services: dict[str, dict[str, Any]]) -> None:
+    assert EXPECTED_SERVICES <= set(services)
+    for name, service in services.items():
+        assert "image" in service or "build" in service, name
+        for needed in service.get("depends_on", []):
+            assert needed in services, f"{name} depends on unknown service {needed}"
+
+
+def test_every_lakelog_command_parses_with_the_real_cli(services: dict[str, dict[str, Any]]) -> None:
+    commands = _lakelog_services(services)
+    assert set(commands) == {"coordinator", "tablet-server-1", "tablet-server-2", "tiering"}
+    parsed = {name: _parse(argv) for name, argv in commands.items()}
+    assert parsed["coordinator"].command == "coordinator"
+    assert {parsed[f"tablet-server-{i}"].server_id for i in (1, 2)} == {1, 2}
+    assert parsed["tiering"].command == "tier" and not parsed["tiering"].once, "the tiering job keeps going"
+
+
+def test_every_config_key_loads(services: dict[str, dict[str, Any]]) -> None:
+    for name, argv in _lakelog_services(services).items():
+        conf = _configuration(services[name], _parse(argv))  # raises InvalidConfigError on an unknown key or bad value
+        assert conf.items(), f"{name} configures nothing"
+    coordinator = _configuration(services["coordinator"], _parse(_lakelog_services(services)["coordinator"]))
+    assert coordinator.get("datalake.iceberg.type") == "rest"
+    tablet = _configuration(services["tablet-server-1"], _parse(_lakelog_services(services)["tablet-server-1"]))
+    assert tablet.get("remote.data.dir").startswith("s3://")
+
+
+def test_every_address_names_a_service_and_every_bucket_is_created(services: dict[str, dict[str, Any]]) -> None:
+    buckets_command = " ".join(services["minio-buckets"]["command"])
+    for name, argv in _lakelog_services(services).items():
+        args = _parse(argv)
+        conf = _configuration(services[name], args)
+        addresses = [conf.get(key) for key in ADDRESS_KEYS if conf.items().get(key)]
+        addresses += [value for value in (getattr(args, "bootstrap", None), getattr(args, "coordinator", None)) if value]
+        for address in addresses:
+            host = urlsplit(address if "://" in address else f"//{address}").hostname
+            assert host in services, f"{name}: {address} is not the address of a service"
+        remote = conf.items().get("remote.data.dir", "")
+        if remote.startswith("s3://"):
+            assert f"local/{urlsplit(remote).netloc}" in buckets_command, f"{name}: bucket of {remote} is never created"
+    warehouse = services["iceberg-rest"]["environment"]["CATALOG_WAREHOUSE"]
+    assert f"local/{urlsplit(warehouse).netloc}" in buckets_command
+
+
+def test_every_mounted_file_exists(services: dict[str, dict[str, Any]]) -> None:
+    mounted = [path for service in services.values() for path in _bind_mounts(service).values()]
+    assert mounted
+    for path in mounted:
+        assert path.is_file(), f"{path} is mounted but does not exist"
+        assert path.is_relative_to(ROOT)
+
+
+def test_every_variable_has_a_default() -> None:
+    text = COMPOSE_FILE.read_text()
+    used = list(INTERPOLATION.finditer(text))
+    assert used
+    for match in used:
+        assert match.group("default"), f"${{{match.group('name')}}} has no default, and the repository ships no .env"
+
+
+def test_shell_variables_are_in_the_service_environment(services: dict[str, dict[str, Any]]) -> None:
+    for name, service in services.items():
+        for part in service.get("command", []) if isinstance(service.get("command"), list) else []:
+            for match in ESCAPED_VARIABLE.finditer(str(part)):
+                assert match.group("name") in service.get("environment", {}), f"{name} uses ${match.group('name')} but does not set it"
+
+
+def test_the_dockerfile_installs_what_exists() -> None:
+    text = DOCKERFILE.read_text()
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    installs = re.findall(r"pip install [^\n]*?\"?\.\[(?P<extras>[^\]]+)\]", text)
+    assert installs, "the Dockerfile installs lakelog with its extras"
+    for group in installs:
+        for extra in group.split(","):
+            assert extra.strip() in extras, f"pyproject.toml has no extra {extra!r}"
+    for line in text.splitlines():
+        if line.startswith("COPY "):
+            for source in line.split()[1:-1]:
+                assert (ROOT / source).exists(), f"the Dockerfile copies {source}, which does not exist"
+    packaged = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values()
+    copied = {part for line in text.splitlines() if line.startswith("COPY ") for part in line.split()[1:-1]}
+    assert set(packaged) <= copied, "every package folder is in the image"
