@@ -1,11 +1,12 @@
 """The ``iceberg`` LogSource (the default): lake data files are read by Spark tasks.
 
 PyIceberg plans on the client; each planned file is then read by one Spark job (``mapInArrow`` over
-a one-row DataFrame, whose task opens the file through PyIceberg's FileIO), and ``toArrow()``
-brings that file's batches back. One file at a time keeps the client's memory bounded by one file,
-and only DataFrame APIs are used, so a Spark Connect (``sc://``) session works as well as a local
-or cluster one; no Iceberg Spark runtime is needed. Batches travel as Arrow IPC streams in a binary
-column, so every Arrow type comes back exactly as the log has it.
+a DataFrame with one row per chunk of :data:`CHUNK_BATCHES` batches of offsets, whose tasks open the file
+through PyIceberg's FileIO and skip the row groups outside their chunk), and ``toLocalIterator``
+brings the chunks back one partition at a time, so neither the driver nor the client ever holds more
+than one chunk of a file, however big. Only DataFrame APIs are used, so a Spark Connect (``sc://``)
+session works as well as a local or cluster one; no Iceberg Spark runtime is needed. Batches travel
+as Arrow IPC streams in a binary column, so every Arrow type comes back exactly as the log has it.
 
 The session is the active one, else one started from ``lake.spark.master`` on first read; it is
 shared with everything else in the process and never stopped here.
@@ -33,6 +34,9 @@ from lakelog.tiering.spark_session import spark_session
 
 APP_NAME = "lakelog-lake-reader"
 IPC_COLUMN = "ipc"
+# Batches of ``client.lake.batch-rows`` offsets one Spark task reads and returns (by default two
+# row groups of the tiering job's files).
+CHUNK_BATCHES = 4
 
 
 @dataclass(frozen=True)
@@ -46,15 +50,24 @@ class FileRead:
     end: int
     batch_rows: int
 
+    @property
+    def chunk_offsets(self) -> int:
+        return CHUNK_BATCHES * self.batch_rows
 
-def read_file_in_task(read: FileRead, _rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """A ``mapInArrow`` function: each batch of the file becomes one row holding its IPC stream."""
+
+def read_file_in_task(read: FileRead, chunks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A ``mapInArrow`` function over chunk numbers: each batch of a chunk's offsets becomes one row
+    holding its IPC stream."""
     io = load_file_io(dict(read.io_properties), read.path)
-    for batch in read_lake_file(io, read.path, read.log_schema, read.start, read.end, read.batch_rows):
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, batch.schema) as writer:
-            writer.write_batch(batch)
-        yield pa.record_batch([pa.array([sink.getvalue().to_pybytes()], pa.binary())], names=[IPC_COLUMN])
+    size = read.chunk_offsets
+    for numbers in chunks:
+        for chunk in numbers.column(0).to_pylist():
+            start = read.start + chunk * size
+            for batch in read_lake_file(io, read.path, read.log_schema, start, min(start + size, read.end), read.batch_rows):
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, batch.schema) as writer:
+                    writer.write_batch(batch)
+                yield pa.record_batch([pa.array([sink.getvalue().to_pybytes()], pa.binary())], names=[IPC_COLUMN])
 
 
 class IcebergSparkLogSource(IcebergLogSource):
@@ -73,15 +86,19 @@ class IcebergSparkLogSource(IcebergLogSource):
     def read_file(self, table: Table, path: str, log_schema: pa.Schema, start: int, end: int) -> Iterator[pa.RecordBatch]:
         read = FileRead(dict(table.io.properties), path, log_schema, start, end, self.batch_rows)
         task = functools.partial(read_file_in_task, read)
+        chunks = max(-(-(end - start) // read.chunk_offsets), 1)
+        what = f"Spark could not read lake data file {path}"
         # Py4J, Spark Connect and task errors all end up as a LakeError here.
-        blobs = lake_call(
-            f"Spark could not read lake data file {path}",
-            lambda: self._session().range(0, 1, 1, 1).mapInArrow(task, f"{IPC_COLUMN} binary").toArrow(),
+        rows = lake_call(
+            what,
+            lambda: self._session()
+            .range(0, chunks, 1, chunks)
+            .mapInArrow(task, f"{IPC_COLUMN} binary")
+            .toLocalIterator(prefetchPartitions=False),
         )
-        for chunk in blobs.column(IPC_COLUMN).chunks:
-            for blob in chunk:
-                with pa.ipc.open_stream(blob.as_buffer()) as reader:
-                    yield from reader
+        while (row := lake_call(what, lambda: next(rows, None))) is not None:
+            with pa.ipc.open_stream(pa.py_buffer(row[IPC_COLUMN])) as reader:
+                yield from reader
 
     def _session(self) -> SparkSession:
         with self._spark_lock:

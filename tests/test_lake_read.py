@@ -172,9 +172,13 @@ def _assert_rows(got: pa.Table, want: pa.Table, columns: list[str]) -> None:
 # ---------------------------------------------------------------- union read
 
 
-@pytest.mark.parametrize("source", ["iceberg-arrow", "iceberg"])
-def test_subscribe_from_beginning_reads_lake_remote_local_in_order(tiered: TieredLog, source: str) -> None:
-    with _connect(tiered, source) as conn:
+@pytest.mark.parametrize(
+    ("source", "config"),
+    [("iceberg-arrow", {}), ("iceberg", {}), ("iceberg", {"client.lake.batch-rows": 500})],
+    ids=["iceberg-arrow", "iceberg", "iceberg, files read in many Spark tasks"],
+)
+def test_subscribe_from_beginning_reads_lake_remote_local_in_order(tiered: TieredLog, source: str, config: dict[str, Any]) -> None:
+    with _connect(tiered, source, **config) as conn:
         scanner = conn.get_table(tiered.path).new_scan().project(PROJECTION).create_log_scanner()
         scanner.subscribe_from_beginning()
         got = scan_all(scanner, tiered.truth.num_rows)
