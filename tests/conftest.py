@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -211,3 +212,14 @@ def expire_remote(manager: Any, days: float = 2) -> Any:
         return manager.run_once()
     finally:
         manager.clock = real_clock
+
+
+def wait_for_remote(conn: lakelog.Connection, path: lakelog.TablePath) -> None:
+    """Until every bucket's oldest records are in remote storage only."""
+    deadline = time.monotonic() + 30
+    while True:
+        buckets = conn.admin.describe_buckets(path)
+        if all(b.remote_log_end_offset > 0 and b.local_log_start_offset > 0 for b in buckets.values()):
+            return
+        assert time.monotonic() < deadline, f"segments never moved to remote storage: {buckets}"
+        time.sleep(0.2)

@@ -9,7 +9,6 @@ import re
 import secrets
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -44,6 +43,7 @@ from tests.conftest import (
     order_rows,
     produce_orders,
     scan_all,
+    wait_for_remote,
 )
 
 METHODS: list[tuple[str, MethodDescriptor]] = [
@@ -246,7 +246,7 @@ def _probe(read: Callable[[], Any]) -> Any:
 def _state(guarded: Guarded, security: Security) -> dict[str, Any]:
     """Everything a refused call could have changed, read with a token that may read it all."""
     admin, path = guarded.admin.admin, guarded.path
-    with open_channel(guarded.server.address, Configuration(security.client_config("all")), []) as channel:
+    with open_channel(guarded.server.address, Configuration(security.client_config("all"))) as channel:
         metadata = CoordinatorServiceStub(channel).GetMetadata(pb.MetadataRequest(), timeout=10)
     return {
         "databases": _probe(lambda: {db: sorted(admin.list_tables(db)) for db in admin.list_databases()}),
@@ -310,7 +310,7 @@ def _requests(guarded: Guarded) -> dict[str, Message]:
 
 
 def _call(guarded: Guarded, config: dict[str, Any], path: str, request: Message) -> grpc.RpcError | None:
-    with open_channel(guarded.server.address, Configuration(config), []) as channel:
+    with open_channel(guarded.server.address, Configuration(config)) as channel:
         call = channel.unary_unary(path, request_serializer=lambda m: m.SerializeToString(), response_deserializer=lambda b: b)
         try:
             call(request, timeout=10)
@@ -417,11 +417,11 @@ def test_the_cli_takes_its_token_from_a_config_file(guarded: Guarded, security: 
 
 
 def test_reflection_needs_a_valid_token_but_no_action(guarded: Guarded, security: Security) -> None:
-    with open_channel(guarded.server.address, Configuration(security.client_config(token=None)), []) as channel:
+    with open_channel(guarded.server.address, Configuration(security.client_config(token=None))) as channel:
         with pytest.raises(grpc.RpcError) as refused:
             ProtoReflectionDescriptorDatabase(channel).get_services()
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
-    with open_channel(guarded.server.address, Configuration(security.client_config("all-but-read")), []) as channel:
+    with open_channel(guarded.server.address, Configuration(security.client_config("all-but-read"))) as channel:
         services = set(ProtoReflectionDescriptorDatabase(channel).get_services())
     assert {"lakelog.rpc.CoordinatorService", "lakelog.rpc.TabletService"} <= services
 
@@ -499,16 +499,6 @@ def test_a_coordinator_and_a_tablet_server_apart_with_tls_and_auth(security: Sec
 # ---------------------------------------------------------------- tiers
 
 
-def _wait_for_remote(conn: lakelog.Connection, path: lakelog.TablePath) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        buckets = conn.admin.describe_buckets(path)
-        if all(b.remote_log_end_offset > 0 and b.local_log_start_offset > 0 for b in buckets.values()):
-            return
-        assert time.monotonic() < deadline, f"segments never moved to remote storage: {buckets}"
-        time.sleep(0.2)
-
-
 def test_tiering_and_reads_of_every_tier_with_tls_and_auth(
     spark: Any, server_factory: Callable[..., ServerProcess], security: Security, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -518,7 +508,7 @@ def test_tiering_and_reads_of_every_tier_with_tls_and_auth(
     with lakelog.connect(server.address, security.client_config("all")) as conn:
         table = create_table(conn, buckets=2, properties=properties)
         produce_orders(table, 0, 60_000)
-        _wait_for_remote(conn, table.path)
+        wait_for_remote(conn, table.path)
 
         # The remote tier: the reader gets segment locations from the server and reads them itself.
         with lakelog.connect(server.address, security.client_config("reader", **{"client.lake.enabled": "false"})) as reader:

@@ -3,7 +3,6 @@ a real Iceberg catalog, checked by reading the Iceberg table with PyIceberg."""
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 import boto3
@@ -13,21 +12,19 @@ from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, COMMIT_USER
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.split_planner import bucket_ranges
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
-from tests.conftest import LAKE_TABLE, REMOTE_TIER, assert_lake_holds_log, create_table, lake_table, produce_orders, run_tier
+from tests.conftest import (
+    LAKE_TABLE,
+    REMOTE_TIER,
+    assert_lake_holds_log,
+    create_table,
+    lake_table,
+    produce_orders,
+    run_tier,
+    wait_for_remote,
+)
 from tests.s3 import ACCESS_KEY, REGION, SECRET_KEY, MotoS3
 
 BUCKETS = 4
-
-
-def _wait_for_remote(conn: lakelog.Connection, path: lakelog.TablePath) -> None:
-    """Until every bucket's oldest records are in remote storage only."""
-    deadline = time.monotonic() + 30
-    while True:
-        buckets = conn.admin.describe_buckets(path)
-        if all(b.remote_log_end_offset > 0 and b.local_log_start_offset > 0 for b in buckets.values()):
-            return
-        assert time.monotonic() < deadline, f"segments never moved to remote storage: {buckets}"
-        time.sleep(0.2)
 
 
 def test_tier_copies_every_offset_exactly_once(spark: Any, server_factory: Callable[..., ServerProcess]) -> None:
@@ -35,7 +32,7 @@ def test_tier_copies_every_offset_exactly_once(spark: Any, server_factory: Calla
     with lakelog.connect(server.address) as conn:
         table = create_table(conn, buckets=BUCKETS, properties={**LAKE_TABLE, "table.log.tiered.local-segments": "1"})
         produce_orders(table, 0, 150_000)
-        _wait_for_remote(conn, table.path)
+        wait_for_remote(conn, table.path)
 
         with TieringJob(TieringOptions(server.address), spark=spark) as job:
             report = job.run_round()

@@ -13,7 +13,6 @@ from lakelog.rpc.channel import open_channel
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
 from lakelog.rpc.status import error_from_rpc
 from lakelog.server.coordinator.coordinator import TableAssignment
-from lakelog.server.rpc.grpc_server import channel_options
 
 CALL_TIMEOUT_S = 10.0
 
@@ -21,7 +20,7 @@ CALL_TIMEOUT_S = 10.0
 class CoordinatorClient:
     def __init__(self, address: str, conf: Configuration) -> None:
         self.address = address
-        self._channel = open_channel(address, conf, channel_options(conf.get("rpc.max-message-size")))
+        self._channel = open_channel(address, conf)
         self._stub = CoordinatorServiceStub(self._channel)
 
     def register(self, node: ServerNode) -> tuple[list[TableAssignment], list[tuple[int, LakeSnapshot]]]:

@@ -8,10 +8,11 @@ from lakelog.errors import InvalidRequestError, InvalidTableError, LakelogError
 from lakelog.metadata import ServerNode, TableDescriptor, schema_from_bytes
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
-from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceServicer, add_CoordinatorServiceServicer_to_server
+from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceServicer
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.rpc.error_boundary import rpc_method
+from lakelog.server.rpc.grpc_server import add_servicer
 
 
 class CoordinatorService(CoordinatorServiceServicer):
@@ -21,7 +22,7 @@ class CoordinatorService(CoordinatorServiceServicer):
         self.metrics = metrics
 
     def register(self, server: grpc.Server) -> None:
-        add_CoordinatorServiceServicer_to_server(self, server)
+        add_servicer(server, self, "CoordinatorService")
 
     def set_node(self, node: ServerNode) -> None:
         """The coordinator's own address is known only once its port is bound."""

@@ -11,18 +11,13 @@ from grpc_reflection.v1alpha import reflection
 
 from lakelog.errors import InvalidConfigError
 from lakelog.rpc import lakelog_api_pb2 as pb
-
-
-def channel_options(max_message_size: int) -> list[tuple[str, int]]:
-    return [
-        ("grpc.max_send_message_length", max_message_size),
-        ("grpc.max_receive_message_length", max_message_size),
-    ]
+from lakelog.rpc.channel import channel_options
 
 
 def add_servicer(server: grpc.Server, servicer: Any, service_name: str, serialized: Collection[str] = ()) -> None:
     """What the generated ``add_*Servicer_to_server`` does, from the proto's descriptor, except that
-    the methods named in ``serialized`` answer bytes they serialized themselves."""
+    the methods named in ``serialized`` answer bytes they serialized themselves (see
+    :mod:`lakelog.server.rpc.fetch_response`)."""
     service = pb.DESCRIPTOR.services_by_name[service_name]
     handlers = {}
     for method in service.methods:

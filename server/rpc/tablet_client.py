@@ -2,36 +2,26 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Sequence
 
-import grpc
 
 from lakelog.config import Configuration
 from lakelog.metadata import ServerNode
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
-from lakelog.rpc.channel import open_channel
+from lakelog.rpc.channel import ChannelPool
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.server.coordinator.coordinator import LakeOffsets, TableAssignment
-from lakelog.server.rpc.grpc_server import channel_options
 
 NOTIFY_TIMEOUT_S = 10.0
 
 
 class GrpcTabletNotifier:
     def __init__(self, conf: Configuration) -> None:
-        self._conf = conf
-        self._options = channel_options(conf.get("rpc.max-message-size"))
-        self._channels: dict[str, grpc.Channel] = {}
-        self._lock = threading.Lock()
+        self._channels = ChannelPool(conf)
 
     def _stub(self, node: ServerNode) -> TabletServiceStub:
-        with self._lock:
-            channel = self._channels.get(node.address)
-            if channel is None:
-                channel = self._channels[node.address] = open_channel(node.address, self._conf, self._options)
-        return TabletServiceStub(channel)
+        return TabletServiceStub(self._channels.get(node.address))
 
     def notify_leaders(self, node: ServerNode, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None:
         request = pb.NotifyLeaderAndIsrRequest(
@@ -45,7 +35,4 @@ class GrpcTabletNotifier:
         self._stub(node).NotifyLakeTableOffset(request, timeout=NOTIFY_TIMEOUT_S)
 
     def close(self) -> None:
-        with self._lock:
-            for channel in self._channels.values():
-                channel.close()
-            self._channels.clear()
+        self._channels.close()
