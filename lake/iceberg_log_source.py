@@ -60,7 +60,7 @@ class IcebergLogSource(LogSource):
         table = self.table_at(context.lake_snapshot_id)
         start, end = context.fetch_start_offset, context.log_end_offset_of_snapshot
         for file in self._files.bucket_files(table, context.lake_snapshot_id, context.bucket, start, end):
-            yield from self.read_file(table, file.path, log_schema, max(start, file.first_offset), end)
+            yield from self.read_file(table, file.path, log_schema, max(start, file.first_offset), min(end, file.last_offset + 1))
 
     def lookup_log_offset_by_timestamp(self, context: LookupContext) -> int:
         """Files hold offsets in order and timestamps never decrease with offsets, so the answer is

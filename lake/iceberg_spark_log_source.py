@@ -1,10 +1,10 @@
 """The ``iceberg`` LogSource (the default): lake data files are read by Spark tasks.
 
-PyIceberg plans on the client; each planned file is then read by one Spark job (``mapInArrow`` over
-a DataFrame with one row per chunk of :data:`CHUNK_BATCHES` batches of offsets, whose tasks open the file
-through PyIceberg's FileIO and skip the row groups outside their chunk), and ``toLocalIterator``
-brings the chunks back one partition at a time, so neither the driver nor the client ever holds more
-than one chunk of a file, however big. Only DataFrame APIs are used, so a Spark Connect (``sc://``)
+PyIceberg plans on the client; each planned file is then read in chunks of ``client.lake.batch-rows``
+offsets, one Spark job each (``mapInArrow`` over a one-row DataFrame, whose task opens the file
+through PyIceberg's FileIO and skips the row groups outside its chunk), and ``toArrow()`` brings the
+chunk back, so neither the driver nor the client ever holds more than one chunk of a file, however
+big. Only DataFrame APIs are used, so a Spark Connect (``sc://``)
 session works as well as a local or cluster one; no Iceberg Spark runtime is needed. Batches travel
 as Arrow IPC streams in a binary column, so every Arrow type comes back exactly as the log has it.
 
@@ -34,9 +34,6 @@ from lakelog.tiering.spark_session import spark_session
 
 APP_NAME = "lakelog-lake-reader"
 IPC_COLUMN = "ipc"
-# Batches of ``client.lake.batch-rows`` offsets one Spark task reads and returns (by default two
-# row groups of the tiering job's files).
-CHUNK_BATCHES = 4
 
 
 @dataclass(frozen=True)
@@ -50,16 +47,12 @@ class FileRead:
     end: int
     batch_rows: int
 
-    @property
-    def chunk_offsets(self) -> int:
-        return CHUNK_BATCHES * self.batch_rows
-
 
 def read_file_in_task(read: FileRead, chunks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """A ``mapInArrow`` function over chunk numbers: each batch of a chunk's offsets becomes one row
     holding its IPC stream."""
     io = load_file_io(dict(read.io_properties), read.path)
-    size = read.chunk_offsets
+    size = read.batch_rows
     for numbers in chunks:
         for chunk in numbers.column(0).to_pylist():
             start = read.start + chunk * size
@@ -86,19 +79,15 @@ class IcebergSparkLogSource(IcebergLogSource):
     def read_file(self, table: Table, path: str, log_schema: pa.Schema, start: int, end: int) -> Iterator[pa.RecordBatch]:
         read = FileRead(dict(table.io.properties), path, log_schema, start, end, self.batch_rows)
         task = functools.partial(read_file_in_task, read)
-        chunks = max(-(-(end - start) // read.chunk_offsets), 1)
-        what = f"Spark could not read lake data file {path}"
-        # Py4J, Spark Connect and task errors all end up as a LakeError here.
-        rows = lake_call(
-            what,
-            lambda: self._session()
-            .range(0, chunks, 1, chunks)
-            .mapInArrow(task, f"{IPC_COLUMN} binary")
-            .toLocalIterator(prefetchPartitions=False),
-        )
-        while (row := lake_call(what, lambda: next(rows, None))) is not None:
-            with pa.ipc.open_stream(pa.py_buffer(row[IPC_COLUMN])) as reader:
-                yield from reader
+        # One small job per chunk, each finished before the next starts: a driver holds one chunk.
+        for chunk in range(-(-(end - start) // read.batch_rows)):
+            blobs = lake_call(
+                f"Spark could not read lake data file {path}",
+                lambda: self._session().range(chunk, chunk + 1, 1, 1).mapInArrow(task, f"{IPC_COLUMN} binary").toArrow(),
+            )
+            for blob in blobs.column(IPC_COLUMN).combine_chunks():
+                with pa.ipc.open_stream(blob.as_buffer()) as reader:
+                    yield from reader
 
     def _session(self) -> SparkSession:
         with self._spark_lock:
