@@ -56,11 +56,10 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         "bare grpcio server, same bytes and chunks, Arrow IPC decode", baseline_s / full_s, 0.7,
         detail=f"{size / full_s / 1e6:,.0f} MB/s vs {size / baseline_s / 1e6:,.0f} MB/s; {records:,} records, {size / 1e6:,.0f} MB",
         tier="local",
-        next_step="take the protobuf copies out of the fetch path: the tablet service builds each bucket's "
-        "records into a PbFetchLogRespForBucket, copies it again into the FetchLogResponse and serializes it, "
-        "and the client parses and copies it out once more; answer FetchLog with a response serializer that "
-        "writes the records field straight from the segment bytes (protobuf fields can be concatenated on the "
-        "wire) and read it with one memoryview on the client",
+        next_step="the server's copies are gone (FetchLog answers are serialized once, server/rpc/fetch_response.py); "
+        "what is left is the client: protobuf parsing copies each bucket's records out of the message, every batch's "
+        "CRC is checked, and the meta columns are built per poll, all under the GIL the in-process server shares; "
+        "parse the records field as a memoryview of the received message and check CRCs on the fetch thread",
     )
     projection = Result(
         "2", "Projection: 1 of 10 columns", records / projected_s, "records/s", records / full_s,
