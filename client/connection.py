@@ -8,6 +8,7 @@ from lakelog.config import Configuration
 from lakelog.lake.lake_config import LakeConfig
 from lakelog.metadata import TablePath
 from lakelog.client.admin import Admin
+from lakelog.client.barrier_hold import BarrierHold
 from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.metadata import MetadataCache
 from lakelog.client.rpc_client import RpcClient
@@ -30,6 +31,13 @@ class Connection:
 
     def get_table(self, path: TablePath) -> Table:
         return Table(self._metadata.table(path), self._rpc, self._metadata, self.admin, self.config, self._lake)
+
+    def open_barrier_hold(self, timeout_ms: int | None = None) -> BarrierHold:
+        """A barrier hold on every tablet server (see :mod:`lakelog.client.barrier_hold`): writers
+        created with it are never split by a consistent lake cut. The servers drop a hold left open
+        past ``timeout_ms`` (default ``client.barrier-hold.timeout``)."""
+        timeout = self.config.get("client.barrier-hold.timeout") if timeout_ms is None else timeout_ms
+        return BarrierHold(self._rpc, self._metadata, timeout)
 
     def lake_config(self) -> LakeConfig:
         """The cluster's lake config (GetLakeConfig, fetched once) with this connection's own

@@ -53,6 +53,12 @@ class MetadataCache:
                 self._tables.pop(table_id, None)
                 self._leaders.pop(table_id, None)
 
+    def tablet_servers(self) -> list[ServerNode]:
+        """Every registered tablet server, fresh from the coordinator."""
+        self._load(pb.MetadataRequest())
+        with self._lock:
+            return list(self._servers.values())
+
     def leader(self, table_id: int, bucket: int) -> ServerNode:
         with self._lock:
             leader_id = self._leaders.get(table_id, {}).get(bucket)

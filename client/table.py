@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from lakelog.config import Configuration
-from lakelog.errors import InvalidRequestError
+from lakelog.errors import BarrierHoldError, InvalidRequestError
 import pyarrow as pa
 
 from lakelog.metadata import TableInfo, TablePath
 from lakelog.client.admin import Admin
+from lakelog.client.barrier_hold import BarrierHold
 from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.metadata import MetadataCache
 from lakelog.client.rpc_client import RpcClient
@@ -48,8 +49,15 @@ class Table:
     def new_scan(self) -> "TableScan":
         return TableScan(self)
 
-    def _writer(self, on_ack: Callable[[AppendAck], None] | None) -> AppendWriter:
-        return AppendWriter(self.info, self._rpc, self._metadata, self._conf, on_ack)
+    def _writer(self, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None) -> AppendWriter:
+        writer = AppendWriter(self.info, self._rpc, self._metadata, self._conf, on_ack, hold)
+        if hold is not None:
+            try:
+                hold.attach(writer)
+            except BarrierHoldError:
+                writer.close()
+                raise
+        return writer
 
     def _scanner(self, projection: list[int] | None) -> LogScanner:
         source = self._lake.log_source(self.info) if self._lake is not None else None
@@ -60,9 +68,13 @@ class TableAppend:
     def __init__(self, table: Table) -> None:
         self._table = table
 
-    def create_writer(self, on_ack: Callable[[AppendAck], None] | None = None) -> AppendWriter:
-        """``on_ack`` receives every acknowledged append's offsets and commit timestamp."""
-        return self._table._writer(on_ack)
+    def create_writer(
+        self, on_ack: Callable[[AppendAck], None] | None = None, hold: BarrierHold | None = None
+    ) -> AppendWriter:
+        """``on_ack`` receives every acknowledged append's offsets and commit timestamp. With ``hold``
+        (:meth:`Connection.open_barrier_hold`), no tiering barrier falls between the writer's appends
+        and those of the hold's other writers."""
+        return self._table._writer(on_ack, hold)
 
 
 class TableScan:

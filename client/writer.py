@@ -14,7 +14,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import grpc
 import pyarrow as pa
@@ -27,6 +27,9 @@ from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.status import error_from_rpc
 from lakelog.client.metadata import MetadataCache
 from lakelog.client.rpc_client import RpcClient
+
+if TYPE_CHECKING:
+    from lakelog.client.barrier_hold import BarrierHold
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +66,13 @@ class AppendWriter:
         metadata: MetadataCache,
         conf: Configuration,
         on_ack: Callable[[AppendAck], None] | None = None,
+        hold: BarrierHold | None = None,
     ) -> None:
-        """``on_ack`` is called (on a gRPC thread) for every acknowledged produce request."""
+        """``on_ack`` is called (on a gRPC thread) for every acknowledged produce request; with
+        ``hold``, every append is made under that barrier hold."""
         self._info = info
         self._on_ack = on_ack
+        self._hold = hold
         self._rpc = rpc
         self._metadata = metadata
         self._batch_bytes = conf.get("client.writer.batch-size")
@@ -241,6 +247,7 @@ class AppendWriter:
             table_id=self._info.table_id,
             timeout_ms=int(self._rpc.timeout_s * 1000),
             buckets_req=[pb.PbProduceLogReqForBucket(bucket_id=bucket, records=b"".join(batches))],
+            hold_id=self._hold.hold_id if self._hold is not None else "",
         )
         future = self._rpc.tablet(node.address).ProduceLog.future(request, timeout=self._rpc.timeout_s)
         future.add_done_callback(lambda f: self._on_response(f, bucket, batches, node.address))
@@ -252,9 +259,12 @@ class AppendWriter:
             item = response.buckets_resp[0]
             if item.error_code:
                 error = error_from_code(item.error_code, item.error_message)
-            elif self._on_ack is not None:
-                count = sum(rb.read_header(batch).record_count for batch in batches)
-                self._on_ack(AppendAck(bucket, item.base_offset, count, item.commit_timestamp))
+            else:
+                if self._hold is not None:
+                    self._hold.stamped(item.commit_timestamp)
+                if self._on_ack is not None:
+                    count = sum(rb.read_header(batch).record_count for batch in batches)
+                    self._on_ack(AppendAck(bucket, item.base_offset, count, item.commit_timestamp))
         except grpc.RpcError as exc:
             error = error_from_rpc(exc, f"tablet server {address}")
         with self._cond:

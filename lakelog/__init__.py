@@ -11,6 +11,7 @@ import os
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 from lakelog.client.admin import Admin  # noqa: E402 - after the gRPC setting above
+from lakelog.client.barrier_hold import BarrierHold
 from lakelog.client.connection import Connection, connect
 from lakelog.client.lake.log_source import FetchContext, LakeStorage, LogSource, LookupContext
 from lakelog.client.scanner.log_scanner import LogScanner
@@ -20,6 +21,7 @@ from lakelog.client.writer import AppendAck, AppendWriter
 from lakelog.errors import (
     AuthenticationError,
     AuthorizationError,
+    BarrierHoldError,
     CorruptRecordError,
     DatabaseAlreadyExistError,
     DatabaseNotExistError,
@@ -58,6 +60,8 @@ __all__ = [
     "AppendWriter",
     "AuthenticationError",
     "AuthorizationError",
+    "BarrierHold",
+    "BarrierHoldError",
     "BucketInfo",
     "Connection",
     "CorruptRecordError",

@@ -120,6 +120,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("client.writer.batch-size", parse_size, 1 << 20, "Bytes of rows a writer gathers per bucket before it sends."),
     ConfigOption("client.writer.linger", parse_duration_ms, 100, "How long a writer waits for a batch to fill."),
     ConfigOption("client.writer.max-inflight", int, 8, "Produce requests in flight per writer."),
+    ConfigOption("client.barrier-hold.timeout", parse_duration_ms, 60_000, "How long a barrier hold may stay open before the servers drop it (at most 15min)."),
     ConfigOption("client.scanner.fetch.max-bytes", parse_size, 16 << 20, "Bytes one fetch may return per tablet server."),
     ConfigOption("client.scanner.fetch.max-bytes-per-bucket", parse_size, 4 << 20, "Bytes one fetch may return per bucket."),
     ConfigOption("client.scanner.fetch.max-wait", parse_duration_ms, 500, "How long a server holds a fetch that has no data."),

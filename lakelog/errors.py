@@ -192,6 +192,13 @@ class OffsetOutOfRangeError(LakelogError):
         )
 
 
+
+class BarrierHoldError(LakelogError):
+    """A write or close names a barrier hold that is not open on the server: never opened, closed,
+    expired, or lost in a restart. A tiering barrier may then have fallen between its writes."""
+
+    code = 32
+
 _BY_CODE: dict[int, type[LakelogError]] = {}
 
 

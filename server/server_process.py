@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from lakelog.config import Configuration
 from lakelog.errors import InvalidConfigError
@@ -21,6 +21,7 @@ from lakelog.server.metrics.tablet_collector import TabletStateCollector
 from lakelog.security.tls import server_credentials
 from lakelog.server.rpc.auth_interceptor import AuthInterceptor
 from lakelog.server.rpc.grpc_server import build_server
+from lakelog.server.log.log_tablet import wall_clock_ms
 from lakelog.server.tablet_server import TabletServerRole
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,13 @@ ROLES = ("coordinator", "tablet-server")
 class ServerProcess:
     """Start with :meth:`start` (or ``with``); :attr:`address` is where clients connect."""
 
-    def __init__(self, conf: Configuration | Mapping[str, Any], roles: tuple[str, ...] = ROLES) -> None:
+    def __init__(
+        self,
+        conf: Configuration | Mapping[str, Any],
+        roles: tuple[str, ...] = ROLES,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        """``clock``: the tablet server's clock for commit timestamps (ms since the epoch)."""
         self.conf = conf if isinstance(conf, Configuration) else Configuration(conf)
         unknown = set(roles) - set(ROLES)
         if unknown or not roles:
@@ -39,6 +46,7 @@ class ServerProcess:
         if "coordinator" not in roles and not self.conf.get("coordinator.address"):
             raise InvalidConfigError("a tablet server on its own needs coordinator.address (--coordinator HOST:PORT)")
         self.roles = roles
+        self._clock = clock
         self.data_dir = Path(self.conf.get("data.dir")).resolve()
         self.coordinator: CoordinatorRole | None = None
         self.tablet: TabletServerRole | None = None
@@ -70,7 +78,7 @@ class ServerProcess:
         if "coordinator" in self.roles:
             self.coordinator = CoordinatorRole(self.conf, self.data_dir)
         if "tablet-server" in self.roles:
-            self.tablet = TabletServerRole(self.conf, self.data_dir)
+            self.tablet = TabletServerRole(self.conf, self.data_dir, self._clock)
         node_id = self.tablet.server_id if self.tablet else -1
         registrations, names = [], []
         if self.tablet:

@@ -8,13 +8,14 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from lakelog.config import Configuration
 from lakelog.errors import InvalidConfigError, LakelogError
 from lakelog.metadata import ServerNode
 from lakelog.server.coordinator.coordinator import TableAssignment
 from lakelog.server.log.log_manager import LogManager
-from lakelog.server.log.log_tablet import LogConfig
+from lakelog.server.log.log_tablet import LogConfig, wall_clock_ms
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.replica.replica_manager import ReplicaManager
@@ -27,13 +28,14 @@ REGISTER_DEADLINE_S = 60.0
 
 
 class TabletServerRole:
-    def __init__(self, conf: Configuration, data_dir: Path) -> None:
+    def __init__(self, conf: Configuration, data_dir: Path, clock: Callable[[], int] = wall_clock_ms) -> None:
+        """``clock`` stamps commit timestamps (tests skew it, like Kafka's ``Time``)."""
         self._conf = conf
         self._dir = data_dir / "tablet-server"
         self.server_id = self._server_id(conf.get("tablet-server.id"))
         self._coordinator: CoordinatorClient | None = None
         self.logs = LogManager(
-            self._dir / "log", LogConfig.from_configuration(conf), on_high_watermark=self._on_high_watermark
+            self._dir / "log", LogConfig.from_configuration(conf), on_high_watermark=self._on_high_watermark, clock=clock
         )
         self.remote = RemoteLogManager.from_configuration(conf, data_dir)
         self.replicas = ReplicaManager(self.server_id, self.logs, self._resolve, self.remote)

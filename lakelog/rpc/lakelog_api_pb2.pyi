@@ -209,16 +209,18 @@ class RegisterTabletServerResponse(_message.Message):
     def __init__(self, table_metadata: _Optional[_Iterable[_Union[PbTableMetadata, _Mapping]]] = ..., lake_offsets: _Optional[_Union[NotifyLakeTableOffsetRequest, _Mapping]] = ...) -> None: ...
 
 class ProduceLogRequest(_message.Message):
-    __slots__ = ("acks", "table_id", "timeout_ms", "buckets_req")
+    __slots__ = ("acks", "table_id", "timeout_ms", "buckets_req", "hold_id")
     ACKS_FIELD_NUMBER: _ClassVar[int]
     TABLE_ID_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     BUCKETS_REQ_FIELD_NUMBER: _ClassVar[int]
+    HOLD_ID_FIELD_NUMBER: _ClassVar[int]
     acks: int
     table_id: int
     timeout_ms: int
     buckets_req: _containers.RepeatedCompositeFieldContainer[PbProduceLogReqForBucket]
-    def __init__(self, acks: _Optional[int] = ..., table_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., buckets_req: _Optional[_Iterable[_Union[PbProduceLogReqForBucket, _Mapping]]] = ...) -> None: ...
+    hold_id: str
+    def __init__(self, acks: _Optional[int] = ..., table_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., buckets_req: _Optional[_Iterable[_Union[PbProduceLogReqForBucket, _Mapping]]] = ..., hold_id: _Optional[str] = ...) -> None: ...
 
 class PbProduceLogReqForBucket(_message.Message):
     __slots__ = ("partition_id", "bucket_id", "records")
@@ -565,6 +567,34 @@ class GetServerTimeResponse(_message.Message):
     SERVER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     server_time_ms: int
     def __init__(self, server_time_ms: _Optional[int] = ...) -> None: ...
+
+class OpenBarrierHoldRequest(_message.Message):
+    __slots__ = ("hold_id", "timeout_ms", "start_ms")
+    HOLD_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    hold_id: str
+    timeout_ms: int
+    start_ms: int
+    def __init__(self, hold_id: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., start_ms: _Optional[int] = ...) -> None: ...
+
+class OpenBarrierHoldResponse(_message.Message):
+    __slots__ = ("start_ms",)
+    START_MS_FIELD_NUMBER: _ClassVar[int]
+    start_ms: int
+    def __init__(self, start_ms: _Optional[int] = ...) -> None: ...
+
+class CloseBarrierHoldRequest(_message.Message):
+    __slots__ = ("hold_id", "release_after_ms")
+    HOLD_ID_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    hold_id: str
+    release_after_ms: int
+    def __init__(self, hold_id: _Optional[str] = ..., release_after_ms: _Optional[int] = ...) -> None: ...
+
+class CloseBarrierHoldResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class TieringHeartbeatRequest(_message.Message):
     __slots__ = ("job_id", "tables", "barrier")

@@ -711,6 +711,16 @@ class TabletServiceStub:
                 request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetServerTimeRequest.SerializeToString,
                 response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetServerTimeResponse.FromString,
                 _registered_method=True)
+        self.OpenBarrierHold = channel.unary_unary(
+                '/lakelog.rpc.TabletService/OpenBarrierHold',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.OpenBarrierHoldRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.OpenBarrierHoldResponse.FromString,
+                _registered_method=True)
+        self.CloseBarrierHold = channel.unary_unary(
+                '/lakelog.rpc.TabletService/CloseBarrierHold',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CloseBarrierHoldRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CloseBarrierHoldResponse.FromString,
+                _registered_method=True)
 
 
 class TabletServiceServicer:
@@ -761,6 +771,20 @@ class TabletServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OpenBarrierHold(self, request, context):
+        """A writer's barrier hold: while it is open, the server's barrier-safe time stays below it, so no
+        tiering barrier falls between the writes made under it (see lakelog.client.barrier_hold).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CloseBarrierHold(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TabletServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -798,6 +822,16 @@ def add_TabletServiceServicer_to_server(servicer, server):
                     servicer.GetServerTime,
                     request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetServerTimeRequest.FromString,
                     response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetServerTimeResponse.SerializeToString,
+            ),
+            'OpenBarrierHold': grpc.unary_unary_rpc_method_handler(
+                    servicer.OpenBarrierHold,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.OpenBarrierHoldRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.OpenBarrierHoldResponse.SerializeToString,
+            ),
+            'CloseBarrierHold': grpc.unary_unary_rpc_method_handler(
+                    servicer.CloseBarrierHold,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CloseBarrierHoldRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CloseBarrierHoldResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -989,6 +1023,60 @@ class TabletService:
             '/lakelog.rpc.TabletService/GetServerTime',
             lakelog_dot_rpc_dot_lakelog__api__pb2.GetServerTimeRequest.SerializeToString,
             lakelog_dot_rpc_dot_lakelog__api__pb2.GetServerTimeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenBarrierHold(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.TabletService/OpenBarrierHold',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.OpenBarrierHoldRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.OpenBarrierHoldResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CloseBarrierHold(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.TabletService/CloseBarrierHold',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.CloseBarrierHoldRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.CloseBarrierHoldResponse.FromString,
             options,
             channel_credentials,
             insecure,

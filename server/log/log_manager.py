@@ -57,6 +57,11 @@ class LogManager:
             tablet = self._tablets.get((table_id, bucket))
             return tablet if tablet is not None else self._open(table_id, bucket, name)
 
+    @property
+    def clock(self) -> Callable[[], int]:
+        """The clock commit timestamps are stamped with (ms since the epoch)."""
+        return self._clock
+
     def barrier_safe_time(self) -> int:
         """The smallest :meth:`LogTablet.barrier_safe_time` over the open logs (the clock minus 1
         ms when none is open): a time every log of this server has passed."""

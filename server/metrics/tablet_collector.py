@@ -1,6 +1,6 @@
 """Gauges of a tablet server's tiers, computed when Prometheus scrapes.
 
-State, not events: segments and bytes per tier, and how far the remote tier and the lake trail the
+State, not events: the barrier holds, segments and bytes per tier, and how far the remote tier and the lake trail the
 log, per table (summed over the buckets this server leads; a bucket label would multiply series by
 the bucket count). Computing them at scrape time costs the hot path nothing, and reads only memory:
 the local segments, the remote manifests as last seen and the lake ranges the coordinator notified.
@@ -64,3 +64,11 @@ class TabletStateCollector(Collector):
             if info.lake_enabled:
                 lake_lag.add_metric([table], not_in_lake)
         yield from (segments, sizes, upload_lag, lake_lag)
+        yield GaugeMetricFamily(
+            "lakelog_barrier_holds", "Barrier holds remembered: open ones, and closed ones the barrier has not passed.", value=len(self._replicas.holds)
+        )
+        yield GaugeMetricFamily(
+            "lakelog_barrier_safe_time_lag_ms",
+            "The clock minus GetServerTime: how far unflushed appends and barrier holds keep tiering barriers back.",
+            value=self._logs.clock() - self._replicas.server_time(),
+        )

@@ -40,6 +40,7 @@ from lakelog.server.log.log_manager import LogManager
 from lakelog.server.log.log_tablet import AppendResult, LogTablet
 from lakelog.server.remote.manifest import RemoteLogManifest
 from lakelog.server.remote.remote_log_manager import RemoteLogManager
+from lakelog.server.replica.barrier_holds import BarrierHolds
 from lakelog.server.replica.lake_offsets import LakeRanges
 from lakelog.server.replica.projection import check_projection, project_records
 
@@ -104,6 +105,7 @@ class ReplicaManager:
         self._logs = logs
         self._remote = remote
         self.lake = LakeRanges()
+        self.holds = BarrierHolds(logs.clock, f"tablet server {server_id}")
         remote.lake_end_offset = self.lake.end_offset
         self._resolve = resolve
         self._tables: dict[int, TableInfo] = {}
@@ -190,8 +192,11 @@ class ReplicaManager:
 
     # produce
 
-    def produce(self, table_id: int, bucket: int, records: bytes) -> AppendResult:
+    def produce(self, table_id: int, bucket: int, records: bytes, hold_id: str = "") -> AppendResult:
+        """``hold_id``: the append is made under this barrier hold, which must be open here."""
         info, tablet = self._tablet(table_id, bucket)
+        if hold_id:
+            self.holds.check(hold_id)
         return tablet.append(records, lambda buffer, headers: self._check_schema(info, bucket, buffer, headers))
 
     @staticmethod
@@ -338,8 +343,9 @@ class ReplicaManager:
         raise InvalidRequestError(f"unknown offset type {spec.type!r}")
 
     def server_time(self) -> int:
-        """What GetServerTime answers: see :meth:`LogManager.barrier_safe_time`."""
-        return self._logs.barrier_safe_time()
+        """What GetServerTime answers: :meth:`LogManager.barrier_safe_time`, kept out of what the
+        barrier holds forbid (see :mod:`barrier_holds`)."""
+        return self.holds.safe_time(self._logs.barrier_safe_time())
 
     def describe(self, table_id: int, bucket: int) -> BucketDescription:
         """One consistent look at a bucket: one tablet lookup, one manifest read."""

@@ -50,6 +50,8 @@ RPC_ACTIONS: Mapping[str, Action] = {
     _TABLET + "NotifyLeaderAndIsr": Action.INTERNAL,
     _TABLET + "NotifyLakeTableOffset": Action.INTERNAL,
     _TABLET + "GetServerTime": Action.READ,
+    _TABLET + "OpenBarrierHold": Action.WRITE,
+    _TABLET + "CloseBarrierHold": Action.WRITE,
 }
 
 

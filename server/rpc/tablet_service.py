@@ -35,7 +35,7 @@ class TabletService(TabletServiceServicer):
         records = size = 0
         for bucket_req in request.buckets_req:
             try:
-                result = self._replicas.produce(request.table_id, bucket_req.bucket_id, bucket_req.records)
+                result = self._replicas.produce(request.table_id, bucket_req.bucket_id, bucket_req.records, request.hold_id)
                 records += result.record_count
                 size += len(bucket_req.records)
                 responses.append(
@@ -129,6 +129,15 @@ class TabletService(TabletServiceServicer):
     @rpc_method
     def GetServerTime(self, request: pb.GetServerTimeRequest, context: grpc.ServicerContext) -> pb.GetServerTimeResponse:
         return pb.GetServerTimeResponse(server_time_ms=self._replicas.server_time())
+
+    @rpc_method
+    def OpenBarrierHold(self, request: pb.OpenBarrierHoldRequest, context: grpc.ServicerContext) -> pb.OpenBarrierHoldResponse:
+        return pb.OpenBarrierHoldResponse(start_ms=self._replicas.holds.open(request.hold_id, request.timeout_ms, request.start_ms))
+
+    @rpc_method
+    def CloseBarrierHold(self, request: pb.CloseBarrierHoldRequest, context: grpc.ServicerContext) -> pb.CloseBarrierHoldResponse:
+        self._replicas.holds.close(request.hold_id, request.release_after_ms)
+        return pb.CloseBarrierHoldResponse()
 
     @rpc_method
     def NotifyLeaderAndIsr(
