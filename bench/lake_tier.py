@@ -15,6 +15,7 @@ from bench.scan import drain
 from bench.sizes import Sizes
 
 META = ("__bucket", "__offset", "__timestamp")
+SPARK_RUNS = 3  # a full-size Spark scan takes minutes: at most three warm runs for its median
 
 
 def lakelog_scan(cluster: BenchCluster, path: lakelog.TablePath, records: int, config: dict[str, Any]) -> None:
@@ -53,19 +54,19 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         "by their first and last value plus the row count",
     )
     profile_if_missed(arrow_result, lambda: lakelog_scan(cluster, path, records, arrow))
-    spark_result = _spark_scan(cluster, path, records, baseline_s)
+    spark_result = _spark_scan(cluster, path, records, baseline_s, sizes.runs)
     cluster.drop(table)
     return [arrow_result, spark_result]
 
 
-def _spark_scan(cluster: BenchCluster, path: lakelog.TablePath, records: int, baseline_s: float) -> Result:
+def _spark_scan(cluster: BenchCluster, path: lakelog.TablePath, records: int, baseline_s: float, runs: int) -> Result:
     """The Spark LogSource's line; a failed read is reported on it, the iceberg-arrow line stands."""
     spark = {"client.lake.source": "iceberg", "lake.spark.master": "local[2]"}
     progress("lake tier: lakelog poll_arrow with iceberg (Spark), first scan starts Spark")
     name, baseline_name = "Lake tier: poll_arrow, iceberg (Spark)", "PyIceberg scan().to_arrow(), same rows and columns"
     try:
         spark_cold_s = timed(lambda: lakelog_scan(cluster, path, records, spark))
-        spark_s = median_seconds(lambda: lakelog_scan(cluster, path, records, spark), 3)
+        spark_s = median_seconds(lambda: lakelog_scan(cluster, path, records, spark), min(runs, SPARK_RUNS))
     except lakelog.LakelogError as error:
         cause = "Java heap space" if "OutOfMemoryError" in str(error) else str(error).splitlines()[0][:200]
         return Result(

@@ -15,13 +15,13 @@ from lakelog.config import Configuration
 from lakelog.errors import InvalidConfigError
 from lakelog.metadata import ServerNode
 from lakelog.server.coordinator_server import CoordinatorRole
+from lakelog.server.log.log_tablet import wall_clock_ms
 from lakelog.server.metrics.metrics_endpoint import MetricsEndpoint
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.metrics.tablet_collector import TabletStateCollector
 from lakelog.security.tls import server_credentials
 from lakelog.server.rpc.auth_interceptor import AuthInterceptor
 from lakelog.server.rpc.grpc_server import build_server
-from lakelog.server.log.log_tablet import wall_clock_ms
 from lakelog.server.tablet_server import TabletServerRole
 
 log = logging.getLogger(__name__)

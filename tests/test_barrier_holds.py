@@ -121,7 +121,8 @@ def skewed_cluster(tmp_path: Path) -> Iterator[ServerProcess]:
 
 def _write_pairs(conn: lakelog.Connection, tables: list[lakelog.Table], buckets: list[int], held: bool) -> tuple[list[int], list[tuple[int, int]]]:
     """PAIRS pairs, the left half on the server ahead, acknowledged before the right half goes to the
-    server behind (so the right half is stamped earlier). Returns the barriers a tiering round would
+    server behind (so the right half is stamped earlier); held, in three groups with a pause between
+    them longer than the skew. Returns the barriers a tiering round would
     take (admin.barrier_safe_time) at every point of the writes, and each pair's two commit timestamps."""
     paths = [table.path for table in tables]
     barriers: list[int] = []
@@ -132,6 +133,8 @@ def _write_pairs(conn: lakelog.Connection, tables: list[lakelog.Table], buckets:
         barriers.append(conn.admin.barrier_safe_time(paths))
 
     for pair in range(PAIRS):
+        if held and pair and pair % (PAIRS // 3) == 0:
+            time.sleep((2 * SKEW_MS + 100) / 1000)  # a gap in the writes: the chain of overlapping holds ends
         acks: list[lakelog.AppendAck] = []
         hold = conn.open_barrier_hold() if held else None
         sample()
@@ -166,6 +169,8 @@ def test_no_barrier_splits_a_held_pair_across_servers_with_skewed_clocks(skewed_
         barriers, stamps = _write_pairs(conn, tables, buckets, held=True)
         assert _split_pairs(barriers, stamps) == 0, "a barrier fell between the two halves of a held pair"
         assert barriers == sorted(barriers), "the barrier never goes back"
+        passed = {sum(max(pair) <= barrier for pair in stamps) for barrier in barriers}
+        assert {PAIRS // 3, 2 * PAIRS // 3} <= passed, "while writers hold, the barrier passes whole pairs at each gap"
         final = conn.admin.barrier_safe_time(paths)
         # the holds overlap (skew makes each one's [start, last stamp) 600 ms long): the barrier passes them
         # all once server 2's clock has passed the last stamp

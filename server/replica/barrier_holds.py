@@ -97,14 +97,14 @@ class BarrierHolds:
         """``log_safe_time`` lowered below every open hold and out of every closed hold's [H, R)."""
         with self._lock:
             self._expire()
-            safe = min([log_safe_time, *(hold.start - 1 for hold in self._holds.values() if not hold.closing)])
-            closed = sorted(((hold.start, hold.release_after or 0) for hold in self._holds.values() if hold.closing), reverse=True)
-            for start, release_after in closed:  # by start, latest first: each step can only go lower
-                if start <= safe < release_after:
-                    safe = start - 1
-            for hold_id, hold in list(self._holds.items()):
-                if hold.closing and (hold.release_after or 0) <= safe:
-                    del self._holds[hold_id]  # wholly below a safe time that never goes back
+            holds = list(self._holds.values())
+            safe = min([log_safe_time, *(hold.start - 1 for hold in holds if hold.release_after is None)])
+            closed = [hold for hold in holds if hold.release_after is not None]
+            for hold in sorted(closed, key=lambda h: h.start, reverse=True):  # latest start first: one pass
+                if hold.start <= safe < hold.release_after:
+                    safe = hold.start - 1
+            # wholly below a safe time that never goes back: no longer a constraint
+            self._holds = {i: h for i, h in self._holds.items() if h.release_after is None or h.release_after > safe}
             return safe
 
     def __len__(self) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-
 from lakelog.config import Configuration
 from lakelog.metadata import ServerNode
 from lakelog.rpc import codec
