@@ -26,13 +26,14 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 
 import lakelog
 from lakelog.lake.lake_catalog import LakeCatalog
-from lakelog.lake.lake_config import LakeConfig
+from lakelog.lake_config import LakeConfig
 from lakelog.lake.snapshot_summary import latest_lake_snapshot
 from lakelog.lake.table_layout import data_location, new_data_file_path
 from lakelog.metadata import LakeSnapshot, OffsetSpec, TableDescriptor, TablePath
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.lake_commit import commit_files, next_offsets
-from lakelog.tiering.split_planner import TieringSplit, split_range
+from lakelog.client.scanner.offset_range import split_range
+from lakelog.tiering.split_planner import TieringSplit
 from lakelog.tiering.split_writer import WriterSettings, write_split
 
 from bench import data
@@ -217,7 +218,7 @@ class BenchCluster:
 
     def spark(self) -> Any:
         """One local[2] SparkSession, shared by the Spark lake reads and the tiering rounds."""
-        from lakelog.tiering.spark_session import spark_session
+        from lakelog.spark_session import spark_session
 
         if self._spark is None:
             self._spark = spark_session("local[2]", "lakelog-bench")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import lakelog
+from lakelog.record.meta_columns import META_COLUMNS
 
 from bench import data
 from bench.cluster import LAKE_PROPERTIES, BenchCluster
@@ -14,7 +15,7 @@ from bench.measure import Result, median_seconds, profile_if_missed, progress, t
 from bench.scan import drain
 from bench.sizes import Sizes
 
-META = ("__bucket", "__offset", "__timestamp")
+
 SPARK_RUNS = 3  # a full-size Spark scan takes minutes: at most three warm runs for its median
 
 
@@ -27,7 +28,7 @@ def lakelog_scan(cluster: BenchCluster, path: lakelog.TablePath, records: int, c
 def pyiceberg_scan(cluster: BenchCluster, path: lakelog.TablePath) -> int:
     catalog = cluster.lake_catalog()
     try:
-        return catalog.load_table(path).scan(selected_fields=(*data.SCHEMA.names, *META)).to_arrow().num_rows
+        return catalog.load_table(path).scan(selected_fields=(*data.SCHEMA.names, *META_COLUMNS)).to_arrow().num_rows
     finally:
         catalog.close()
 

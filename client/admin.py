@@ -3,168 +3,110 @@
 from __future__ import annotations
 
 import time
-from collections import defaultdict
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable, TypeVar
 
 from lakelog.errors import (
     InvalidRequestError,
     LakeError,
     LakelogError,
     LakeSnapshotNotExistError,
-    NetworkError,
-    NotLeaderError,
-    UnknownBucketError,
-    error_from_code,
 )
-from lakelog.lake.lake_config import LakeConfig
+from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
     BucketInfo,
     LakeSnapshot,
     OffsetSpec,
     OffsetType,
-    ServerNode,
     TableDescriptor,
     TableInfo,
     TablePath,
     TableTieringStatus,
     TieringJobInfo,
-    schema_to_bytes,
 )
-from lakelog.rpc import codec
-from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.client.lake.lake_sources import LakeSources
-from lakelog.client.lake.log_source import LogSource, LookupContext
-from lakelog.client.metadata import MetadataCache
-from lakelog.client.rpc_client import RpcClient
+from lakelog.log_source import LogSource, LookupContext
+from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
+from lakelog.client.rpc.leader_router import LeaderRouter
+from lakelog.client.rpc.tablet_gateway import TabletGateway
 
-
-LEADER_RETRIES = 5
+T = TypeVar("T")
 
 
 class Admin:
-    def __init__(self, rpc: RpcClient, metadata: MetadataCache, lake: LakeSources | None = None) -> None:
+    def __init__(
+        self, coordinator: CoordinatorGateway, tablets: TabletGateway, router: LeaderRouter, lake: LakeSources | None = None
+    ) -> None:
         """``lake``: where list_offsets finds a table's LogSource (None: an admin without the lake)."""
-        self._rpc = rpc
-        self._metadata = metadata
+        self._coordinator = coordinator
+        self._tablets = tablets
+        self._router = router
+        self._metadata = router.metadata
         self._lake = lake
 
-    def _coordinator(self, method: str, request: object) -> object:
-        stub = self._rpc.coordinator()
-        return self._rpc.call(getattr(stub, method), request, f"coordinator {self._rpc.bootstrap}")
+    def _read(self, what: str, action: Callable[[], T]) -> T:
+        """A coordinator lookup: safe to send again, so retried like every lookup."""
+        return self._router.call(action, what, resend_safe=True)
+
+    def _change(self, what: str, action: Callable[[], T]) -> T:
+        """A coordinator change: resent only where it was surely not applied."""
+        return self._router.call(action, what, resend_safe=False)
 
     # databases
 
     def create_database(self, name: str, ignore_if_exists: bool = False, comment: str = "") -> None:
-        self._coordinator(
-            "CreateDatabase", pb.CreateDatabaseRequest(database_name=name, ignore_if_exists=ignore_if_exists, comment=comment)
-        )
+        self._change("create database", lambda: self._coordinator.create_database(name, ignore_if_exists, comment))
 
     def drop_database(self, name: str, ignore_if_not_exists: bool = False, cascade: bool = False) -> None:
-        self._coordinator(
-            "DropDatabase",
-            pb.DropDatabaseRequest(database_name=name, ignore_if_not_exists=ignore_if_not_exists, cascade=cascade),
-        )
+        self._change("drop database", lambda: self._coordinator.drop_database(name, ignore_if_not_exists, cascade))
 
     def list_databases(self) -> list[str]:
-        return list(self._coordinator("ListDatabases", pb.ListDatabasesRequest()).database_name)  # type: ignore[attr-defined]
+        return self._read("list databases", self._coordinator.list_databases)
 
     # tables
 
     def create_table(self, path: TablePath, descriptor: TableDescriptor, ignore_if_exists: bool = False) -> int:
         descriptor.validate()
-        request = pb.CreateTableRequest(
-            table_path=codec.path_to_pb(path),
-            schema=schema_to_bytes(descriptor.schema),
-            bucket_count=descriptor.buckets,
-            properties=codec.properties_to_pb(dict(descriptor.properties)),
-            comment=descriptor.comment,
-            ignore_if_exists=ignore_if_exists,
-        )
-        return int(self._coordinator("CreateTable", request).table_id)  # type: ignore[attr-defined]
+        return self._change("create table", lambda: self._coordinator.create_table(path, descriptor, ignore_if_exists))
 
     def drop_table(self, path: TablePath, ignore_if_not_exists: bool = False) -> None:
-        self._coordinator(
-            "DropTable", pb.DropTableRequest(table_path=codec.path_to_pb(path), ignore_if_not_exists=ignore_if_not_exists)
-        )
+        self._change("drop table", lambda: self._coordinator.drop_table(path, ignore_if_not_exists))
         self._metadata.forget(path)
 
     def list_tables(self, database: str) -> list[str]:
-        return list(self._coordinator("ListTables", pb.ListTablesRequest(database_name=database)).table_name)  # type: ignore[attr-defined]
+        return self._read("list tables", lambda: self._coordinator.list_tables(database))
 
     def get_table_info(self, path: TablePath) -> TableInfo:
-        response = self._coordinator("GetTableInfo", pb.GetTableInfoRequest(table_path=codec.path_to_pb(path)))
-        return codec.table_info_from_pb(response.table_info)  # type: ignore[attr-defined]
+        return self._read("get table info", lambda: self._coordinator.get_table_info(path))
 
     # offsets and buckets
-
-    def _by_leader(self, info: TableInfo, wanted: list[int]) -> dict[ServerNode, list[int]]:
-        groups: dict[ServerNode, list[int]] = defaultdict(list)
-        for bucket in wanted:
-            if not 0 <= bucket < info.buckets:
-                raise UnknownBucketError(f"{info.path} has no bucket {bucket} (it has buckets 0..{info.buckets - 1})")
-            groups[self._metadata.leader(info.table_id, bucket)].append(bucket)
-        return groups
-
-    def _leader_call(self, info: TableInfo, buckets: Iterable[int] | None, method: str, build: Callable[[list[int]], Any]) -> list[Any]:
-        """Send one request per leader; on a moved or unreachable leader refresh metadata and retry."""
-        wanted = list(range(info.buckets)) if buckets is None else list(buckets)
-        for attempt in range(LEADER_RETRIES + 1):
-            try:
-                responses = []
-                for node, group in self._by_leader(info, wanted).items():
-                    stub = self._rpc.tablet(node.address)
-                    responses.append(self._rpc.call(getattr(stub, method), build(group), f"tablet server {node.address}"))
-                return responses
-            except (NetworkError, NotLeaderError):
-                if attempt == LEADER_RETRIES:
-                    raise
-                time.sleep(0.2 * (attempt + 1))
-                info = self._metadata.refresh(info.table_id)
-        raise AssertionError("unreachable")
 
     def list_offsets(
         self, path: TablePath, buckets: Iterable[int] | None = None, spec: OffsetSpec | None = None
     ) -> dict[int, int]:
         """Per bucket, the offset ``spec`` names (default: latest). With the table's LogSource the
         earliest offset counts the lake, and a timestamp the lake holds is resolved in the lake."""
-        spec = spec or OffsetSpec.latest()
+        chosen = spec or OffsetSpec.latest()
         info = self._metadata.table(path)
-        source = self._lake.log_source(info) if self._lake is not None and spec.type != OffsetType.LATEST else None
-        offsets: dict[int, int] = {}
-        responses = self._leader_call(
+        source = self._lake.log_source(info) if self._lake is not None and chosen.type != OffsetType.LATEST else None
+        listed = self._router.call_leaders(
             info,
             buckets,
-            "ListOffsets",
-            lambda group: pb.ListOffsetsRequest(
-                follower_server_id=-1,
-                offset_type=int(spec.type),
-                table_id=info.table_id,
-                bucket_id=group,
-                start_timestamp=spec.ms,
-                enable_lake=source is not None,
-            ),
+            lambda node, group: self._tablets.list_offsets(node, info.table_id, group, chosen, source is not None),
+            "list offsets",
         )
-        for response in responses:
-            for item in response.buckets_resp:
-                if item.error_code:
-                    raise error_from_code(item.error_code, item.error_message)
-                offsets[item.bucket_id] = item.offset
-                if source is not None and item.lake_snapshot_id >= 0:
-                    offsets[item.bucket_id] = _lake_offset(source, info, item.bucket_id, spec.ms, item.lake_snapshot_id)
+        offsets = {}
+        for item in listed:
+            offsets[item.bucket] = item.offset
+            if source is not None and item.lake_snapshot_id >= 0:
+                offsets[item.bucket] = _lake_offset(source, info, item.bucket, chosen.ms, item.lake_snapshot_id)
         return dict(sorted(offsets.items()))
 
     def describe_buckets(self, path: TablePath) -> dict[int, BucketInfo]:
         info = self._metadata.table(path)
-        described: dict[int, BucketInfo] = {}
-        responses = self._leader_call(
-            info, None, "DescribeLogBuckets", lambda group: pb.DescribeLogBucketsRequest(table_id=info.table_id, bucket_id=group)
+        described = self._router.call_leaders(
+            info, None, lambda node, group: self._tablets.describe_log_buckets(node, info.table_id, group), "describe buckets"
         )
-        for response in responses:
-            for item in response.buckets:
-                if item.error_code:
-                    raise error_from_code(item.error_code, item.error_message)
-                described[item.bucket_id] = codec.bucket_info_from_pb(item)
-        return dict(sorted(described.items()))
+        return dict(sorted(described))
 
     # lake
 
@@ -173,8 +115,7 @@ class Admin:
 
         Raises :class:`LakeSnapshotNotExistError` while no tiering round has committed.
         """
-        response = self._coordinator("GetLakeSnapshot", pb.GetLakeSnapshotRequest(table_path=codec.path_to_pb(path)))
-        return codec.lake_snapshot_from_pb(response.snapshot_id, response.bucket_snapshots)  # type: ignore[attr-defined]
+        return self._read("get lake snapshot", lambda: self._coordinator.get_lake_snapshot(path))
 
     def get_consistent_lake_snapshots(self, paths: Iterable[TablePath]) -> dict[TablePath, int]:
         """Per table, the lake snapshot at the largest timestamp barrier every listed table has
@@ -183,14 +124,10 @@ class Admin:
 
         Raises :class:`LakeSnapshotNotExistError` while the tables share no barrier.
         """
-        # PyIceberg is imported here, not at the top: a client without it must still import lakelog.
-        from lakelog.lake.snapshot_summary import barrier_snapshots
-
         chosen = list(paths)
         if self._lake is None:
             raise LakeError("this admin has no lake access (client.lake.enabled=false)")
-        catalog = self._lake.lake_catalog()
-        by_table = {path: barrier_snapshots(catalog.load_table(path)) for path in chosen}
+        by_table = {path: self._lake.barrier_snapshots(path) for path in chosen}
         common = set.intersection(*(set(found) for found in by_table.values())) if by_table else set()
         if not common:
             raise LakeSnapshotNotExistError(f"tables {', '.join(map(str, chosen))} have no timestamp barrier in common yet")
@@ -202,27 +139,23 @@ class Admin:
         every one of them has passed, so no record stamped at or before it is still to come. The
         tiering job takes its barrier from here, not from its own clock."""
         infos = [self._metadata.table(path) for path in paths]
-        leaders = {self._metadata.leader(info.table_id, b) for info in infos for b in range(info.buckets)}
-        if not leaders:
+        if not infos:
             raise InvalidRequestError("a barrier needs at least one table")
-        times = []
-        for node in leaders:
-            stub = self._rpc.tablet(node.address)
-            times.append(self._rpc.call(stub.GetServerTime, pb.GetServerTimeRequest(), f"tablet server {node.address}").server_time_ms)
-        return min(times)
+
+        def read() -> int:
+            servers = {node for info in infos for node in self._router.by_leader(info, None)}
+            return min(self._tablets.get_server_time(node) for node in servers)
+
+        return self._router.call(read, "read the tablet servers' time", resend_safe=True, tables=[i.table_id for i in infos])
 
     def tiering_heartbeat(self, job_id: str, tables: Iterable[TablePath], barrier: int) -> None:
         """A tiering job's report after a round (the job's call): the coordinator keeps the last one."""
-        request = pb.TieringHeartbeatRequest(job_id=job_id, tables=[codec.path_to_pb(p) for p in tables], barrier=barrier)
-        self._coordinator("TieringHeartbeat", request)
+        reported = list(tables)
+        self._read("tiering heartbeat", lambda: self._coordinator.tiering_heartbeat(job_id, reported, barrier))
 
     def get_tiering_jobs(self) -> list[TieringJobInfo]:
         """Every tiering job the coordinator heard from, least recently heard first."""
-        response = self._coordinator("GetTieringJobs", pb.GetTieringJobsRequest())
-        return [
-            TieringJobInfo(job.job_id, tuple(codec.path_from_pb(p) for p in job.tables), job.last_barrier, job.last_heartbeat_ms)
-            for job in response.jobs  # type: ignore[attr-defined]
-        ]
+        return self._read("get tiering jobs", self._coordinator.get_tiering_jobs)
 
     def get_tiering_status(self) -> dict[TablePath, TableTieringStatus]:
         """Per table a tiering job reported, how fresh its lake is (SPEC section 9): the last barrier
@@ -243,24 +176,16 @@ class Admin:
 
     def get_lake_config(self) -> LakeConfig:
         """The cluster's lake format and catalog properties, without secrets."""
-        return codec.lake_config_from_pb(self._coordinator("GetLakeConfig", pb.GetLakeConfigRequest()))  # type: ignore[arg-type]
+        return self._read("get lake config", self._coordinator.get_lake_config)
 
     def commit_lake_snapshot(self, path: TablePath, snapshot: LakeSnapshot) -> None:
         """Tell the coordinator about a lake snapshot committed to Iceberg (the tiering job's call).
+        Resending is safe: the coordinator keeps the newest snapshot and ignores one it holds.
 
         Raises :class:`StaleLakeSnapshotError` if the coordinator already holds a newer one.
         """
         info = self._metadata.table(path)
-        request = pb.CommitLakeTableSnapshotRequest(
-            tables_req=[
-                pb.PbLakeTableSnapshotInfo(
-                    table_id=info.table_id, snapshot_id=snapshot.snapshot_id, buckets_req=codec.lake_buckets_to_pb(snapshot)
-                )
-            ]
-        )
-        for item in self._coordinator("CommitLakeTableSnapshot", request).table_resp:  # type: ignore[attr-defined]
-            if item.error_code:
-                raise error_from_code(item.error_code, item.error_message)
+        self._read("commit lake snapshot", lambda: self._coordinator.commit_lake_snapshot(info.table_id, snapshot))
 
 
 def _lake_offset(source: LogSource, info: TableInfo, bucket: int, ms: int, snapshot_id: int) -> int:

@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING
 
 from lakelog.errors import BarrierHoldError, LakelogError, NoTabletServerError
 from lakelog.metadata import ServerNode
-from lakelog.rpc import lakelog_api_pb2 as pb
-from lakelog.client.metadata import MetadataCache
-from lakelog.client.rpc_client import RpcClient
+from lakelog.client.rpc.leader_router import LeaderRouter
+from lakelog.client.rpc.tablet_gateway import TabletGateway
 
 if TYPE_CHECKING:
     from lakelog.client.writer import AppendWriter
@@ -33,11 +32,12 @@ log = logging.getLogger(__name__)
 
 
 class BarrierHold:
-    def __init__(self, rpc: RpcClient, metadata: MetadataCache, timeout_ms: int) -> None:
+    def __init__(self, tablets: TabletGateway, router: LeaderRouter, timeout_ms: int) -> None:
         self.hold_id = uuid.uuid4().hex
-        self._rpc = rpc
+        self._tablets = tablets
+        self._router = router
         self._timeout_ms = timeout_ms
-        self._servers = metadata.tablet_servers()
+        self._servers = router.call(router.metadata.tablet_servers, "list the tablet servers", resend_safe=True)
         if not self._servers:
             raise NoTabletServerError("a barrier hold needs at least one registered tablet server")
         self._writers: list[AppendWriter] = []
@@ -60,9 +60,12 @@ class BarrierHold:
         log.debug("barrier hold %s open on %d tablet server(s) from %d", self.hold_id, len(self._servers), self.start)
 
     def _open(self, node: ServerNode, start_ms: int) -> int:
-        request = pb.OpenBarrierHoldRequest(hold_id=self.hold_id, timeout_ms=self._timeout_ms, start_ms=start_ms)
-        stub = self._rpc.tablet(node.address)
-        return self._rpc.call(stub.OpenBarrierHold, request, f"tablet server {node.address}").start_ms
+        """Opening again under the same id only lowers the hold's start, so it is safe to resend."""
+        return self._router.call(
+            lambda: self._tablets.open_barrier_hold(node, self.hold_id, self._timeout_ms, start_ms),
+            f"open barrier hold {self.hold_id} on {node.address}",
+            resend_safe=True,
+        )
 
     def attach(self, writer: AppendWriter) -> None:
         """``writer`` appends under this hold; :meth:`close` flushes it first."""
@@ -92,11 +95,14 @@ class BarrierHold:
             raise errors[0]
 
     def _release(self, servers: list[ServerNode]) -> list[LakelogError]:
-        request = pb.CloseBarrierHoldRequest(hold_id=self.hold_id, release_after_ms=self._latest_stamp)
         errors: list[LakelogError] = []
         for node in servers:
             try:
-                self._rpc.call(self._rpc.tablet(node.address).CloseBarrierHold, request, f"tablet server {node.address}")
+                self._router.call(
+                    lambda: self._tablets.close_barrier_hold(node, self.hold_id, self._latest_stamp),
+                    f"close barrier hold {self.hold_id} on {node.address}",
+                    resend_safe=False,
+                )
             except LakelogError as error:
                 errors.append(error)
         return errors

@@ -5,17 +5,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from lakelog.config import Configuration
-from lakelog.lake.lake_config import LakeConfig
+from lakelog.lake_config import LakeConfig
 from lakelog.metadata import TablePath
 from lakelog.client.admin import Admin
 from lakelog.client.barrier_hold import BarrierHold
 from lakelog.client.lake.lake_sources import LakeSources
-from lakelog.client.metadata import MetadataCache
-from lakelog.client.rpc_client import RpcClient
+from lakelog.client.metadata_cache import MetadataCache
+from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
+from lakelog.client.rpc.leader_router import LeaderRouter
+from lakelog.client.rpc.retry_policy import RetryPolicy
+from lakelog.client.rpc.rpc_edge import RpcEdge
+from lakelog.client.rpc.tablet_gateway import TabletGateway
 from lakelog.client.table import Table
 
 if TYPE_CHECKING:
-    from lakelog.lake.lake_catalog import LakeCatalog
+    from lakelog.client.lake.lake_sources import LakeCatalog
 
 
 class Connection:
@@ -23,21 +27,23 @@ class Connection:
 
     def __init__(self, bootstrap: str, config: Mapping[str, Any] | None = None) -> None:
         self.config = Configuration(config or {})
-        self._rpc = RpcClient(bootstrap, self.config)
-        self._metadata = MetadataCache(self._rpc)
+        self._edge = RpcEdge(self.config)
+        coordinator = CoordinatorGateway(self._edge, bootstrap)
+        self._tablets = TabletGateway(self._edge)
+        self._router = LeaderRouter(MetadataCache(coordinator), RetryPolicy.from_config(self.config), self._edge.timeout_s)
         # The admin and every scanner of this connection share one LogSource per table.
         self._lake = LakeSources(self.config, lambda: self.admin.get_lake_config())
-        self.admin = Admin(self._rpc, self._metadata, self._lake)
+        self.admin = Admin(coordinator, self._tablets, self._router, self._lake)
 
     def get_table(self, path: TablePath) -> Table:
-        return Table(self._metadata.table(path), self._rpc, self._metadata, self.admin, self.config, self._lake)
+        return Table(self._router.metadata.table(path), self._tablets, self._router, self.admin, self.config, self._lake)
 
     def open_barrier_hold(self, timeout_ms: int | None = None) -> BarrierHold:
         """A barrier hold on every tablet server (see :mod:`lakelog.client.barrier_hold`): writers
         created with it are never split by a consistent lake cut. The servers drop a hold left open
         past ``timeout_ms`` (default ``client.barrier-hold.timeout``)."""
         timeout = self.config.get("client.barrier-hold.timeout") if timeout_ms is None else timeout_ms
-        return BarrierHold(self._rpc, self._metadata, timeout)
+        return BarrierHold(self._tablets, self._router, timeout)
 
     def lake_config(self) -> LakeConfig:
         """The cluster's lake config (GetLakeConfig, fetched once) with this connection's own
@@ -52,7 +58,7 @@ class Connection:
         try:
             self._lake.close()
         finally:
-            self._rpc.close()
+            self._edge.close()
 
     def __enter__(self) -> "Connection":
         return self

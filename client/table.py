@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from lakelog.config import Configuration
-from lakelog.errors import BarrierHoldError, InvalidRequestError
 import pyarrow as pa
 
+from lakelog.config import Configuration
+from lakelog.errors import BarrierHoldError, InvalidRequestError
 from lakelog.metadata import TableInfo, TablePath
 from lakelog.client.admin import Admin
 from lakelog.client.barrier_hold import BarrierHold
 from lakelog.client.lake.lake_sources import LakeSources
-from lakelog.client.metadata import MetadataCache
-from lakelog.client.rpc_client import RpcClient
+from lakelog.client.rpc.leader_router import LeaderRouter
+from lakelog.client.rpc.tablet_gateway import TabletGateway
 from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.client.writer import AppendAck, AppendWriter
 
@@ -22,16 +22,16 @@ class Table:
     def __init__(
         self,
         info: TableInfo,
-        rpc: RpcClient,
-        metadata: MetadataCache,
+        tablets: TabletGateway,
+        router: LeaderRouter,
         admin: Admin,
         conf: Configuration,
         lake: LakeSources | None = None,
     ) -> None:
         self.info = info
         self._lake = lake
-        self._rpc = rpc
-        self._metadata = metadata
+        self._tablets = tablets
+        self._router = router
         self._admin = admin
         self._conf = conf
 
@@ -50,7 +50,7 @@ class Table:
         return TableScan(self)
 
     def _writer(self, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None) -> AppendWriter:
-        writer = AppendWriter(self.info, self._rpc, self._metadata, self._conf, on_ack, hold)
+        writer = AppendWriter(self.info, self._tablets, self._router, self._conf, on_ack, hold)
         if hold is not None:
             try:
                 hold.attach(writer)
@@ -61,7 +61,7 @@ class Table:
 
     def _scanner(self, projection: list[int] | None) -> LogScanner:
         source = self._lake.log_source(self.info) if self._lake is not None else None
-        return LogScanner(self.info, projection, self._rpc, self._metadata, self._admin, self._conf, source)
+        return LogScanner(self.info, projection, self._tablets, self._router, self._admin, self._conf, source)
 
 
 class TableAppend:

@@ -4,6 +4,10 @@ Rows go to one bucket until its batch fills, then the next (Kafka's sticky parti
 stay large. Each bucket has at most one produce request in flight, which keeps a bucket's records
 in the order they were appended; different buckets are sent concurrently. ``flush()`` returns once
 every record appended so far is acknowledged (in the default sync flush mode: on disk).
+
+A request refused because the bucket's leader moved is sent again, in order, to the new leader, as
+the :class:`~lakelog.client.rpc.leader_router.LeaderRouter` decides; one lost in transport is not
+(it may have been appended), so its error reaches ``flush()``.
 """
 
 from __future__ import annotations
@@ -16,17 +20,15 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-import grpc
 import pyarrow as pa
 
 from lakelog.config import Configuration
-from lakelog.errors import InvalidRequestError, LakelogError, NotLeaderError, SchemaMismatchError, UnknownBucketError, error_from_code
+from lakelog.errors import InvalidRequestError, LakelogError, SchemaMismatchError, UnknownBucketError
 from lakelog.metadata import TableInfo
 from lakelog.record import batch as rb
-from lakelog.rpc import lakelog_api_pb2 as pb
-from lakelog.rpc.status import error_from_rpc
-from lakelog.client.metadata import MetadataCache
-from lakelog.client.rpc_client import RpcClient
+from lakelog.client.rpc.leader_router import LeaderRouter
+from lakelog.client.rpc.messages import ProducedBatch, ProduceRequest
+from lakelog.client.rpc.tablet_gateway import TabletGateway
 
 if TYPE_CHECKING:
     from lakelog.client.barrier_hold import BarrierHold
@@ -34,7 +36,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_REQUEST_BYTES = 8 << 20
-MAX_LEADER_RETRIES = 5
 _CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError)
 
 
@@ -55,15 +56,18 @@ class _BucketQueue:
     first_row_at: float = 0.0
     sealed: deque[bytes] = field(default_factory=deque)
     in_flight: bool = False
-    leader_retries: int = 0
+    # While the head of ``sealed`` is being retried: tries so far, when they started, the next one.
+    retries: int = 0
+    failing_since: float = 0.0
+    retry_at: float = 0.0
 
 
 class AppendWriter:
     def __init__(
         self,
         info: TableInfo,
-        rpc: RpcClient,
-        metadata: MetadataCache,
+        tablets: TabletGateway,
+        router: LeaderRouter,
         conf: Configuration,
         on_ack: Callable[[AppendAck], None] | None = None,
         hold: BarrierHold | None = None,
@@ -73,8 +77,8 @@ class AppendWriter:
         self._info = info
         self._on_ack = on_ack
         self._hold = hold
-        self._rpc = rpc
-        self._metadata = metadata
+        self._tablets = tablets
+        self._router = router
         self._batch_bytes = conf.get("client.writer.batch-size")
         self._linger_s = conf.get("client.writer.linger") / 1000
         self._max_pending = max(conf.get("client.writer.max-inflight"), 1) * max(info.buckets, 1)
@@ -226,8 +230,9 @@ class AppendWriter:
         self._pending += 1
 
     def _send_ready(self) -> None:
+        now = time.monotonic()
         for bucket, queue in enumerate(self._queues):
-            if queue.sealed and not queue.in_flight:
+            if queue.sealed and not queue.in_flight and queue.retry_at <= now:
                 self._send(bucket, queue)
 
     def _send(self, bucket: int, queue: _BucketQueue) -> None:
@@ -238,47 +243,33 @@ class AppendWriter:
             size += len(batches[-1])
         queue.in_flight = True
         try:
-            node = self._metadata.leader(self._info.table_id, bucket)
+            node = self._router.leader(self._info.table_id, bucket)
         except LakelogError as error:
             self._finish(bucket, batches, error)
             return
-        request = pb.ProduceLogRequest(
-            acks=-1,
-            table_id=self._info.table_id,
-            timeout_ms=int(self._rpc.timeout_s * 1000),
-            buckets_req=[pb.PbProduceLogReqForBucket(bucket_id=bucket, records=b"".join(batches))],
-            hold_id=self._hold.hold_id if self._hold is not None else "",
-        )
-        future = self._rpc.tablet(node.address).ProduceLog.future(request, timeout=self._rpc.timeout_s)
-        future.add_done_callback(lambda f: self._on_response(f, bucket, batches, node.address))
+        hold_id = self._hold.hold_id if self._hold is not None else ""
+        timeout_ms = int(self._tablets.timeout_s * 1000)
+        request = ProduceRequest(self._info.table_id, bucket, b"".join(batches), timeout_ms, hold_id)
+        self._tablets.produce_log(node, request, lambda answer: self._on_response(answer, bucket, batches))
 
-    def _on_response(self, future: grpc.Future, bucket: int, batches: list[bytes], address: str) -> None:
-        error: LakelogError | None = None
-        try:
-            response = future.result()
-            item = response.buckets_resp[0]
-            if item.error_code:
-                error = error_from_code(item.error_code, item.error_message)
-            else:
-                if self._hold is not None:
-                    self._hold.stamped(item.commit_timestamp)
-                if self._on_ack is not None:
-                    count = sum(rb.read_header(batch).record_count for batch in batches)
-                    self._on_ack(AppendAck(bucket, item.base_offset, count, item.commit_timestamp))
-        except grpc.RpcError as exc:
-            error = error_from_rpc(exc, f"tablet server {address}")
+    def _on_response(self, answer: ProducedBatch | LakelogError, bucket: int, batches: list[bytes]) -> None:
+        """On a gRPC thread: acknowledge, then free the bucket for its next request."""
+        error = answer if isinstance(answer, LakelogError) else None
+        if isinstance(answer, ProducedBatch):
+            if self._hold is not None:
+                self._hold.stamped(answer.commit_timestamp)
+            if self._on_ack is not None:
+                count = sum(rb.read_header(batch).record_count for batch in batches)
+                self._on_ack(AppendAck(bucket, answer.base_offset, count, answer.commit_timestamp))
         with self._cond:
             self._finish(bucket, batches, error)
 
     def _finish(self, bucket: int, batches: list[bytes], error: LakelogError | None) -> None:
         queue = self._queues[bucket]
         queue.in_flight = False
-        if isinstance(error, NotLeaderError) and queue.leader_retries < MAX_LEADER_RETRIES:
-            queue.leader_retries += 1
-            queue.sealed.extendleft(reversed(batches))
-            threading.Thread(target=self._refresh_and_resend, daemon=True).start()
+        if error is not None and self._retry(queue, bucket, batches, error):
             return
-        queue.leader_retries = 0
+        queue.retries = 0
         self._pending -= len(batches)
         if error is not None:
             log.warning("produce to %s bucket %d failed: %s", self._info.path, bucket, error)
@@ -286,13 +277,20 @@ class AppendWriter:
         self._send_ready()
         self._cond.notify_all()
 
-    def _refresh_and_resend(self) -> None:
-        try:
-            self._metadata.refresh(self._info.table_id)
-        except LakelogError as error:
-            log.warning("could not refresh metadata of %s: %s", self._info.path, error)
-        with self._cond:
-            self._send_ready()
+    def _retry(self, queue: _BucketQueue, bucket: int, batches: list[bytes], error: LakelogError) -> bool:
+        """Put ``batches`` back at the head of the bucket's queue to be sent again, if the router
+        allows it and the first failure is less than ``client.request-timeout`` ago."""
+        now = time.monotonic()
+        if not queue.retries:
+            queue.failing_since = now
+        delay = self._router.retry_delay_s(error, queue.retries, resend_safe=False, table_id=self._info.table_id)
+        if delay is None or now + delay - queue.failing_since > self._tablets.timeout_s:
+            return False
+        queue.retries += 1
+        queue.retry_at = now + delay
+        queue.sealed.extendleft(reversed(batches))
+        self._cond.notify_all()
+        return True
 
     def _wait_for_room(self) -> None:
         with self._cond:
@@ -300,9 +298,12 @@ class AppendWriter:
                 self._cond.wait()
 
     def _linger_loop(self) -> None:
+        """Seals batches that waited ``linger`` and sends the retries that are due."""
         with self._cond:
             while not self._closed:
-                self._cond.wait(self._linger_s)
+                now = time.monotonic()
+                waits = [q.retry_at - now for q in self._queues if q.sealed and not q.in_flight and q.retry_at > now]
+                self._cond.wait(min([self._linger_s, *waits]))
                 now = time.monotonic()
                 for bucket, queue in enumerate(self._queues):
                     if queue.rows and now - queue.first_row_at >= self._linger_s:

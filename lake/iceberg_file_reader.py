@@ -16,7 +16,7 @@ from pyiceberg.io import FileIO
 
 from lakelog.errors import LakeDataError, LakeError
 from lakelog.lake.log_rows import to_log_rows
-from lakelog.lake.table_layout import OFFSET_COLUMN
+from lakelog.record.meta_columns import OFFSET_COLUMN
 
 
 def read_lake_file(

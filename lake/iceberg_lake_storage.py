@@ -1,5 +1,7 @@
 """The ``iceberg`` lake plugin (entry point ``lakelog.lake_storage`` = ``iceberg``).
 
+The coordinator creates lake tables through it, in one catalog it keeps open.
+
 ``client.lake.source`` picks the LogSource: ``iceberg`` (default) reads through PySpark,
 ``iceberg-arrow`` in-process. Each is imported only when chosen, so a client without PySpark can
 still use ``iceberg-arrow``, and a missing library surfaces as the ImportError that makes the
@@ -8,18 +10,34 @@ client fall back to reading without the lake.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Callable
 
-from lakelog.client.lake.log_source import LakeStorage, LogSource
+import pyarrow as pa
+
 from lakelog.config import Configuration
-from lakelog.lake.lake_config import LakeConfig
-from lakelog.metadata import TableInfo
+from lakelog.lake_config import LakeConfig
+from lakelog.log_source import LakeStorage, LogSource
+from lakelog.metadata import TableInfo, TablePath
 
 if TYPE_CHECKING:
     from lakelog.lake.lake_catalog import LakeCatalog
 
 
 class IcebergLakeStorage(LakeStorage):
+    def __init__(self) -> None:
+        self._catalog: LakeCatalog | None = None
+        self._lock = threading.Lock()
+
+    def create_lake_table(self, path: TablePath, schema: pa.Schema, lake_config: LakeConfig) -> None:
+        from lakelog.lake.lake_catalog import LakeCatalog
+
+        with self._lock:
+            if self._catalog is None:
+                self._catalog = LakeCatalog(lake_config)
+            catalog = self._catalog
+        catalog.create_table(path, schema)
+
     def create_log_source(
         self,
         table_info: TableInfo,

@@ -20,13 +20,12 @@ from pyiceberg.table import Table
 from lakelog.config import Configuration
 from lakelog.errors import InvalidTimestampError, LakeError
 from lakelog.lake.lake_catalog import LakeCatalog
-from lakelog.lake.lake_config import LakeConfig
+from lakelog.lake_config import LakeConfig
 from lakelog.lake.iceberg_scan_planner import SnapshotFiles
-from lakelog.lake.table_layout import OFFSET_COLUMN, TIMESTAMP_COLUMN
 from lakelog.metadata import TableInfo
 
-from lakelog.client.lake.log_source import FetchContext, LogSource, LookupContext
-from lakelog.client.scanner.scan_records import with_meta_fields
+from lakelog.log_source import FetchContext, LogSource, LookupContext
+from lakelog.record.meta_columns import OFFSET_COLUMN, TIMESTAMP_COLUMN, with_meta_fields
 
 
 class IcebergLogSource(LogSource):

@@ -20,7 +20,7 @@ from pyiceberg.types import LongType
 
 from lakelog.errors import LakeDataError
 from lakelog.lake.lake_catalog import lake_call
-from lakelog.lake.table_layout import OFFSET_COLUMN, TIMESTAMP_COLUMN
+from lakelog.record.meta_columns import OFFSET_COLUMN, TIMESTAMP_COLUMN
 
 MAX_OFFSET = (1 << 63) - 1
 # Readers work at the few newest snapshots; older plans are dropped first.

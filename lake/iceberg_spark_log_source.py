@@ -27,10 +27,10 @@ from pyspark.sql import SparkSession
 from lakelog.config import Configuration
 from lakelog.lake.iceberg_log_source import IcebergLogSource
 from lakelog.lake.lake_catalog import LakeCatalog, lake_call
-from lakelog.lake.lake_config import LakeConfig
+from lakelog.lake_config import LakeConfig
 from lakelog.lake.iceberg_file_reader import read_lake_file
 from lakelog.metadata import TableInfo
-from lakelog.tiering.spark_session import spark_session
+from lakelog.spark_session import spark_session
 
 APP_NAME = "lakelog-lake-reader"
 IPC_COLUMN = "ipc"

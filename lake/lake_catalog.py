@@ -16,7 +16,7 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.table import Table
 
 from lakelog.errors import InvalidTableError, LakeError, LakelogError
-from lakelog.lake.lake_config import CATALOG_NAME, ICEBERG, LakeConfig
+from lakelog.lake_config import CATALOG_NAME, ICEBERG, LakeConfig
 from lakelog.lake.schema_mapping import lake_schema
 from lakelog.lake.table_layout import TABLE_PROPERTIES, identifier, partition_spec, sort_order
 from lakelog.metadata import TablePath

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.client.scanner.scan_records import TIMESTAMP_COLUMN
+from lakelog.record.meta_columns import TIMESTAMP_COLUMN
 
 
 def to_log_rows(lake_rows: pa.RecordBatch, log_schema: pa.Schema) -> pa.RecordBatch:

@@ -35,7 +35,7 @@ from pyiceberg.types import (
 )
 
 from lakelog.errors import InvalidTableError
-from lakelog.lake.table_layout import BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN
+from lakelog.record.meta_columns import BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN
 
 MAX_DECIMAL_PRECISION = 38
 

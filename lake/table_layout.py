@@ -15,9 +15,9 @@ from pyiceberg.table import Table
 from pyiceberg.table.sorting import SortField, SortOrder
 from pyiceberg.transforms import IdentityTransform
 
-from lakelog.metadata import RESERVED_COLUMNS, TablePath
+from lakelog.metadata import TablePath
+from lakelog.record.meta_columns import BUCKET_COLUMN, OFFSET_COLUMN
 
-BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN = RESERVED_COLUMNS
 PARTITION_FIELD_ID = 1000
 DATA_FILE_SUFFIX = ".parquet"
 # Exactly once rests on a commit being refused when the table moved since the round was planned.

@@ -13,7 +13,7 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 from lakelog.client.admin import Admin  # noqa: E402 - after the gRPC setting above
 from lakelog.client.barrier_hold import BarrierHold
 from lakelog.client.connection import Connection, connect
-from lakelog.client.lake.log_source import FetchContext, LakeStorage, LogSource, LookupContext
+from lakelog.log_source import FetchContext, LakeStorage, LogSource, LookupContext
 from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.client.scanner.scan_records import ScanRecord, ScanRecords
 from lakelog.client.table import Table

@@ -116,7 +116,9 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("security.auth.tokens-file", str, "", "YAML/JSON file: token name -> {sha256, actions}; read at start."),
     ConfigOption("security.auth.token", Secret, "", "Bearer token a client, a server calling another or the tiering job sends."),
     # client
-    ConfigOption("client.request-timeout", parse_duration_ms, 30_000, "Deadline of one client RPC."),
+    ConfigOption("client.request-timeout", parse_duration_ms, 30_000, "Deadline of one client RPC, and of a lookup with its retries."),
+    ConfigOption("client.retry.backoff", parse_duration_ms, 100, "First wait before a failed request is tried again; doubled each time, jittered."),
+    ConfigOption("client.retry.max-backoff", parse_duration_ms, 1000, "Longest wait between two tries of a failed request."),
     ConfigOption("client.writer.batch-size", parse_size, 1 << 20, "Bytes of rows a writer gathers per bucket before it sends."),
     ConfigOption("client.writer.linger", parse_duration_ms, 100, "How long a writer waits for a batch to fill."),
     ConfigOption("client.writer.max-inflight", int, 8, "Produce requests in flight per writer."),

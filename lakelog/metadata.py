@@ -10,11 +10,11 @@ from typing import Mapping
 import pyarrow as pa
 
 from lakelog.errors import InvalidNameError, InvalidRequestError, InvalidTableError
+from lakelog.record.meta_columns import META_COLUMNS
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,127}")
 DATALAKE_ENABLED = "table.datalake.enabled"
 DATALAKE_FORMAT = "table.datalake.format"
-RESERVED_COLUMNS = ("__bucket", "__offset", "__timestamp")
 MAX_BUCKETS = 1024
 
 
@@ -62,7 +62,7 @@ class TableDescriptor:
         if len(set(names)) != len(names):
             raise InvalidTableError(f"duplicate column names in schema: {names}")
         for name in names:
-            if name in RESERVED_COLUMNS:
+            if name in META_COLUMNS:
                 raise InvalidTableError(f"column name {name!r} is reserved for lakelog's own columns")
         if not isinstance(self.buckets, int) or not 1 <= self.buckets <= MAX_BUCKETS:
             raise InvalidTableError(f"buckets must be between 1 and {MAX_BUCKETS}, got {self.buckets!r}")
@@ -108,11 +108,13 @@ class ServerNode:
         return f"{self.host}:{self.port}"
 
 
-@dataclass(frozen=True, slots=True)
-class BucketLocation:
-    table_id: int
-    bucket: int
-    leader: ServerNode
+@dataclass(frozen=True)
+class TableAssignment:
+    """A table and, per bucket, the id of the tablet server that leads it: what the coordinator
+    tells tablet servers and clients about placement."""
+
+    info: TableInfo
+    leaders: Mapping[int, int]
 
 
 def remote_segment_file(segment_id: str, start_offset: int, suffix: str) -> str:
@@ -184,6 +186,15 @@ class LakeSnapshot:
 
     snapshot_id: int
     bucket_offsets: Mapping[int, LakeBucketOffset] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LakeOffsets:
+    """A table's lake snapshot as NotifyLakeTableOffset carries it (to one tablet server: only
+    the buckets it leads)."""
+
+    table_id: int
+    snapshot: LakeSnapshot
 
 
 @dataclass(frozen=True)

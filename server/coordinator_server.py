@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lakelog.config import Configuration
-from lakelog.lake.lake_config import LakeConfig
+from lakelog.lake_config import LakeConfig
 from lakelog.metadata import ServerNode
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.coordinator.lake_tables import LakeTables

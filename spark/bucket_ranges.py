@@ -15,7 +15,7 @@ from lakelog.client.admin import Admin
 from lakelog.errors import InvalidConfigError
 from lakelog.metadata import OffsetSpec, TableInfo
 from lakelog.spark.read_options import OffsetBound
-from lakelog.tiering.split_planner import split_range
+from lakelog.client.scanner.offset_range import split_range
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pyspark.sql.types import StructType
 
 from lakelog.client.connection import connect
 from lakelog.client.scanner.offset_range import read_offset_range
-from lakelog.client.scanner.scan_records import META_FIELDS
+from lakelog.record.meta_columns import META_COLUMNS
 from lakelog.errors import InvalidConfigError
 from lakelog.metadata import TableInfo
 from lakelog.spark.bucket_ranges import BucketRange, plan_ranges
@@ -27,16 +27,15 @@ from lakelog.spark.read_options import COLUMNS, ReadOptions, parse_read_options
 from lakelog.spark.spark_schema import spark_arrow_schema, spark_schema
 
 FORMAT_NAME = "lakelog"
-META_NAMES = frozenset(item.name for item in META_FIELDS)
 
 
 def _projected(info: TableInfo, names: list[str] | tuple[str, ...], where: str) -> pa.Schema:
     """The table's columns among ``names``, in that order; a name that is neither a column nor a
     metadata column is refused, naming ``where`` it came from."""
-    unknown = [name for name in names if name not in META_NAMES and info.schema.get_field_index(name) < 0]
+    unknown = [name for name in names if name not in META_COLUMNS and info.schema.get_field_index(name) < 0]
     if unknown:
         raise InvalidConfigError(f"{where} names column {unknown[0]!r}, but {info.path} has columns {info.schema.names}")
-    return pa.schema([info.schema.field(name) for name in names if name not in META_NAMES])
+    return pa.schema([info.schema.field(name) for name in names if name not in META_COLUMNS])
 
 
 class LakelogDataSource(DataSource):
@@ -68,7 +67,7 @@ class LakelogReader(DataSourceReader):
         ``.schema(...)``, whose column names then choose the columns read."""
         self._options = options
         self._names = schema.names
-        self._columns = [name for name in schema.names if name not in META_NAMES]
+        self._columns = [name for name in schema.names if name not in META_COLUMNS]
         self._arrow_schema = spark_arrow_schema(schema)
 
     def partitions(self) -> list[InputPartition]:

@@ -12,7 +12,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from lakelog.client.scanner.scan_records import META_FIELDS
+from lakelog.record.meta_columns import META_FIELDS
 
 # The time zone the Python data source reader converts Spark timestamps with (plan_data_source_read).
 SPARK_ARROW_TIMEZONE = "UTC"

@@ -78,7 +78,7 @@ def scan_all(scanner: lakelog.LogScanner, expected: int, timeout_s: float = 60.0
     polled, as one table. With ``expected == 0``: an empty table of the scanner's columns."""
     import time
 
-    from lakelog.client.scanner.scan_records import with_meta_fields
+    from lakelog.record.meta_columns import with_meta_fields
 
     tables = [with_meta_fields(scanner.schema).empty_table()]
     got = 0
@@ -142,7 +142,7 @@ REMOTE_TIER = {"log.segment.max-bytes": "256kb", "remote.log.task-interval": "20
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local[2] SparkSession for every test that tiers in-process (one takes seconds to start)."""
-    from lakelog.tiering.spark_session import spark_session
+    from lakelog.spark_session import spark_session
 
     session = spark_session("local[2]", "lakelog-tests")
     yield session
@@ -159,7 +159,7 @@ def produce_orders(table: lakelog.Table, start: int, count: int, batch: int = 20
 def lake_table(server: ServerProcess, path: lakelog.TablePath) -> Any:
     """The PyIceberg table of ``path``, opened with the server's full lake configuration."""
     from lakelog.lake.lake_catalog import LakeCatalog
-    from lakelog.lake.lake_config import LakeConfig
+    from lakelog.lake_config import LakeConfig
 
     return LakeCatalog(LakeConfig.from_configuration(server.conf, server.data_dir)).load_table(path)
 

@@ -11,7 +11,7 @@ import pytest
 
 import lakelog
 from lakelog.errors import InvalidRequestError, LakeSnapshotNotExistError, StaleLakeSnapshotError
-from lakelog.metadata import LakeBucketOffset, LakeSnapshot
+from lakelog.metadata import LakeBucketOffset, LakeOffsets, LakeSnapshot
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
@@ -75,7 +75,7 @@ def test_lake_offsets_survive_a_restart_and_reach_a_registering_tablet_server(
     with grpc.insecure_channel(server.address) as channel:
         node = pb.PbServerNode(node_id=0, host=server.host, port=server.port)  # the server's own registration again
         response = CoordinatorServiceStub(channel).RegisterTabletServer(pb.RegisterTabletServerRequest(server=node))
-    assert codec.lake_offsets_from_pb(response.lake_offsets) == [(table_id, _snapshot(7, 30, 0, 10))]
+    assert codec.lake_offsets_from_pb(response.lake_offsets) == [LakeOffsets(table_id, _snapshot(7, 30, 0, 10))]
 
 
 def test_dropping_a_table_forgets_its_lake_snapshot(conn: lakelog.Connection) -> None:

@@ -28,12 +28,12 @@ import pyarrow.compute as pc
 import pytest
 
 import lakelog
-from lakelog.client.lake.log_source import FetchContext, LogSource, LookupContext
+from lakelog.log_source import FetchContext, LogSource, LookupContext
 from lakelog.client.scanner.lake_log_reader import LakeLogReader
-from lakelog.client.scanner.scan_records import with_meta_fields
+from lakelog.record.meta_columns import with_meta_fields
 from lakelog.config import Configuration
 from lakelog.lake.iceberg_lake_storage import IcebergLakeStorage
-from lakelog.lake.lake_config import credentials_from_environment
+from lakelog.lake_config import credentials_from_environment
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from tests.conftest import ORDERS_SCHEMA, create_table, expire_remote, log_rows, order_rows, scan_all

@@ -25,7 +25,7 @@ from lakelog.server.server_process import ServerProcess
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader
 from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment
 from lakelog.client.scanner.remote_log_reader import RemoteLogReader
-from lakelog.client.scanner.scan_records import with_meta_fields
+from lakelog.record.meta_columns import with_meta_fields
 from tests.conftest import ORDERS_SCHEMA, create_table, order_rows, scan_all
 from tests.s3 import MotoS3
 

@@ -13,10 +13,6 @@ from typing import Mapping
 
 from lakelog.metadata import TablePath
 
-# A bucket with a large backlog is read by several tasks at once, and no file grows unbounded.
-MAX_RECORDS_PER_SPLIT = 1_000_000
-
-
 @dataclass(frozen=True)
 class TieringSplit:
     """Offsets ``[start_offset, end_offset)`` of one bucket, to be written to ``file_path``."""
@@ -61,8 +57,3 @@ def barrier_ends(high_watermarks: Mapping[int, int], after_barrier: Mapping[int,
     """Per bucket, where a round at a barrier ends: ``after_barrier`` is ListOffsets TIMESTAMP B+1
     (the high watermark when no record is newer than B), capped by the high watermark read before."""
     return {b: min(end, after_barrier.get(b, end)) for b, end in high_watermarks.items()}
-
-
-def split_range(start: int, end: int, size: int = MAX_RECORDS_PER_SPLIT) -> list[tuple[int, int]]:
-    """``[start, end)`` cut into pieces of at most ``size`` offsets (also the Spark reader's partitions)."""
-    return [(s, min(s + size, end)) for s in range(start, end, size)]

@@ -22,7 +22,7 @@ from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.client.scanner.offset_range import read_offset_range
 from lakelog.errors import LakeError
 from lakelog.lake.schema_mapping import to_lake_rows
-from lakelog.lake.table_layout import TIMESTAMP_COLUMN
+from lakelog.record.meta_columns import TIMESTAMP_COLUMN
 from lakelog.tiering.split_planner import TieringSplit
 
 ROW_GROUP_ROWS = 128 * 1024

@@ -49,8 +49,9 @@ from lakelog.metadata import LakeSnapshot, OffsetSpec, TablePath
 from lakelog.tiering.kill_points import AFTER_COMMIT, AFTER_WRITE, kill_point
 from lakelog.tiering.lake_commit import commit_files, discard_files, guard_commits, next_offsets
 from lakelog.tiering.orphan_files import remove_orphan_files
-from lakelog.tiering.spark_session import spark_session
-from lakelog.tiering.split_planner import TieringSplit, barrier_ends, bucket_ranges, split_range
+from lakelog.spark_session import spark_session
+from lakelog.client.scanner.offset_range import split_range
+from lakelog.tiering.split_planner import TieringSplit, barrier_ends, bucket_ranges
 from lakelog.tiering.split_writer import RESULT_DDL, WriterSettings, WrittenFile, write_splits
 
 if TYPE_CHECKING:

@@ -11,14 +11,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Callable
 
 from lakelog.config import Configuration
-from lakelog.lake.lake_config import ICEBERG, PROPERTY_PREFIX, LakeConfig, credentials_from_environment
-from lakelog.metadata import DATALAKE_FORMAT, TableInfo
-
-from lakelog.client.lake.log_source import ENTRY_POINT_GROUP, LakeStorage, LogSource
+from lakelog.errors import InvalidConfigError
+from lakelog.lake_plugins import load_lake_storage
+from lakelog.lake_config import ICEBERG, PROPERTY_PREFIX, LakeConfig, credentials_from_environment
+from lakelog.log_source import LakeStorage, LogSource
+from lakelog.metadata import DATALAKE_FORMAT, TableInfo, TablePath
 
 if TYPE_CHECKING:
     from lakelog.lake.lake_catalog import LakeCatalog
@@ -69,24 +69,14 @@ class LakeSources:
     def _storage(self, lake_format: str) -> LakeStorage:
         found = self._storages.get(lake_format)
         if found is None:
-            found = self._storages[lake_format] = self._load_storage(lake_format)
+            try:
+                found = load_lake_storage(lake_format)
+            except InvalidConfigError as error:
+                found = _Unavailable(error.message)
+            self._storages[lake_format] = found
         if isinstance(found, _Unavailable):
             raise found
         return found
-
-    @staticmethod
-    def _load_storage(lake_format: str) -> LakeStorage | _Unavailable:
-        candidates = list(entry_points(group=ENTRY_POINT_GROUP, name=lake_format))
-        if not candidates:
-            return _Unavailable(f"no lake plugin for format {lake_format!r} (entry-point group {ENTRY_POINT_GROUP!r})")
-        entry = candidates[0]
-        try:
-            storage = entry.load()()
-        except Exception as exc:  # noqa: BLE001 - any failure to import a plugin means: no plugin
-            return _Unavailable(f"lake plugin {entry.value} for format {lake_format!r} cannot load: {type(exc).__name__}: {exc}")
-        if not isinstance(storage, LakeStorage):
-            return _Unavailable(f"lake plugin {entry.value} for format {lake_format!r} is not a LakeStorage")
-        return storage
 
     def lake_config(self) -> LakeConfig:
         """The cluster's lake config with this client's credentials (``AWS_*`` variables, then its
@@ -106,6 +96,13 @@ class LakeSources:
 
                 self._catalog = LakeCatalog(self.lake_config())
             return self._catalog
+
+    def barrier_snapshots(self, path: TablePath) -> dict[int, int]:
+        """``{barrier: snapshot id}`` of every committed lake snapshot of ``path`` that carries a
+        timestamp barrier (SPEC section 9), read from the lake's own snapshot history."""
+        from lakelog.lake.snapshot_summary import barrier_snapshots
+
+        return barrier_snapshots(self.lake_catalog().load_table(path))
 
     def close(self) -> None:
         """Close the lake catalog if it was opened (a later :meth:`lake_catalog` opens a new one)."""

@@ -19,9 +19,9 @@ import pyarrow.compute as pc
 
 from lakelog.errors import LakeDataError, LakeError, LakelogError
 
-from lakelog.client.lake.log_source import FetchContext, LogSource
-from lakelog.client.scanner.completed_fetch import offsets_array
-from lakelog.client.scanner.scan_records import OFFSET_COLUMN
+from lakelog.log_source import FetchContext, LogSource
+from lakelog.client.scanner.batch_decoder import offsets_array
+from lakelog.record.meta_columns import OFFSET_COLUMN
 
 # Batches read ahead per bucket; with the LogSource's batch size this bounds a lake read's memory.
 PREFETCH_BATCHES = 4

@@ -23,47 +23,25 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Protocol
 
-import grpc
 import pyarrow as pa
 
 from lakelog.config import Configuration
-from lakelog.errors import (
-    CorruptRecordError,
-    LakeError,
-    LakelogError,
-    OffsetOutOfRangeError,
-    RemoteStorageError,
-    error_from_code,
-)
+from lakelog.errors import CorruptRecordError, LakelogError, OffsetOutOfRangeError
 from lakelog.metadata import LakeLogFetchInfo, RemoteLogFetchInfo, ServerNode, TableInfo
-from lakelog.rpc import codec
-from lakelog.rpc import lakelog_api_pb2 as pb
-from lakelog.rpc.status import error_from_rpc
-from lakelog.client.lake.log_source import FetchContext, LogSource
-from lakelog.client.metadata import MetadataCache
-from lakelog.client.rpc_client import RpcClient
-from lakelog.client.scanner.completed_fetch import decode_records
+from lakelog.log_source import FetchContext, LogSource
+from lakelog.client.rpc.leader_router import LeaderRouter
+from lakelog.client.rpc.messages import FetchedBucket, FetchRequest
+from lakelog.client.rpc.tablet_gateway import TabletGateway
+from lakelog.client.scanner.batch_decoder import decode_records
 from lakelog.client.scanner.lake_log_reader import LakeLogReader
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader
 from lakelog.client.scanner.remote_log_reader import RemoteLogReader
-from lakelog.client.scanner.scan_records import OFFSET_COLUMN, with_meta_fields
+from lakelog.record.meta_columns import OFFSET_COLUMN, with_meta_fields
 
 log = logging.getLogger(__name__)
 
-RETRY_BACKOFF_S = 0.2
-
-
-@dataclass(frozen=True)
-class CompletedFetch:
-    bucket: int
-    fetch_offset: int
-    records: bytes = b""
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    error: LakelogError | None = None
-    remote: RemoteLogFetchInfo | None = None
-    lake: LakeLogFetchInfo | None = None
-
+# How long a poll with nothing to return sleeps between checks for new answers at most.
+IDLE_WAIT_S = 0.2
 
 LOCAL_TIER = "local"
 REMOTE_TIER = "remote"
@@ -101,8 +79,8 @@ class LogFetcher:
         info: TableInfo,
         projection: list[int] | None,
         projected_schema: pa.Schema,
-        rpc: RpcClient,
-        metadata: MetadataCache,
+        tablets: TabletGateway,
+        router: LeaderRouter,
         conf: Configuration,
         log_source: LogSource | None = None,
     ) -> None:
@@ -110,8 +88,8 @@ class LogFetcher:
         self._info = info
         self._projection = projection or []
         self._out_schema = with_meta_fields(projected_schema)
-        self._rpc = rpc
-        self._metadata = metadata
+        self._tablets = tablets
+        self._router = router
         self._max_bytes = conf.get("client.scanner.fetch.max-bytes")
         self._bucket_bytes = conf.get("client.scanner.fetch.max-bytes-per-bucket")
         self._max_wait_ms = conf.get("client.scanner.fetch.max-wait")
@@ -120,11 +98,10 @@ class LogFetcher:
         self.positions: dict[int, int] = {}
         self.records_by_tier: dict[str, int] = {LAKE_TIER: 0, REMOTE_TIER: 0, LOCAL_TIER: 0}
         self._in_flight: set[int] = set()
-        self._completed: dict[int, CompletedFetch] = {}
+        self._completed: dict[int, FetchedBucket] = {}
         self._retry_at: dict[int, float] = {}
+        self._retries: dict[int, int] = {}
         self._cond = threading.Condition()
-        self._stale_metadata = False
-        self._refresh_due = 0.0
         self._log_source = log_source
         self._readers: dict[int, TierReader] = {}
         self._downloader = RemoteLogDownloader(
@@ -158,8 +135,6 @@ class LogFetcher:
 
     def send_fetches(self) -> None:
         now = time.monotonic()
-        if self._stale_metadata and now >= self._refresh_due:
-            self._refresh_metadata(now)
         by_leader: dict[ServerNode, list[tuple[int, int]]] = defaultdict(list)
         with self._cond:
             for bucket, offset in self.positions.items():
@@ -167,9 +142,9 @@ class LogFetcher:
                 if busy or self._retry_at.get(bucket, 0) > now:
                     continue
                 try:
-                    node = self._metadata.leader(self._info.table_id, bucket)
+                    node = self._router.leader(self._info.table_id, bucket)
                 except LakelogError as error:
-                    self._completed[bucket] = CompletedFetch(bucket, offset, error=error)
+                    self._completed[bucket] = FetchedBucket(bucket, offset, error=error)
                     continue
                 by_leader[node].append((bucket, offset))
             for group in by_leader.values():
@@ -178,58 +153,28 @@ class LogFetcher:
             self._send(node, group)
 
     def _send(self, node: ServerNode, group: list[tuple[int, int]]) -> None:
-        request = pb.FetchLogRequest(
-            follower_server_id=-1,
-            max_bytes=self._max_bytes,
-            max_wait_ms=self._max_wait_ms,
-            min_bytes=self._min_bytes,
+        request = FetchRequest(
+            self._info.table_id,
+            group,
+            self._projection,
+            self._max_bytes,
+            self._bucket_bytes,
+            self._max_wait_ms,
+            self._min_bytes,
             enable_lake=self._log_source is not None,
-            tables_req=[
-                pb.PbFetchLogReqForTable(
-                    table_id=self._info.table_id,
-                    projected_fields=self._projection,
-                    buckets_req=[
-                        pb.PbFetchLogReqForBucket(bucket_id=b, fetch_offset=o, max_fetch_bytes=self._bucket_bytes)
-                        for b, o in group
-                    ],
-                )
-            ],
         )
-        timeout = self._rpc.timeout_s + self._max_wait_ms / 1000
+
+        def on_done(answer: list[FetchedBucket] | LakelogError) -> None:
+            if isinstance(answer, LakelogError):
+                answer = [FetchedBucket(b, o, error=answer) for b, o in group]
+            self._complete(answer)
+
         try:
-            future = self._rpc.tablet(node.address).FetchLog.future(request, timeout=timeout)
+            self._tablets.fetch_log(node, request, on_done)
         except LakelogError as error:
-            self._complete([CompletedFetch(b, o, error=error) for b, o in group])
-            return
-        future.add_done_callback(lambda f: self._on_response(f, node, group))
+            on_done(error)
 
-    def _on_response(self, future: grpc.Future, node: ServerNode, group: list[tuple[int, int]]) -> None:
-        try:
-            response = future.result()
-        except grpc.RpcError as exc:
-            error = error_from_rpc(exc, f"tablet server {node.address}")
-            self._complete([CompletedFetch(b, o, error=error) for b, o in group])
-            return
-        offsets = dict(group)
-        completed = []
-        for table in response.tables_resp:
-            for item in table.buckets_resp:
-                error = error_from_code(item.error_code, item.error_message) if item.error_code else None
-                completed.append(
-                    CompletedFetch(
-                        item.bucket_id,
-                        offsets.get(item.bucket_id, -1),
-                        item.records,
-                        item.high_watermark,
-                        item.log_start_offset,
-                        error,
-                        None if error else codec.remote_fetch_info_from_pb(item),
-                        None if error or self._log_source is None else codec.lake_fetch_info_from_pb(item),
-                    )
-                )
-        self._complete(completed)
-
-    def _complete(self, completed: list[CompletedFetch]) -> None:
+    def _complete(self, completed: list[FetchedBucket]) -> None:
         with self._cond:
             for fetch in completed:
                 self._in_flight.discard(fetch.bucket)
@@ -265,6 +210,7 @@ class LogFetcher:
                 if fetch.error is not None:
                     self._handle_error(fetch)
                     continue
+                self._retries.pop(bucket, None)
                 high_watermarks[bucket] = fetch.high_watermark
                 if fetch.remote is not None:
                     self._start_remote(bucket, fetch, fetch.remote)
@@ -299,7 +245,7 @@ class LogFetcher:
             self.records_by_tier[tier] += table.num_rows
         tables[bucket] = table
 
-    def _start_remote(self, bucket: int, fetch: CompletedFetch, remote: RemoteLogFetchInfo) -> None:
+    def _start_remote(self, bucket: int, fetch: FetchedBucket, remote: RemoteLogFetchInfo) -> None:
         reader = RemoteLogReader(
             remote,
             fetch.fetch_offset,
@@ -313,7 +259,7 @@ class LogFetcher:
         with self._cond:
             self._readers[bucket] = reader
 
-    def _start_lake(self, bucket: int, fetch: CompletedFetch, lake: LakeLogFetchInfo) -> None:
+    def _start_lake(self, bucket: int, fetch: FetchedBucket, lake: LakeLogFetchInfo) -> None:
         assert self._log_source is not None, "lake answers come only to fetches that enable the lake"
         context = FetchContext(
             fetch.fetch_offset, lake.log_end_offset, "", bucket, lake.snapshot_id, self._projection or None
@@ -356,7 +302,7 @@ class LogFetcher:
                 f"{first}..{last} for {table.num_rows} records (a gap or an overlap)"
             )
 
-    def _handle_error(self, fetch: CompletedFetch) -> None:
+    def _handle_error(self, fetch: FetchedBucket) -> None:
         error = fetch.error
         assert error is not None
         if isinstance(error, OffsetOutOfRangeError):
@@ -364,14 +310,16 @@ class LogFetcher:
                 raise OffsetOutOfRangeError(fetch.bucket, fetch.fetch_offset, fetch.log_start_offset)
             self._reset_offset(fetch)
             return
-        if isinstance(error, (RemoteStorageError, LakeError)) or not error.retriable:
+        attempt = self._retries.get(fetch.bucket, 0)
+        delay = self._router.retry_delay_s(error, attempt, resend_safe=True, table_id=self._info.table_id)
+        if delay is None:
             # A storage outage is the caller's to see (and to retry); leader moves and restarts are ours.
             raise error
-        log.info("fetch of %s bucket %d will be retried: %s", self._info.path, fetch.bucket, error)
-        self._retry_at[fetch.bucket] = time.monotonic() + RETRY_BACKOFF_S
-        self._stale_metadata = True
+        log.debug("fetch of %s bucket %d will be retried in %.2f s: %s", self._info.path, fetch.bucket, delay, error)
+        self._retries[fetch.bucket] = attempt + 1
+        self._retry_at[fetch.bucket] = time.monotonic() + delay
 
-    def _reset_offset(self, fetch: CompletedFetch) -> None:
+    def _reset_offset(self, fetch: FetchedBucket) -> None:
         """Move a bucket no tier can serve to the earliest readable offset or to the high watermark,
         as ``client.scanner.offset-reset`` says: both come from the same failed answer, so the reset
         is deterministic and costs no extra round trip. Logged once, with the range the consumer
@@ -389,12 +337,3 @@ class LogFetcher:
             "%s bucket %d: offset %d is out of range (offset-reset=%s), %s",
             self._info.path, fetch.bucket, fetch.fetch_offset, self._offset_reset, change,
         )
-
-    def _refresh_metadata(self, now: float) -> None:
-        """At most once per backoff: a poll must not queue blocking refreshes while the coordinator is away."""
-        self._refresh_due = now + RETRY_BACKOFF_S
-        try:
-            self._metadata.refresh(self._info.table_id)
-            self._stale_metadata = False
-        except LakelogError as error:
-            log.info("metadata refresh of %s failed, will retry: %s", self._info.path, error)

@@ -11,11 +11,12 @@ from lakelog.config import Configuration
 from lakelog.errors import InvalidRequestError, UnknownBucketError
 from lakelog.metadata import OffsetSpec, TableInfo
 from lakelog.client.admin import Admin
-from lakelog.client.lake.log_source import LogSource
-from lakelog.client.metadata import MetadataCache
-from lakelog.client.rpc_client import RpcClient
-from lakelog.client.scanner.log_fetcher import RETRY_BACKOFF_S, LogFetcher
-from lakelog.client.scanner.scan_records import ScanRecords, with_meta_fields
+from lakelog.log_source import LogSource
+from lakelog.client.rpc.leader_router import LeaderRouter
+from lakelog.client.rpc.tablet_gateway import TabletGateway
+from lakelog.client.scanner.log_fetcher import IDLE_WAIT_S, LogFetcher
+from lakelog.client.scanner.scan_records import ScanRecords
+from lakelog.record.meta_columns import with_meta_fields
 
 
 class LogScanner:
@@ -23,8 +24,8 @@ class LogScanner:
         self,
         info: TableInfo,
         projection: list[int] | None,
-        rpc: RpcClient,
-        metadata: MetadataCache,
+        tablets: TabletGateway,
+        router: LeaderRouter,
         admin: Admin,
         conf: Configuration,
         log_source: LogSource | None = None,
@@ -35,7 +36,7 @@ class LogScanner:
         fields = [info.schema.field(i) for i in projection] if projection else list(info.schema)
         self.schema = pa.schema(fields)
         self._out_schema = with_meta_fields(self.schema)
-        self._fetcher = LogFetcher(info, projection, self.schema, rpc, metadata, conf, log_source)
+        self._fetcher = LogFetcher(info, projection, self.schema, tablets, router, conf, log_source)
 
     # subscriptions
 
@@ -89,7 +90,7 @@ class LogScanner:
             if fetched.tables or time.monotonic() >= deadline:
                 self._fetcher.send_fetches()
                 return ScanRecords(self._out_schema, fetched.tables, fetched.high_watermarks)
-            self._fetcher.wait(min(max(deadline - time.monotonic(), 0), RETRY_BACKOFF_S))
+            self._fetcher.wait(min(max(deadline - time.monotonic(), 0), IDLE_WAIT_S))
 
     def poll_arrow(self, timeout_ms: int = 1000) -> pa.Table:
         """Like :meth:`poll`, as one Arrow table with ``__bucket``, ``__offset`` and ``__timestamp``."""

@@ -16,11 +16,19 @@ import pyarrow.compute as pc
 from lakelog.errors import CorruptRecordError, RequestTimeoutError
 from lakelog.metadata import TablePath
 from lakelog.client.scanner.log_scanner import LogScanner
-from lakelog.client.scanner.scan_records import OFFSET_COLUMN
+from lakelog.record.meta_columns import OFFSET_COLUMN
 
+# A bucket with a large backlog is read by several tasks at once, and no file grows unbounded.
+MAX_RECORDS_PER_SPLIT = 1_000_000
 POLL_TIMEOUT_MS = 1000
 # A range below the high watermark is always readable; a bucket that yields nothing this long is broken.
 STALL_TIMEOUT_S = 120.0
+
+
+def split_range(start: int, end: int, size: int = MAX_RECORDS_PER_SPLIT) -> list[tuple[int, int]]:
+    """``[start, end)`` cut into pieces of at most ``size`` offsets: a tiering round's splits and
+    the Spark reader's partitions."""
+    return [(s, min(s + size, end)) for s in range(start, end, size)]
 
 
 def read_offset_range(scanner: LogScanner, path: TablePath, bucket: int, start: int, end: int) -> Iterator[pa.Table]:

@@ -17,7 +17,7 @@ import pyarrow as pa
 from lakelog.errors import CorruptRecordError, LakelogError
 from lakelog.record import batch as rb
 
-from lakelog.client.scanner.completed_fetch import decode_batch
+from lakelog.client.scanner.batch_decoder import decode_batch
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader, SegmentDownload
 from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment
 

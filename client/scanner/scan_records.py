@@ -7,19 +7,9 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-BUCKET_COLUMN = "__bucket"
-OFFSET_COLUMN = "__offset"
-TIMESTAMP_COLUMN = "__timestamp"
-META_FIELDS = (
-    pa.field(BUCKET_COLUMN, pa.int32(), nullable=False),
-    pa.field(OFFSET_COLUMN, pa.int64(), nullable=False),
-    pa.field(TIMESTAMP_COLUMN, pa.int64(), nullable=False),
-)
+from lakelog.record.meta_columns import BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN
+
 APPEND_ONLY = "+A"
-
-
-def with_meta_fields(schema: pa.Schema) -> pa.Schema:
-    return pa.schema([*schema, *META_FIELDS])
 
 
 @dataclass(frozen=True, slots=True)

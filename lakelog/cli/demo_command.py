@@ -92,7 +92,7 @@ def _read_back(table: Table, expected: int) -> tuple[dict[str, int], int]:
 
 def _run(args: argparse.Namespace) -> int:
     from lakelog.server.server_process import ServerProcess
-    from lakelog.tiering.spark_session import spark_session
+    from lakelog.spark_session import spark_session
     from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 
     configure_logging("WARNING")

@@ -24,10 +24,10 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from lakelog.errors import InvalidRequestError, SchemaMismatchError
+from lakelog.record.meta_columns import META_COLUMNS
 
 STDIN = "-"
 FORMATS = ("csv", "jsonl", "parquet")
-META_COLUMNS = frozenset(("__bucket", "__offset", "__timestamp"))
 _EXTENSIONS = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
 _COMPRESSIONS = (".gz", ".bz2", ".zst", ".lz4")
 CSV_BLOCK_BYTES = 4 << 20
@@ -181,7 +181,7 @@ def _parse_line(line: bytes, number: int, file: str) -> dict[str, Any]:
 
 
 def _rows_to_batch(rows: list[dict[str, Any]], schema: pa.Schema, first_line: int) -> pa.RecordBatch:
-    names = set(schema.names) | META_COLUMNS
+    names = set(schema.names) | set(META_COLUMNS)
     for index, row in enumerate(rows):
         extra = sorted(set(row) - names)
         if extra:

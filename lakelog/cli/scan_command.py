@@ -29,11 +29,10 @@ from lakelog.cli.common_args import (
 )
 from lakelog.cli.text_table import TextTable
 from lakelog.client.scanner.log_scanner import LogScanner
-from lakelog.client.scanner.scan_records import BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN
+from lakelog.record.meta_columns import BUCKET_COLUMN, META_COLUMNS, OFFSET_COLUMN
 from lakelog.errors import InvalidRequestError
 from lakelog.metadata import OffsetSpec
 
-META_HEADER = (BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN)
 CHUNK_ROWS = 4096  # rows converted and written at a time: bounds the Python objects alive at once
 
 
@@ -131,7 +130,7 @@ class JsonLinesOutput:
     """One object per record: the three meta fields, then the columns."""
 
     def __init__(self, columns: Sequence[str]) -> None:
-        self._names = [*META_HEADER, *columns]
+        self._names = [*META_COLUMNS, *columns]
 
     def write(self, batch: pa.RecordBatch) -> None:
         names = self._names
@@ -146,7 +145,7 @@ class JsonLinesOutput:
 
 class TableOutput:
     def __init__(self, columns: Sequence[str]) -> None:
-        self._names = [*META_HEADER, *columns]
+        self._names = [*META_COLUMNS, *columns]
         self._table = TextTable(self._names)
         self._printed = False
 

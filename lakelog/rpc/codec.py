@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from lakelog.lake.lake_config import LakeConfig
+from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
     BucketInfo,
     LakeBucketOffset,
     LakeLogFetchInfo,
+    LakeOffsets,
     LakeSnapshot,
     RemoteLogFetchInfo,
     RemoteLogSegment,
     ServerNode,
+    TableAssignment,
     TableInfo,
     TablePath,
     schema_from_bytes,
@@ -82,9 +84,9 @@ def table_metadata_to_pb(info: TableInfo, leaders: dict[int, int]) -> pb.PbTable
     )
 
 
-def table_metadata_from_pb(message: pb.PbTableMetadata) -> tuple[TableInfo, dict[int, int]]:
+def table_metadata_from_pb(message: pb.PbTableMetadata) -> TableAssignment:
     leaders = {item.bucket_id: item.leader_id for item in message.bucket_metadata}
-    return table_info_from_pb(message.table_info), leaders
+    return TableAssignment(table_info_from_pb(message.table_info), leaders)
 
 
 def lake_buckets_to_pb(snapshot: LakeSnapshot) -> list[pb.PbLakeTableOffsetForBucket]:
@@ -106,32 +108,32 @@ def lake_snapshot_from_pb(snapshot_id: int, buckets: Iterable[pb.PbLakeTableOffs
     )
 
 
-def lake_offsets_to_pb(tables: Iterable[tuple[int, LakeSnapshot]]) -> pb.NotifyLakeTableOffsetRequest:
-    """(table id, lake snapshot) pairs -> what NotifyLakeTableOffset and RegisterTabletServer carry."""
+def lake_offsets_to_pb(tables: Iterable[LakeOffsets]) -> pb.NotifyLakeTableOffsetRequest:
+    """What NotifyLakeTableOffset and RegisterTabletServer carry."""
     return pb.NotifyLakeTableOffsetRequest(
         notify_buckets_req=[
             pb.PbNotifyLakeTableOffsetReqForBucket(
-                table_id=table_id,
+                table_id=table.table_id,
                 bucket_id=bucket,
-                snapshot_id=snapshot.snapshot_id,
+                snapshot_id=table.snapshot.snapshot_id,
                 log_start_offset=o.log_start_offset,
                 log_end_offset=o.log_end_offset,
                 log_max_timestamp=o.log_max_timestamp,
             )
-            for table_id, snapshot in tables
-            for bucket, o in sorted(snapshot.bucket_offsets.items())
+            for table in tables
+            for bucket, o in sorted(table.snapshot.bucket_offsets.items())
         ]
     )
 
 
-def lake_offsets_from_pb(message: pb.NotifyLakeTableOffsetRequest) -> list[tuple[int, LakeSnapshot]]:
+def lake_offsets_from_pb(message: pb.NotifyLakeTableOffsetRequest) -> list[LakeOffsets]:
     """The reverse of :func:`lake_offsets_to_pb`: one lake snapshot per (table, snapshot id)."""
     grouped: dict[tuple[int, int], dict[int, LakeBucketOffset]] = {}
     for item in message.notify_buckets_req:
         grouped.setdefault((item.table_id, item.snapshot_id), {})[item.bucket_id] = LakeBucketOffset(
             item.log_start_offset, item.log_end_offset, item.log_max_timestamp
         )
-    return [(table_id, LakeSnapshot(snapshot_id, buckets)) for (table_id, snapshot_id), buckets in grouped.items()]
+    return [LakeOffsets(table_id, LakeSnapshot(snapshot_id, buckets)) for (table_id, snapshot_id), buckets in grouped.items()]
 
 
 def lake_config_to_pb(config: LakeConfig) -> pb.GetLakeConfigResponse:

@@ -309,7 +309,7 @@ class PbFetchLogRespForTable(_message.Message):
     def __init__(self, table_id: _Optional[int] = ..., buckets_resp: _Optional[_Iterable[_Union[PbFetchLogRespForBucket, _Mapping]]] = ...) -> None: ...
 
 class PbFetchLogRespForBucket(_message.Message):
-    __slots__ = ("partition_id", "bucket_id", "error_code", "error_message", "high_watermark", "log_start_offset", "remote_log_fetch_info", "records", "lake_log_fetch_info")
+    __slots__ = ("partition_id", "bucket_id", "error_code", "error_message", "high_watermark", "log_start_offset", "remote_log_fetch_info", "records", "lake_log_fetch_info", "fetch_offset")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -319,6 +319,7 @@ class PbFetchLogRespForBucket(_message.Message):
     REMOTE_LOG_FETCH_INFO_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     LAKE_LOG_FETCH_INFO_FIELD_NUMBER: _ClassVar[int]
+    FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
     partition_id: int
     bucket_id: int
     error_code: int
@@ -328,7 +329,8 @@ class PbFetchLogRespForBucket(_message.Message):
     remote_log_fetch_info: PbRemoteLogFetchInfo
     records: bytes
     lake_log_fetch_info: PbLakeLogFetchInfo
-    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., remote_log_fetch_info: _Optional[_Union[PbRemoteLogFetchInfo, _Mapping]] = ..., records: _Optional[bytes] = ..., lake_log_fetch_info: _Optional[_Union[PbLakeLogFetchInfo, _Mapping]] = ...) -> None: ...
+    fetch_offset: int
+    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., remote_log_fetch_info: _Optional[_Union[PbRemoteLogFetchInfo, _Mapping]] = ..., records: _Optional[bytes] = ..., lake_log_fetch_info: _Optional[_Union[PbLakeLogFetchInfo, _Mapping]] = ..., fetch_offset: _Optional[int] = ...) -> None: ...
 
 class PbRemoteLogFetchInfo(_message.Message):
     __slots__ = ("remote_log_tablet_dir", "partition_name", "remote_log_segments", "first_start_pos")

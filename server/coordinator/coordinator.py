@@ -23,20 +23,22 @@ from lakelog.errors import (
     TableAlreadyExistError,
     TableNotExistError,
 )
-from lakelog.lake.lake_config import LakeConfig
-from lakelog.metadata import LakeSnapshot, ServerNode, TableDescriptor, TableInfo, TablePath, TieringJobInfo, validate_name
+from lakelog.lake_config import LakeConfig
+from lakelog.metadata import (
+    LakeOffsets,
+    LakeSnapshot,
+    ServerNode,
+    TableAssignment,
+    TableDescriptor,
+    TableInfo,
+    TablePath,
+    TieringJobInfo,
+    validate_name,
+)
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TableAssignment:
-    """A table and, per bucket, the id of the tablet server that leads it."""
-
-    info: TableInfo
-    leaders: dict[int, int]
 
 
 @dataclass(frozen=True)
@@ -46,14 +48,6 @@ class LakeCommit:
 
     path: TablePath
     records_added: int
-
-
-@dataclass(frozen=True)
-class LakeOffsets:
-    """A table's latest lake snapshot, limited to the buckets one tablet server leads."""
-
-    table_id: int
-    snapshot: LakeSnapshot
 
 
 class TabletNotifier(Protocol):

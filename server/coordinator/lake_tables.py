@@ -1,22 +1,21 @@
 """The coordinator's side of the lake: its configuration and the creation of lake tables.
 
-PyIceberg is imported only when a lake-enabled table is created, so a coordinator that never sees
-one runs without it; the catalog, once open, is kept for the next table.
+Lake tables are created by the lake plugin of the table's format (:mod:`lakelog.lake_plugins`),
+loaded when the first lake-enabled table is created, so a coordinator that never sees one runs
+without PyIceberg; the plugin, and the catalog it opens, are kept for the next table.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from lakelog.errors import InvalidTableError, LakeError
-from lakelog.lake.lake_config import ICEBERG, LakeConfig
+from lakelog.lake_config import ICEBERG, LakeConfig
+from lakelog.lake_plugins import load_lake_storage
+from lakelog.log_source import LakeStorage
 from lakelog.metadata import DATALAKE_FORMAT, TableDescriptor, TablePath
-
-if TYPE_CHECKING:
-    from lakelog.lake.lake_catalog import LakeCatalog
 
 SUPPORTED_FORMATS = (ICEBERG,)
 
@@ -24,7 +23,7 @@ SUPPORTED_FORMATS = (ICEBERG,)
 class LakeTables:
     def __init__(self, config: LakeConfig) -> None:
         self.config = config
-        self._catalog: LakeCatalog | None = None
+        self._storage: LakeStorage | None = None
         self._lock = threading.Lock()
 
     def with_format(self, descriptor: TableDescriptor) -> TableDescriptor:
@@ -37,13 +36,12 @@ class LakeTables:
         )
 
     def create_table(self, path: TablePath, schema: pa.Schema) -> None:
-        """Create the Iceberg table of a lake-enabled table (refusing a schema the lake cannot hold)."""
+        """Create the lake table of a lake-enabled table (refusing a schema the lake cannot hold)."""
+        with self._lock:
+            if self._storage is None:
+                self._storage = load_lake_storage(self.config.format)
+            storage = self._storage
         try:
-            from lakelog.lake.lake_catalog import LakeCatalog
+            storage.create_lake_table(path, schema, self.config)
         except ImportError as exc:
             raise LakeError(f"lake-enabled tables need PyIceberg on the coordinator (pip install 'lakelog[lake]'): {exc}") from None
-        with self._lock:
-            if self._catalog is None:
-                self._catalog = LakeCatalog(self.config)
-            catalog = self._catalog
-        catalog.create_table(path, schema)

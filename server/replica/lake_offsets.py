@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import Iterable
 
-from lakelog.metadata import LakeSnapshot
+from lakelog.metadata import LakeOffsets
 
 
 @dataclass(frozen=True)
@@ -35,13 +35,12 @@ class LakeRanges:
         self._ranges: dict[tuple[int, int], LakeBucketRange] = {}
         self._lock = threading.Lock()
 
-    def update(self, snapshots: Iterable[tuple[int, LakeSnapshot]]) -> None:
-        """Apply notified (table id, lake snapshot) pairs; an older one arriving late never moves a
-        bucket backwards."""
+    def update(self, snapshots: Iterable[LakeOffsets]) -> None:
+        """Apply notified lake snapshots; an older one arriving late never moves a bucket backwards."""
         ranges = [
-            LakeBucketRange(table_id, bucket, snapshot.snapshot_id, o.log_start_offset, o.log_end_offset, o.log_max_timestamp)
-            for table_id, snapshot in snapshots
-            for bucket, o in snapshot.bucket_offsets.items()
+            LakeBucketRange(t.table_id, bucket, t.snapshot.snapshot_id, o.log_start_offset, o.log_end_offset, o.log_max_timestamp)
+            for t in snapshots
+            for bucket, o in t.snapshot.bucket_offsets.items()
         ]
         with self._lock:
             for new in ranges:

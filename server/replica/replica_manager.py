@@ -33,9 +33,16 @@ from lakelog.errors import (
     TableNotExistError,
     UnknownBucketError,
 )
-from lakelog.metadata import BucketInfo, LakeLogFetchInfo, OffsetSpec, OffsetType, RemoteLogFetchInfo, TableInfo
+from lakelog.metadata import (
+    BucketInfo,
+    LakeLogFetchInfo,
+    OffsetSpec,
+    OffsetType,
+    RemoteLogFetchInfo,
+    TableAssignment,
+    TableInfo,
+)
 from lakelog.record import batch as rb
-from lakelog.server.coordinator.coordinator import TableAssignment
 from lakelog.server.log.log_manager import LogManager
 from lakelog.server.log.log_tablet import AppendResult, LogTablet
 from lakelog.server.remote.manifest import RemoteLogManifest

@@ -6,13 +6,12 @@ import grpc
 
 from lakelog.config import Configuration
 from lakelog.errors import TableNotExistError
-from lakelog.metadata import LakeSnapshot, ServerNode
+from lakelog.metadata import LakeOffsets, ServerNode, TableAssignment
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.channel import open_channel
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
 from lakelog.rpc.status import error_from_rpc
-from lakelog.server.coordinator.coordinator import TableAssignment
 
 CALL_TIMEOUT_S = 10.0
 
@@ -23,7 +22,7 @@ class CoordinatorClient:
         self._channel = open_channel(address, conf)
         self._stub = CoordinatorServiceStub(self._channel)
 
-    def register(self, node: ServerNode) -> tuple[list[TableAssignment], list[tuple[int, LakeSnapshot]]]:
+    def register(self, node: ServerNode) -> tuple[list[TableAssignment], list[LakeOffsets]]:
         """The buckets this server leads and what of them is already in the lake."""
         try:
             response = self._stub.RegisterTabletServer(
@@ -31,7 +30,7 @@ class CoordinatorClient:
             )
         except grpc.RpcError as exc:
             raise error_from_rpc(exc, f"coordinator {self.address}") from None
-        assignments = [TableAssignment(*codec.table_metadata_from_pb(m)) for m in response.table_metadata]
+        assignments = [codec.table_metadata_from_pb(m) for m in response.table_metadata]
         return assignments, codec.lake_offsets_from_pb(response.lake_offsets)
 
     def table_assignment(self, table_id: int) -> TableAssignment:
@@ -41,7 +40,7 @@ class CoordinatorClient:
             raise error_from_rpc(exc, f"coordinator {self.address}") from None
         if not response.table_metadata:
             raise TableNotExistError(f"table id {table_id} does not exist")
-        return TableAssignment(*codec.table_metadata_from_pb(response.table_metadata[0]))
+        return codec.table_metadata_from_pb(response.table_metadata[0])
 
     def close(self) -> None:
         self._channel.close()

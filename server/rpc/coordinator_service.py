@@ -96,7 +96,7 @@ class CoordinatorService(CoordinatorServiceServicer):
         assignments, lake_offsets = self._coordinator.register_tablet_server(node)
         return pb.RegisterTabletServerResponse(
             table_metadata=[codec.table_metadata_to_pb(a.info, a.leaders) for a in assignments],
-            lake_offsets=codec.lake_offsets_to_pb((o.table_id, o.snapshot) for o in lake_offsets),
+            lake_offsets=codec.lake_offsets_to_pb(lake_offsets),
         )
 
     @rpc_method

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Sequence
 
 from lakelog.config import Configuration
-from lakelog.metadata import ServerNode
+from lakelog.metadata import LakeOffsets, ServerNode, TableAssignment
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.channel import ChannelPool
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
-from lakelog.server.coordinator.coordinator import LakeOffsets, TableAssignment
 
 NOTIFY_TIMEOUT_S = 10.0
 
@@ -30,7 +29,7 @@ class GrpcTabletNotifier:
         self._stub(node).NotifyLeaderAndIsr(request, timeout=NOTIFY_TIMEOUT_S)
 
     def notify_lake_offsets(self, node: ServerNode, offsets: Sequence[LakeOffsets]) -> None:
-        request = codec.lake_offsets_to_pb((o.table_id, o.snapshot) for o in offsets)
+        request = codec.lake_offsets_to_pb(offsets)
         self._stub(node).NotifyLakeTableOffset(request, timeout=NOTIFY_TIMEOUT_S)
 
     def close(self) -> None:

@@ -11,7 +11,6 @@ from lakelog.metadata import OffsetSpec, OffsetType
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceServicer
-from lakelog.server.coordinator.coordinator import TableAssignment
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.replica.replica_manager import BucketFetch, FetchParams, ReplicaManager
 from lakelog.server.rpc.error_boundary import rpc_method
@@ -75,10 +74,11 @@ class TabletService(TabletServiceServicer):
             enable_lake=request.enable_lake,
         )
         answers = []
-        for result in self._replicas.fetch(params):
+        for asked, result in zip(params.buckets, self._replicas.fetch(params)):
             self.metrics.record_fetch(result)
             answer = pb.PbFetchLogRespForBucket(
                 bucket_id=result.bucket,
+                fetch_offset=asked.fetch_offset,
                 error_code=result.error.code if result.error else 0,
                 error_message=result.error.message if result.error else "",
                 high_watermark=result.high_watermark,
@@ -143,7 +143,7 @@ class TabletService(TabletServiceServicer):
     def NotifyLeaderAndIsr(
         self, request: pb.NotifyLeaderAndIsrRequest, context: grpc.ServicerContext
     ) -> pb.NotifyLeaderAndIsrResponse:
-        assignments = [TableAssignment(*codec.table_metadata_from_pb(m)) for m in request.table_metadata]
+        assignments = [codec.table_metadata_from_pb(m) for m in request.table_metadata]
         self._replicas.become_leader(assignments)
         self._replicas.drop_tables(list(request.dropped_table_id))
         return pb.NotifyLeaderAndIsrResponse()

@@ -1,4 +1,4 @@
-"""Turning fetched batches into Arrow tables with lakelog's own columns.
+"""Fetched batches decoded into Arrow tables with lakelog's own columns.
 
 Every batch is checked against its CRC here, on the reader's side, whichever tier served it.
 """

@@ -1,27 +1,23 @@
 """The lake plugin interface (SPEC section 6): a :class:`LakeStorage`, found through the entry-point
-group ``lakelog.lake_storage`` by a table's ``table.datalake.format``, creates a :class:`LogSource`
-that serves the offsets only the lake holds.
+group ``lakelog.lake_storage`` by a table's ``table.datalake.format`` (see
+:mod:`lakelog.lake_plugins`), creates the lake table for the coordinator and a :class:`LogSource`
+that serves a client the offsets only the lake holds.
 
-Kept free of PyIceberg and PySpark so that a plain client imports it, and a plugin depends on
-lakelog's types only: the client hands it contexts and takes Arrow record batches back.
+Kept free of PyIceberg and PySpark so that a plain client and a server import it, and a plugin
+depends on lakelog's types only: it is handed contexts and gives Arrow record batches back.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 
 from lakelog.config import Configuration
-from lakelog.lake.lake_config import LakeConfig
-from lakelog.metadata import TableInfo
-
-if TYPE_CHECKING:
-    from lakelog.lake.lake_catalog import LakeCatalog
-
-ENTRY_POINT_GROUP = "lakelog.lake_storage"
+from lakelog.lake_config import LakeConfig
+from lakelog.metadata import TableInfo, TablePath
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +64,14 @@ class LogSource(ABC):
 
 
 class LakeStorage(ABC):
-    """One lake format (``table.datalake.format``); instantiated once per connection."""
+    """One lake format (``table.datalake.format``); instantiated once per connection and once
+    per coordinator."""
+
+    @abstractmethod
+    def create_lake_table(self, path: TablePath, schema: pa.Schema, lake_config: LakeConfig) -> None:
+        """Create the lake table of a new lake-enabled table (the coordinator's call). Raises
+        :class:`~lakelog.errors.InvalidTableError` for a schema the lake cannot hold, and
+        ImportError when a library it needs is missing."""
 
     @abstractmethod
     def create_log_source(
@@ -76,10 +79,10 @@ class LakeStorage(ABC):
         table_info: TableInfo,
         lake_config: LakeConfig,
         client_config: Configuration,
-        catalog: "Callable[[], LakeCatalog] | None" = None,
+        catalog: Callable[[], Any] | None = None,
     ) -> LogSource:
         """A LogSource for ``table_info``. ``lake_config`` is the cluster's (GetLakeConfig) with the
         client's own credentials on top; ``catalog`` returns the connection's one lake catalog
-        (opened on its first call, closed with the connection), which the LogSource should use
-        rather than open its own. Raises ImportError when a library it needs is missing: the
-        client then reads the table as a client without the lake."""
+        (the plugin's own catalog class, opened on its first call, closed with the connection),
+        which the LogSource should use rather than open its own. Raises ImportError when a library
+        it needs is missing: the client then reads the table as a client without the lake."""

@@ -1,0 +1,119 @@
+"""Which tablet server leads a bucket, and the client's one retry loop.
+
+Every caller that reaches a bucket goes through here: admin lookups, barrier holds and the tiering
+job's calls block in :meth:`LeaderRouter.call`; the writer and the fetcher, which keep requests in
+flight, ask :meth:`retry_delay_s` whether and when to resend, which has the leader map reloaded
+without blocking the gRPC thread that saw the failure. A failure that may mean
+a bucket moved (not leader, no known leader, unreachable server) reloads the leaders before the
+next try; the wait between tries comes from the :class:`RetryPolicy`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from typing import Callable, Iterable, Sequence, TypeVar
+
+from lakelog.errors import LakelogError, UnknownBucketError
+from lakelog.metadata import ServerNode, TableInfo
+from lakelog.client.metadata_cache import MetadataCache
+from lakelog.client.rpc.retry_policy import RetryPolicy
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class LeaderRouter:
+    def __init__(self, metadata: MetadataCache, policy: RetryPolicy, timeout_s: float) -> None:
+        """``timeout_s``: how long :meth:`call` keeps trying (``client.request-timeout``)."""
+        self.metadata = metadata
+        self.policy = policy
+        self.timeout_s = timeout_s
+        self._refreshing: set[int] = set()
+        self._refreshed_at: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def leader(self, table_id: int, bucket: int) -> ServerNode:
+        return self.metadata.leader(table_id, bucket)
+
+    def by_leader(self, info: TableInfo, buckets: Iterable[int] | None) -> dict[ServerNode, list[int]]:
+        """``buckets`` (None: all) grouped by the server that leads them."""
+        groups: dict[ServerNode, list[int]] = defaultdict(list)
+        for bucket in range(info.buckets) if buckets is None else buckets:
+            if not 0 <= bucket < info.buckets:
+                raise UnknownBucketError(f"{info.path} has no bucket {bucket} (it has buckets 0..{info.buckets - 1})")
+            groups[self.metadata.leader(info.table_id, bucket)].append(bucket)
+        return groups
+
+    def call(self, action: Callable[[], T], what: str, resend_safe: bool, tables: Sequence[int] = ()) -> T:
+        """``action()``, tried again while the policy allows and time is left. ``tables``: ids of
+        the tables whose leaders ``action`` looks up, reloaded after a failure that may mean a move."""
+        deadline = time.monotonic() + self.timeout_s
+        attempt = 0
+        while True:
+            try:
+                return action()
+            except LakelogError as error:
+                delay = self.policy.delay_s(attempt)
+                if not self.policy.should_retry(error, resend_safe) or time.monotonic() + delay > deadline:
+                    raise
+                log.debug("%s failed (%s); retry %d in %.2f s", what, error, attempt + 1, delay)
+                time.sleep(delay)
+                attempt += 1
+                if self.policy.needs_metadata(error):
+                    for table_id in tables:
+                        self._refresh(table_id)
+
+    def call_leaders(
+        self,
+        info: TableInfo,
+        buckets: Iterable[int] | None,
+        send: Callable[[ServerNode, list[int]], list[T]],
+        what: str,
+    ) -> list[T]:
+        """One ``send`` per leader of ``buckets`` (None: all), answers concatenated; retried as a
+        whole (these are lookups, safe to resend)."""
+        wanted = None if buckets is None else list(buckets)
+
+        def attempt() -> list[T]:
+            return [answer for node, group in self.by_leader(info, wanted).items() for answer in send(node, group)]
+
+        return self.call(attempt, f"{what} of {info.path}", resend_safe=True, tables=[info.table_id])
+
+    def retry_delay_s(self, error: LakelogError, attempt: int, resend_safe: bool, table_id: int) -> float | None:
+        """For a caller with requests in flight: the wait before resending after ``error`` (None:
+        do not resend). Reloads the table's leaders meanwhile when the error calls for it."""
+        if not self.policy.should_retry(error, resend_safe):
+            return None
+        if self.policy.needs_metadata(error):
+            self._refresh_later(table_id)
+        return self.policy.delay_s(attempt)
+
+    def _refresh_later(self, table_id: int) -> None:
+        """Reload the table's leaders on a thread of its own, at most one at a time per table and
+        not more often than the policy's first backoff: many buckets failing together cost one reload."""
+        with self._lock:
+            recent = time.monotonic() - self._refreshed_at.get(table_id, float("-inf")) < self.policy.backoff_s
+            if table_id in self._refreshing or recent:
+                return
+            self._refreshing.add(table_id)
+        threading.Thread(target=self._refresh_in_background, args=(table_id,), name="metadata-refresh", daemon=True).start()
+
+    def _refresh_in_background(self, table_id: int) -> None:
+        try:
+            self._refresh(table_id)
+        finally:
+            with self._lock:
+                self._refreshing.discard(table_id)
+
+    def _refresh(self, table_id: int) -> None:
+        """A failed reload is not the caller's error: the next try fails again, or finds the old leader back."""
+        try:
+            self.metadata.refresh(table_id)
+        except LakelogError as error:
+            log.debug("metadata refresh of table id %d failed: %s", table_id, error)
+        with self._lock:
+            self._refreshed_at[table_id] = time.monotonic()

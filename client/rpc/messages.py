@@ -1,0 +1,80 @@
+"""What the client's RPCs carry, as lakelog dataclasses (the protobuf messages stay in the gateways).
+
+Answers echo what the caller needs to act on them (a fetch answer its offset), so nothing is
+rebuilt from the request that was sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from lakelog.errors import LakelogError
+from lakelog.metadata import LakeLogFetchInfo, RemoteLogFetchInfo, ServerNode, TableAssignment
+
+
+@dataclass(frozen=True)
+class ClusterMetadata:
+    """The coordinator's answer to a metadata request: every tablet server and the tables asked for."""
+
+    servers: dict[int, ServerNode]
+    tables: list[TableAssignment]
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    """One FetchLog to one leader: ``buckets`` as ``(bucket, fetch offset)``."""
+
+    table_id: int
+    buckets: Sequence[tuple[int, int]]
+    projection: Sequence[int] = ()
+    max_bytes: int = 16 << 20
+    bucket_max_bytes: int = 4 << 20
+    max_wait_ms: int = 0
+    min_bytes: int = 1
+    enable_lake: bool = False
+
+
+@dataclass(frozen=True)
+class FetchedBucket:
+    """One bucket's fetch answer: records read locally, or where the records are (remote segments,
+    the lake), or the error that stopped it. ``records`` may be a view of the received message."""
+
+    bucket: int
+    fetch_offset: int
+    records: bytes | memoryview = b""
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    error: LakelogError | None = None
+    remote: RemoteLogFetchInfo | None = None
+    lake: LakeLogFetchInfo | None = None
+
+
+@dataclass(frozen=True)
+class ProduceRequest:
+    """One ProduceLog of encoded batches to one bucket's leader."""
+
+    table_id: int
+    bucket: int
+    records: bytes
+    timeout_ms: int
+    hold_id: str = ""
+
+
+@dataclass(frozen=True)
+class ProducedBatch:
+    """An acknowledged produce: the records got offsets from ``base_offset`` and ``commit_timestamp``."""
+
+    bucket: int
+    base_offset: int
+    commit_timestamp: int
+
+
+@dataclass(frozen=True)
+class ListedOffset:
+    """A ListOffsets answer for one bucket; ``lake_snapshot_id`` >= 0 says the lake must resolve it."""
+
+    bucket: int
+    offset: int
+    lake_snapshot_id: int = -1
+

@@ -1,0 +1,60 @@
+"""Channels, deadlines and error mapping shared by the client's two gateways."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+import grpc
+
+from lakelog.config import Configuration
+from lakelog.errors import LakelogError
+from lakelog.rpc.channel import ChannelPool
+from lakelog.rpc.status import error_from_rpc
+
+Response = TypeVar("Response")
+Result = TypeVar("Result")
+
+
+class RpcEdge:
+    def __init__(self, conf: Configuration) -> None:
+        self.timeout_s = conf.get("client.request-timeout") / 1000
+        self._channels = ChannelPool(conf)
+
+    def channel(self, address: str) -> grpc.Channel:
+        return self._channels.get(address)
+
+    def call(self, method: Callable[..., Response], request: Any, target: str, timeout_s: float | None = None) -> Response:
+        """A blocking call whose failure is raised as the lakelog error it carries."""
+        try:
+            return method(request, timeout=timeout_s or self.timeout_s)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc, target) from None
+
+    def call_async(
+        self,
+        method: Any,
+        request: Any,
+        target: str,
+        timeout_s: float,
+        convert: Callable[[Any], Result],
+        on_done: Callable[[Result | LakelogError], None],
+    ) -> None:
+        """Send without blocking; ``on_done`` gets the converted answer or the error (on a gRPC
+        thread, so it must not block)."""
+
+        def done(future: grpc.Future) -> None:
+            try:
+                response = future.result()
+            except grpc.RpcError as exc:
+                on_done(error_from_rpc(exc, target))
+                return
+            try:
+                result: Result | LakelogError = convert(response)
+            except LakelogError as error:
+                result = error
+            on_done(result)
+
+        method.future(request, timeout=timeout_s).add_done_callback(done)
+
+    def close(self) -> None:
+        self._channels.close()

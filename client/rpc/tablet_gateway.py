@@ -1,0 +1,137 @@
+"""TabletService as the client calls it: one method per RPC, lakelog dataclasses in and out.
+
+ProduceLog and FetchLog are sent without blocking (the writer and the fetcher keep several in
+flight); their answers come back through a callback, already converted.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from lakelog.errors import LakelogError, error_from_code
+from lakelog.metadata import BucketInfo, OffsetSpec, ServerNode
+from lakelog.rpc import codec
+from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
+from lakelog.client.rpc.messages import FetchedBucket, FetchRequest, ListedOffset, ProducedBatch, ProduceRequest
+from lakelog.client.rpc.rpc_edge import RpcEdge
+
+
+def _target(node: ServerNode) -> str:
+    return f"tablet server {node.address}"
+
+
+def _raise_bucket_error(item: pb.PbListOffsetsRespForBucket | pb.PbLogBucketInfo | pb.PbProduceLogRespForBucket) -> None:
+    if item.error_code:
+        raise error_from_code(item.error_code, item.error_message)
+
+
+def _produced(response: pb.ProduceLogResponse) -> ProducedBatch:
+    item = response.buckets_resp[0]
+    _raise_bucket_error(item)
+    return ProducedBatch(item.bucket_id, item.base_offset, item.commit_timestamp)
+
+
+def _fetched(enable_lake: bool) -> Callable[[pb.FetchLogResponse], list[FetchedBucket]]:
+    def convert(response: pb.FetchLogResponse) -> list[FetchedBucket]:
+        answers = []
+        for table in response.tables_resp:
+            for item in table.buckets_resp:
+                error = error_from_code(item.error_code, item.error_message) if item.error_code else None
+                answers.append(
+                    FetchedBucket(
+                        item.bucket_id,
+                        item.fetch_offset,
+                        item.records,
+                        item.high_watermark,
+                        item.log_start_offset,
+                        error,
+                        None if error else codec.remote_fetch_info_from_pb(item),
+                        None if error or not enable_lake else codec.lake_fetch_info_from_pb(item),
+                    )
+                )
+        return answers
+
+    return convert
+
+
+class TabletGateway:
+    def __init__(self, edge: RpcEdge) -> None:
+        self._edge = edge
+
+    @property
+    def timeout_s(self) -> float:
+        return self._edge.timeout_s
+
+    def _stub(self, node: ServerNode) -> TabletServiceStub:
+        return TabletServiceStub(self._edge.channel(node.address))
+
+    def produce_log(self, node: ServerNode, produce: ProduceRequest, on_done: Callable[[ProducedBatch | LakelogError], None]) -> None:
+        request = pb.ProduceLogRequest(
+            acks=-1,
+            table_id=produce.table_id,
+            timeout_ms=produce.timeout_ms,
+            buckets_req=[pb.PbProduceLogReqForBucket(bucket_id=produce.bucket, records=produce.records)],
+            hold_id=produce.hold_id,
+        )
+        timeout_s = produce.timeout_ms / 1000
+        self._edge.call_async(self._stub(node).ProduceLog, request, _target(node), timeout_s, _produced, on_done)
+
+    def fetch_log(self, node: ServerNode, fetch: FetchRequest, on_done: Callable[[list[FetchedBucket] | LakelogError], None]) -> None:
+        """The server may hold the fetch ``max_wait_ms`` before it answers, so the deadline is longer by that."""
+        request = pb.FetchLogRequest(
+            follower_server_id=-1,
+            max_bytes=fetch.max_bytes,
+            max_wait_ms=fetch.max_wait_ms,
+            min_bytes=fetch.min_bytes,
+            enable_lake=fetch.enable_lake,
+            tables_req=[
+                pb.PbFetchLogReqForTable(
+                    table_id=fetch.table_id,
+                    projected_fields=list(fetch.projection),
+                    buckets_req=[
+                        pb.PbFetchLogReqForBucket(bucket_id=b, fetch_offset=o, max_fetch_bytes=fetch.bucket_max_bytes)
+                        for b, o in fetch.buckets
+                    ],
+                )
+            ],
+        )
+        timeout_s = self._edge.timeout_s + fetch.max_wait_ms / 1000
+        self._edge.call_async(self._stub(node).FetchLog, request, _target(node), timeout_s, _fetched(fetch.enable_lake), on_done)
+
+    def list_offsets(
+        self, node: ServerNode, table_id: int, buckets: list[int], spec: OffsetSpec, enable_lake: bool
+    ) -> list[ListedOffset]:
+        request = pb.ListOffsetsRequest(
+            follower_server_id=-1,
+            offset_type=int(spec.type),
+            table_id=table_id,
+            bucket_id=buckets,
+            start_timestamp=spec.ms,
+            enable_lake=enable_lake,
+        )
+        listed = []
+        for item in self._edge.call(self._stub(node).ListOffsets, request, _target(node)).buckets_resp:
+            _raise_bucket_error(item)
+            listed.append(ListedOffset(item.bucket_id, item.offset, item.lake_snapshot_id))
+        return listed
+
+    def describe_log_buckets(self, node: ServerNode, table_id: int, buckets: list[int]) -> list[tuple[int, BucketInfo]]:
+        request = pb.DescribeLogBucketsRequest(table_id=table_id, bucket_id=buckets)
+        described = []
+        for item in self._edge.call(self._stub(node).DescribeLogBuckets, request, _target(node)).buckets:
+            _raise_bucket_error(item)
+            described.append((item.bucket_id, codec.bucket_info_from_pb(item)))
+        return described
+
+    def get_server_time(self, node: ServerNode) -> int:
+        return self._edge.call(self._stub(node).GetServerTime, pb.GetServerTimeRequest(), _target(node)).server_time_ms
+
+    def open_barrier_hold(self, node: ServerNode, hold_id: str, timeout_ms: int, start_ms: int) -> int:
+        """The hold's start on this server: ``start_ms``, or the server's clock when that is 0."""
+        request = pb.OpenBarrierHoldRequest(hold_id=hold_id, timeout_ms=timeout_ms, start_ms=start_ms)
+        return self._edge.call(self._stub(node).OpenBarrierHold, request, _target(node)).start_ms
+
+    def close_barrier_hold(self, node: ServerNode, hold_id: str, release_after_ms: int) -> None:
+        request = pb.CloseBarrierHoldRequest(hold_id=hold_id, release_after_ms=release_after_ms)
+        self._edge.call(self._stub(node).CloseBarrierHold, request, _target(node))
