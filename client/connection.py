@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from lakelog.config import Configuration
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import TablePath
+from lakelog.rpc.rpc_edge import RpcEdge
 from lakelog.client.admin import Admin
 from lakelog.client.barrier_hold import BarrierHold
 from lakelog.client.lake.lake_sources import LakeSources
@@ -14,7 +15,6 @@ from lakelog.client.metadata_cache import MetadataCache
 from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.retry_policy import RetryPolicy
-from lakelog.client.rpc.rpc_edge import RpcEdge
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 from lakelog.client.table import Table
 

@@ -17,8 +17,8 @@ from lakelog.metadata import (
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
+from lakelog.rpc.rpc_edge import RpcEdge
 from lakelog.client.rpc.messages import ClusterMetadata
-from lakelog.client.rpc.rpc_edge import RpcEdge
 
 
 class CoordinatorGateway:

@@ -13,8 +13,8 @@ from lakelog.metadata import BucketInfo, OffsetSpec, ServerNode
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
+from lakelog.rpc.rpc_edge import RpcEdge
 from lakelog.client.rpc.messages import FetchedBucket, FetchRequest, ListedOffset, ProducedBatch, ProduceRequest
-from lakelog.client.rpc.rpc_edge import RpcEdge
 
 
 def _target(node: ServerNode) -> str:

@@ -1,4 +1,5 @@
-"""Channels, deadlines and error mapping shared by the client's two gateways."""
+"""Channels, deadlines and error mapping for a caller of lakelog servers: every call raises the
+lakelog error it carries, whichever server it reached and however it failed."""
 
 from __future__ import annotations
 
