@@ -10,6 +10,8 @@ from lakelog.errors import (
     LakeError,
     LakelogError,
     LakeSnapshotNotExistError,
+    NetworkError,
+    RequestTimeoutError,
 )
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
@@ -102,11 +104,25 @@ class Admin:
         return dict(sorted(offsets.items()))
 
     def describe_buckets(self, path: TablePath) -> dict[int, BucketInfo]:
-        info = self._metadata.table(path)
-        described = self._router.call_leaders(
-            info, None, lambda node, group: self._tablets.describe_log_buckets(node, info.table_id, group), "describe buckets"
-        )
-        return dict(sorted(described))
+        """Every bucket, also when some leaders are down: their buckets come back as
+        :meth:`BucketInfo.unavailable`, so the healthy ones can still be shown."""
+        table_id = self._metadata.table(path).table_id
+        info = self._read("describe buckets", lambda: self._metadata.refresh(table_id))
+
+        def describe() -> dict[int, BucketInfo]:
+            described: dict[int, BucketInfo] = {}
+            for node, group in self._router.by_leader(info, None).items():
+                unavailable = {b: BucketInfo.unavailable(node.server_id) for b in group}
+                if not self._metadata.available(node.server_id):
+                    described.update(unavailable)
+                    continue
+                try:
+                    described.update(self._tablets.describe_log_buckets(node, table_id, group))
+                except (NetworkError, RequestTimeoutError):
+                    described.update(unavailable)
+            return dict(sorted(described.items()))
+
+        return self._router.call(describe, f"describe buckets of {path}", resend_safe=True, tables=[table_id])
 
     # lake
 

@@ -18,10 +18,12 @@ class MetadataCache:
         self._ids: dict[TablePath, int] = {}
         self._leaders: dict[int, dict[int, int]] = {}
         self._servers: dict[int, ServerNode] = {}
+        self._unavailable: frozenset[int] = frozenset()
 
     def _load(self, metadata: ClusterMetadata) -> list[TableInfo]:
         with self._lock:
             self._servers = dict(metadata.servers)
+            self._unavailable = metadata.unavailable
             for assignment in metadata.tables:
                 info = assignment.info
                 self._tables[info.table_id] = info
@@ -54,6 +56,11 @@ class MetadataCache:
         self._load(self._coordinator.get_metadata())
         with self._lock:
             return list(self._servers.values())
+
+    def available(self, server_id: int) -> bool:
+        """False when the coordinator, at the last refresh, said the server stopped heartbeating."""
+        with self._lock:
+            return server_id not in self._unavailable
 
     def leader(self, table_id: int, bucket: int) -> ServerNode:
         with self._lock:

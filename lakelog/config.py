@@ -93,6 +93,8 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("rpc.max-message-size", parse_size, 128 << 20, "Largest gRPC message, both directions."),
     ConfigOption("coordinator.address", str, "", "HOST:PORT of the coordinator a tablet server registers with."),
     ConfigOption("tablet-server.id", int, -1, "Id of a tablet server (default: kept in the data dir, else 0)."),
+    ConfigOption("tablet-server.heartbeat.interval", parse_duration_ms, 1000, "How often a tablet server tells the coordinator it is alive."),
+    ConfigOption("coordinator.tablet-server.heartbeat-timeout", parse_duration_ms, 6000, "A tablet server silent this long is down (metric, WARNING, unavailable buckets)."),
     ConfigOption("log.segment.max-bytes", parse_size, 256 << 20, "A segment rolls once it would grow past this."),
     ConfigOption("log.segment.max-age", parse_duration_ms, 7 * 86_400_000, "A segment rolls once its first batch is this old."),
     ConfigOption("log.index.interval-bytes", parse_size, 4096, "Bytes of batches between two offset/time index entries."),

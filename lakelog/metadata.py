@@ -159,7 +159,8 @@ class LakeLogFetchInfo:
 
 @dataclass(frozen=True, slots=True)
 class BucketInfo:
-    """Where a bucket's records live now; -1 where a tier is empty."""
+    """Where a bucket's records live now; -1 where a tier is empty. With ``leader_available``
+    false the leader is down or unreachable, and the offsets are unknown (-1)."""
 
     leader: int
     high_watermark: int
@@ -168,6 +169,11 @@ class BucketInfo:
     remote_log_end_offset: int = -1
     lake_log_start_offset: int = -1
     lake_log_end_offset: int = -1
+    leader_available: bool = True
+
+    @classmethod
+    def unavailable(cls, leader: int) -> "BucketInfo":
+        return cls(leader, -1, -1, leader_available=False)
 
 
 @dataclass(frozen=True, slots=True)

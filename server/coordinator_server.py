@@ -1,9 +1,14 @@
-"""The coordinator role: the SQLite metadata store, the lake configuration and the coordinator logic
-behind its service."""
+"""The coordinator role: the SQLite metadata store, the lake configuration, tablet server liveness
+and the coordinator logic behind its service."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Iterator
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from lakelog.config import Configuration
 from lakelog.lake_config import LakeConfig
@@ -11,20 +16,51 @@ from lakelog.metadata import ServerNode
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore
+from lakelog.server.coordinator.tablet_liveness import TabletLiveness
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.rpc.coordinator_service import CoordinatorService
 from lakelog.server.rpc.tablet_client import GrpcTabletNotifier
+
+# How often the coordinator looks for silent tablet servers, at most: a down server is reported
+# within the heartbeat timeout plus this.
+LIVENESS_CHECK_S = 1.0
 
 
 class CoordinatorRole:
     def __init__(self, conf: Configuration, data_dir: Path) -> None:
         self.store = MetadataStore(data_dir / "coordinator" / "metadata.db")
         self._notifier = GrpcTabletNotifier(conf)
-        self.coordinator = Coordinator(self.store, self._notifier, LakeTables(LakeConfig.from_configuration(conf, data_dir)))
+        lake = LakeTables(LakeConfig.from_configuration(conf, data_dir))
+        timeout_ms = conf.get("coordinator.tablet-server.heartbeat-timeout")
+        self.coordinator = Coordinator(self.store, self._notifier, lake, timeout_ms)
+        self._check_interval_s = min(LIVENESS_CHECK_S, timeout_ms / 4000)
+        self._stop = threading.Event()
+        self._checker = threading.Thread(target=self._check_liveness, name="liveness-check", daemon=True)
+        self._checker.start()
+
+    def _check_liveness(self) -> None:
+        while not self._stop.wait(self._check_interval_s):
+            self.coordinator.liveness.check()
 
     def service(self, node: ServerNode, metrics: ServerMetrics) -> CoordinatorService:
+        metrics.registry.register(_LivenessCollector(self.coordinator.liveness))
         return CoordinatorService(self.coordinator, node, metrics)
 
     def close(self) -> None:
+        self._stop.set()
+        self._checker.join()
         self._notifier.close()
         self.store.close()
+
+
+class _LivenessCollector(Collector):
+    """``lakelog_tablet_server_up{server_id}``: 1 while a tablet server heartbeats, 0 once it is down."""
+
+    def __init__(self, liveness: TabletLiveness) -> None:
+        self._liveness = liveness
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        up = GaugeMetricFamily("lakelog_tablet_server_up", "1 while a tablet server heartbeats the coordinator, 0 once it is down.", labels=["server_id"])
+        for server_id, alive in self._liveness.states().items():
+            up.add_metric([str(server_id)], 1 if alive else 0)
+        yield up

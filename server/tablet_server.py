@@ -40,6 +40,7 @@ class TabletServerRole:
         self.replicas = ReplicaManager(self.server_id, self.logs, self._resolve, self.remote)
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick_loop, name="log-ticker", daemon=True)
+        self._heartbeats = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
 
     def _server_id(self, configured: int) -> int:
         """Kept in the data dir (like Kafka's meta.properties) so a restart keeps its buckets."""
@@ -81,6 +82,7 @@ class TabletServerRole:
         self.replicas.lake.update(lake_ranges)
         self.replicas.become_leader(assignments)
         self._ticker.start()
+        self._heartbeats.start()
         log.info("tablet server %d serving at %s", node.server_id, node.address)
 
     def _tick_loop(self) -> None:
@@ -92,11 +94,30 @@ class TabletServerRole:
                 except Exception:  # noqa: BLE001 - a failed tick is retried on the next one
                     log.exception("log maintenance failed")
 
+    def _heartbeat_loop(self) -> None:
+        """Tell the coordinator this server is alive. An outage is logged when it starts and when
+        it ends, with how many heartbeats it swallowed, not once per heartbeat."""
+        assert self._coordinator is not None
+        interval = self._conf.get("tablet-server.heartbeat.interval") / 1000
+        failed = 0
+        while not self._stop.wait(interval):
+            try:
+                self._coordinator.heartbeat(self.server_id)
+            except LakelogError as error:
+                if not failed:
+                    log.warning("heartbeat to coordinator %s failed, will keep trying: %s", self._coordinator.address, error)
+                failed += 1
+                continue
+            if failed:
+                log.info("coordinator %s answers heartbeats again after %d failed", self._coordinator.address, failed)
+                failed = 0
+
     def close(self) -> None:
         self._stop.set()
         self.remote.close()
-        if self._ticker.is_alive():
-            self._ticker.join()
+        for thread in (self._ticker, self._heartbeats):
+            if thread.is_alive():
+                thread.join()
         self.logs.close_all()
         if self._coordinator is not None:
             self._coordinator.close()

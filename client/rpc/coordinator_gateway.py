@@ -75,6 +75,7 @@ class CoordinatorGateway:
         return ClusterMetadata(
             {n.node_id: codec.node_from_pb(n) for n in response.tablet_servers},
             [codec.table_metadata_from_pb(m) for m in response.table_metadata],
+            frozenset(response.unavailable_server_ids),
         )
 
     # lake

@@ -19,6 +19,7 @@ class ClusterMetadata:
 
     servers: dict[int, ServerNode]
     tables: list[TableAssignment]
+    unavailable: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -106,9 +106,15 @@ def _describe(args: argparse.Namespace) -> int:
     rows = [
         (bucket, b.leader, b.high_watermark, b.local_log_start_offset, b.remote_log_start_offset,
          b.remote_log_end_offset, b.lake_log_start_offset, b.lake_log_end_offset)
+        if b.leader_available
+        else (bucket, f"{b.leader} (unavailable)", *["?"] * (len(_BUCKET_HEADER) - 2))
         for bucket, b in buckets.items()
     ]
     print(_indent(render_table(_BUCKET_HEADER, rows)))
+    down = sorted({b.leader for b in buckets.values() if not b.leader_available})
+    if down:
+        lost = sum(not b.leader_available for b in buckets.values())
+        print(f"\n{lost} of {len(buckets)} buckets unavailable: tablet server(s) {', '.join(map(str, down))} down or unreachable")
     return 0
 
 

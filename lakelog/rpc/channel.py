@@ -15,10 +15,15 @@ from lakelog.security.tokens import BearerToken
 
 
 def channel_options(max_message_size: int) -> list[tuple[str, int]]:
-    """grpcio refuses messages over 4 MiB unless both ends raise the limit."""
+    """grpcio refuses messages over 4 MiB unless both ends raise the limit. Its reconnect backoff
+    grows to 120 s by default, so a restarted server would be found again only seconds to minutes
+    after its port opened; capped at 1 s, callers reach it within a second."""
     return [
         ("grpc.max_send_message_length", max_message_size),
         ("grpc.max_receive_message_length", max_message_size),
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.min_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 1000),
     ]
 
 

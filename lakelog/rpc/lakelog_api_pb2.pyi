@@ -185,20 +185,32 @@ class MetadataRequest(_message.Message):
     def __init__(self, table_path: _Optional[_Iterable[_Union[PbTablePath, _Mapping]]] = ..., table_id: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class MetadataResponse(_message.Message):
-    __slots__ = ("coordinator_server", "tablet_servers", "table_metadata")
+    __slots__ = ("coordinator_server", "tablet_servers", "table_metadata", "unavailable_server_ids")
     COORDINATOR_SERVER_FIELD_NUMBER: _ClassVar[int]
     TABLET_SERVERS_FIELD_NUMBER: _ClassVar[int]
     TABLE_METADATA_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_SERVER_IDS_FIELD_NUMBER: _ClassVar[int]
     coordinator_server: PbServerNode
     tablet_servers: _containers.RepeatedCompositeFieldContainer[PbServerNode]
     table_metadata: _containers.RepeatedCompositeFieldContainer[PbTableMetadata]
-    def __init__(self, coordinator_server: _Optional[_Union[PbServerNode, _Mapping]] = ..., tablet_servers: _Optional[_Iterable[_Union[PbServerNode, _Mapping]]] = ..., table_metadata: _Optional[_Iterable[_Union[PbTableMetadata, _Mapping]]] = ...) -> None: ...
+    unavailable_server_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, coordinator_server: _Optional[_Union[PbServerNode, _Mapping]] = ..., tablet_servers: _Optional[_Iterable[_Union[PbServerNode, _Mapping]]] = ..., table_metadata: _Optional[_Iterable[_Union[PbTableMetadata, _Mapping]]] = ..., unavailable_server_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RegisterTabletServerRequest(_message.Message):
     __slots__ = ("server",)
     SERVER_FIELD_NUMBER: _ClassVar[int]
     server: PbServerNode
     def __init__(self, server: _Optional[_Union[PbServerNode, _Mapping]] = ...) -> None: ...
+
+class TabletServerHeartbeatRequest(_message.Message):
+    __slots__ = ("server_id",)
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    server_id: int
+    def __init__(self, server_id: _Optional[int] = ...) -> None: ...
+
+class TabletServerHeartbeatResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class RegisterTabletServerResponse(_message.Message):
     __slots__ = ("table_metadata", "lake_offsets")

@@ -81,6 +81,11 @@ class CoordinatorServiceStub:
                 request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.RegisterTabletServerRequest.SerializeToString,
                 response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.RegisterTabletServerResponse.FromString,
                 _registered_method=True)
+        self.TabletServerHeartbeat = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/TabletServerHeartbeat',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.TabletServerHeartbeatRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.TabletServerHeartbeatResponse.FromString,
+                _registered_method=True)
         self.CommitLakeTableSnapshot = channel.unary_unary(
                 '/lakelog.rpc.CoordinatorService/CommitLakeTableSnapshot',
                 request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CommitLakeTableSnapshotRequest.SerializeToString,
@@ -169,6 +174,13 @@ class CoordinatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TabletServerHeartbeat(self, request, context):
+        """A registered tablet server's liveness signal, every tablet-server.heartbeat.interval.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CommitLakeTableSnapshot(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -249,6 +261,11 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.RegisterTabletServer,
                     request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.RegisterTabletServerRequest.FromString,
                     response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.RegisterTabletServerResponse.SerializeToString,
+            ),
+            'TabletServerHeartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.TabletServerHeartbeat,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.TabletServerHeartbeatRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.TabletServerHeartbeatResponse.SerializeToString,
             ),
             'CommitLakeTableSnapshot': grpc.unary_unary_rpc_method_handler(
                     servicer.CommitLakeTableSnapshot,
@@ -521,6 +538,33 @@ class CoordinatorService:
             '/lakelog.rpc.CoordinatorService/RegisterTabletServer',
             lakelog_dot_rpc_dot_lakelog__api__pb2.RegisterTabletServerRequest.SerializeToString,
             lakelog_dot_rpc_dot_lakelog__api__pb2.RegisterTabletServerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TabletServerHeartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/TabletServerHeartbeat',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.TabletServerHeartbeatRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.TabletServerHeartbeatResponse.FromString,
             options,
             channel_credentials,
             insecure,

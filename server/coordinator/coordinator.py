@@ -37,6 +37,7 @@ from lakelog.metadata import (
 )
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore
+from lakelog.server.coordinator.tablet_liveness import TabletLiveness
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,11 @@ class TabletNotifier(Protocol):
 
 
 class Coordinator:
-    def __init__(self, store: MetadataStore, notifier: TabletNotifier, lake: LakeTables) -> None:
+    def __init__(self, store: MetadataStore, notifier: TabletNotifier, lake: LakeTables, heartbeat_timeout_ms: int) -> None:
         self._store = store
         self._notifier = notifier
         self._lake = lake
+        self.liveness = TabletLiveness(heartbeat_timeout_ms, (node.server_id for node in store.tablet_servers()))
         self._lock = threading.Lock()
         # Lake notifications go out one at a time, each with what is stored when it is sent, so
         # two commits racing cannot leave a tablet server with the older offsets.
@@ -178,6 +180,11 @@ class Coordinator:
     def tablet_servers(self) -> list[ServerNode]:
         return self._store.tablet_servers()
 
+    def tablet_server_heartbeat(self, server_id: int) -> None:
+        if server_id not in {node.server_id for node in self._store.tablet_servers()}:
+            raise InvalidRequestError(f"tablet server {server_id} heartbeats but never registered")
+        self.liveness.heartbeat(server_id)
+
     # lake
 
     def lake_config(self) -> LakeConfig:
@@ -238,6 +245,7 @@ class Coordinator:
         """Record a (re)starting tablet server; return, in one pass over the tables, every bucket it
         leads and what of them the lake already holds."""
         self._store.upsert_tablet_server(node)
+        self.liveness.heartbeat(node.server_id)
         led: list[TableAssignment] = []
         lake: list[LakeOffsets] = []
         for info in self._store.all_tables():

@@ -37,6 +37,7 @@ RPC_ACTIONS: Mapping[str, Action] = {
     _COORDINATOR + "GetTableInfo": Action.READ,
     _COORDINATOR + "GetMetadata": Action.READ,
     _COORDINATOR + "RegisterTabletServer": Action.INTERNAL,
+    _COORDINATOR + "TabletServerHeartbeat": Action.INTERNAL,
     _COORDINATOR + "CommitLakeTableSnapshot": Action.TIER,
     _COORDINATOR + "GetLakeSnapshot": Action.READ,
     # Readers need the (secret-free) lake config to read the lake tier, not only the tiering job.

@@ -33,6 +33,12 @@ class CoordinatorClient:
         assignments = [codec.table_metadata_from_pb(m) for m in response.table_metadata]
         return assignments, codec.lake_offsets_from_pb(response.lake_offsets)
 
+    def heartbeat(self, server_id: int) -> None:
+        try:
+            self._stub.TabletServerHeartbeat(pb.TabletServerHeartbeatRequest(server_id=server_id), timeout=CALL_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc, f"coordinator {self.address}") from None
+
     def table_assignment(self, table_id: int) -> TableAssignment:
         try:
             response = self._stub.GetMetadata(pb.MetadataRequest(table_id=[table_id]), timeout=CALL_TIMEOUT_S)

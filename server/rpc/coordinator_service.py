@@ -84,7 +84,15 @@ class CoordinatorService(CoordinatorServiceServicer):
             coordinator_server=codec.node_to_pb(self._node),
             tablet_servers=[codec.node_to_pb(node) for node in self._coordinator.tablet_servers()],
             table_metadata=[codec.table_metadata_to_pb(a.info, a.leaders) for a in assignments],
+            unavailable_server_ids=sorted(self._coordinator.liveness.down()),
         )
+
+    @rpc_method
+    def TabletServerHeartbeat(
+        self, request: pb.TabletServerHeartbeatRequest, context: grpc.ServicerContext
+    ) -> pb.TabletServerHeartbeatResponse:
+        self._coordinator.tablet_server_heartbeat(request.server_id)
+        return pb.TabletServerHeartbeatResponse()
 
     @rpc_method
     def RegisterTabletServer(
