@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import grpc
-import pyarrow as pa
 import pytest
 
 import lakelog
