@@ -25,6 +25,7 @@ from lakelog.metadata import TableInfo
 from lakelog.record import batch as rb
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.status import error_from_rpc
+from lakelog.client.arrow_input import arrow_table
 from lakelog.client.metadata import MetadataCache
 from lakelog.client.rpc_client import RpcClient
 
@@ -112,9 +113,9 @@ class AppendWriter:
             self._send_ready()
         self._wait_for_room()
 
-    def append_arrow(self, data: pa.RecordBatch | pa.Table, bucket: int | None = None) -> None:
-        """Append an Arrow batch or table whose columns match the table's schema."""
-        table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
+    def append_arrow(self, data: Any, bucket: int | None = None) -> None:
+        """Append Arrow data (see :mod:`lakelog.client.arrow_input`) whose columns match the table's schema."""
+        table = arrow_table(data, self._info.schema, str(self._info.path))
         table = self._conform(table)
         for batch in table.to_batches(max_chunksize=max(int(self._batch_bytes / max(self._row_bytes, 1)), 1)):
             with self._cond:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -15,7 +15,9 @@ from lakelog.client.lake.log_source import LogSource
 from lakelog.client.metadata import MetadataCache
 from lakelog.client.rpc_client import RpcClient
 from lakelog.client.scanner.log_fetcher import RETRY_BACKOFF_S, LogFetcher
-from lakelog.client.scanner.scan_records import ScanRecords, with_meta_fields
+from lakelog.client.scanner.scan_records import OFFSET_COLUMN, ScanRecords, with_meta_fields
+
+RECEIVE_WAIT_MS = 500
 
 
 class LogScanner:
@@ -94,6 +96,47 @@ class LogScanner:
     def poll_arrow(self, timeout_ms: int = 1000) -> pa.Table:
         """Like :meth:`poll`, as one Arrow table with ``__bucket``, ``__offset`` and ``__timestamp``."""
         return self.poll(timeout_ms).to_arrow()
+
+    # reading to the end, for Arrow tools
+
+    def to_arrow(self) -> pa.Table:
+        """Every subscribed bucket from its position up to its latest offset taken now, as one table
+        (with ``__bucket``, ``__offset`` and ``__timestamp``); records appended later are left for
+        the next read. Positions end at those latest offsets."""
+        return self.to_arrow_batch_reader().read_all()
+
+    def to_pandas(self) -> Any:
+        """:meth:`to_arrow` as a pandas DataFrame (needs pandas)."""
+        return self.to_arrow().to_pandas()
+
+    def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
+        """Like :meth:`to_arrow`, streamed: each poll's records become batches as the reader is read,
+        so a table larger than memory can go to Parquet, DuckDB or polars. The latest offsets are
+        taken now, when the reader is made."""
+        if not self._fetcher.positions:
+            raise InvalidRequestError(
+                f"the scanner of {self._info.path} has no bucket subscribed; call subscribe_from_beginning() or subscribe() first"
+            )
+        starts = self.positions()
+        latest = self._admin.list_offsets(self._info.path, list(starts), OffsetSpec.latest())
+        ends = {bucket: max(start, latest[bucket]) for bucket, start in starts.items()}
+        return pa.RecordBatchReader.from_batches(self._out_schema, self._batches_until(ends))
+
+    def _batches_until(self, ends: dict[int, int]) -> Iterator[pa.RecordBatch]:
+        """Poll until every bucket reached its end offset; records past an end are not returned, and
+        the bucket is set back to its end, so they are not lost to the next poll either."""
+        try:
+            while any(self._fetcher.positions.get(bucket, end) < end for bucket, end in ends.items()):
+                records = self.poll(timeout_ms=RECEIVE_WAIT_MS)
+                for bucket in records.buckets():
+                    table = records.to_arrow(bucket)
+                    keep = ends.get(bucket, 0) - table.column(OFFSET_COLUMN)[0].as_py()
+                    if keep > 0:
+                        yield from table.slice(0, keep).to_batches()
+        finally:
+            for bucket, end in ends.items():
+                if self._fetcher.positions.get(bucket, end) > end:
+                    self._fetcher.seek(bucket, end)
 
     def remote_read_stats(self) -> dict[str, int]:
         """Bytes this scanner read from remote storage, per remote log segment id: what a caller
