@@ -53,6 +53,7 @@ from lakelog.metadata import (
     TableTieringStatus,
     TieringJobInfo,
 )
+from lakelog.version import __version__
 
 __all__ = [
     "Admin",
@@ -99,5 +100,6 @@ __all__ = [
     "TieringJobInfo",
     "TlsError",
     "UnknownBucketError",
+    "__version__",
     "connect",
 ]

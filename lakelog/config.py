@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+import yaml
+
 from lakelog.errors import InvalidConfigError
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|min|m|h|d)?\s*$", re.IGNORECASE)
@@ -177,8 +179,6 @@ class Configuration:
     ) -> "Configuration":
         values: dict[str, Any] = {}
         if file:
-            import yaml  # only servers and the CLI read files; a plain client does not need PyYAML
-
             try:
                 loaded = yaml.safe_load(Path(file).read_text()) or {}
             except (OSError, yaml.YAMLError) as exc:

@@ -20,6 +20,7 @@ from lakelog.cli import (
     table_commands,
     tier_command,
 )
+from lakelog.cli.missing_extra import missing_extra_message
 from lakelog.errors import LakelogError
 
 COMMAND_MODULES = [server_commands, config_command, demo_command, table_commands, produce_command, scan_command, offsets_command, tier_command]
@@ -39,6 +40,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except LakelogError as error:
         print(f"lakelog: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as error:
+        message = missing_extra_message(error)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
