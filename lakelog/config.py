@@ -45,6 +45,23 @@ def parse_size(text: str | int) -> int:
     return int(match.group(1)) * _SIZE_UNITS[unit]
 
 
+def format_duration_ms(ms: int) -> str:
+    """The inverse of :func:`parse_duration_ms`, in the largest unit that keeps it whole: ``7d``, ``250ms``."""
+    return _largest_unit(ms, {"d": 86_400_000, "h": 3_600_000, "min": 60_000, "s": 1000, "ms": 1})
+
+
+def format_size(size: int) -> str:
+    """The inverse of :func:`parse_size`: ``256mb``, ``4kb``, ``1000b``."""
+    return _largest_unit(size, {"gb": 1 << 30, "mb": 1 << 20, "kb": 1 << 10, "b": 1})
+
+
+def _largest_unit(value: int, units: dict[str, int]) -> str:
+    if value <= 0:
+        return str(value)
+    unit, factor = next((unit, factor) for unit, factor in units.items() if value % factor == 0)
+    return f"{value // factor}{unit}"
+
+
 def parse_bool(text: str | bool) -> bool:
     if isinstance(text, bool):
         return text
@@ -79,6 +96,15 @@ class ConfigOption:
     parse: Callable[[Any], Any]
     default: Any
     description: str
+
+    @property
+    def default_text(self) -> str:
+        """The default as a user writes it (``256mb``, ``7d``), not in the bytes or ms it is kept in."""
+        if self.parse is parse_size:
+            return format_size(self.default)
+        if self.parse is parse_duration_ms:
+            return format_duration_ms(self.default)
+        return str(self.default).lower() if isinstance(self.default, bool) else str(self.default)
 
 
 def _options(*options: ConfigOption) -> dict[str, ConfigOption]:
