@@ -17,6 +17,7 @@ import argcomplete
 from lakelog.cli import (
     config_command,
     demo_command,
+    health_command,
     offsets_command,
     produce_command,
     scan_command,
@@ -29,7 +30,10 @@ from lakelog.errors import LakelogError
 from lakelog.logging_config import LOG_LEVELS, configure_logging
 from lakelog.version import __version__
 
-COMMAND_MODULES = [server_commands, config_command, demo_command, table_commands, produce_command, scan_command, offsets_command, tier_command]
+COMMAND_MODULES = [
+    server_commands, config_command, demo_command, table_commands, produce_command, scan_command, offsets_command, tier_command,
+    health_command,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
