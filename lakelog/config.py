@@ -154,6 +154,10 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("client.scanner.fetch.max-wait", parse_duration_ms, 500, "How long a server holds a fetch that has no data."),
     ConfigOption("client.scanner.fetch.min-bytes", int, 1, "Bytes a server waits for before it answers a fetch."),
     ConfigOption("client.scanner.remote-log.prefetch-num", int, 4, "Remote segments a scanner downloads ahead."),
+    ConfigOption(
+        "client.scanner.max-poll-records", int, -1,
+        "Records one poll returns at most, shared by the buckets (below 1: no limit); the rest is fetched again by the next poll.",
+    ),
     ConfigOption("client.scanner.offset-reset", _choice("error", "earliest", "latest"), "error", "What a scanner does at an offset no tier can serve."),
     ConfigOption("client.lake.enabled", parse_bool, True, "Read lake tiers through a LogSource plugin."),
     ConfigOption("client.lake.source", _choice("iceberg", "iceberg-arrow"), "iceberg", "Which lake LogSource reads Iceberg."),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 
@@ -15,9 +15,10 @@ from lakelog.client.lake.log_source import LogSource
 from lakelog.client.metadata import MetadataCache
 from lakelog.client.rpc_client import RpcClient
 from lakelog.client.scanner.log_fetcher import RETRY_BACKOFF_S, LogFetcher
-from lakelog.client.scanner.scan_records import OFFSET_COLUMN, ScanRecords, with_meta_fields
+from lakelog.client.scanner.scan_records import OFFSET_COLUMN, ScanRecord, ScanRecords, with_meta_fields
 
 RECEIVE_WAIT_MS = 500
+ITERATION_POLL_MS = 1000
 
 
 class LogScanner:
@@ -38,6 +39,7 @@ class LogScanner:
         self.schema = pa.schema(fields)
         self._out_schema = with_meta_fields(self.schema)
         self._fetcher = LogFetcher(info, projection, self.schema, rpc, metadata, conf, log_source)
+        self._max_poll_records: int = conf.get("client.scanner.max-poll-records")
 
     # subscriptions
 
@@ -69,6 +71,15 @@ class LogScanner:
         for bucket, offset in self._admin.list_offsets(self._info.path, chosen, spec).items():
             self._fetcher.seek(bucket, offset)
 
+    def subscribe_buckets(self, offsets: Mapping[int, int]) -> None:
+        """Read each bucket from its offset: what :meth:`positions` returned, to resume a checkpoint."""
+        for bucket, offset in offsets.items():
+            self.subscribe(bucket, offset)
+
+    def seek_to_end(self, buckets: Iterable[int] | None = None) -> None:
+        """Subscribe ``buckets`` (default: all) at their latest offsets: only records appended from now on."""
+        self._subscribe_spec(OffsetSpec.latest(), buckets)
+
     def unsubscribe(self, bucket: int) -> None:
         self._fetcher.unsubscribe(bucket)
 
@@ -89,9 +100,34 @@ class LogScanner:
             self._fetcher.send_fetches()
             fetched = self._fetcher.collect()
             if fetched.tables or time.monotonic() >= deadline:
+                tables = self._at_most_max_poll_records(fetched.tables)
                 self._fetcher.send_fetches()
-                return ScanRecords(self._out_schema, fetched.tables, fetched.high_watermarks)
+                return ScanRecords(self._out_schema, tables, fetched.high_watermarks)
             self._fetcher.wait(min(max(deadline - time.monotonic(), 0), RETRY_BACKOFF_S))
+
+    def _at_most_max_poll_records(self, tables: dict[int, pa.Table]) -> dict[int, pa.Table]:
+        """``client.scanner.max-poll-records`` shared evenly by the buckets that have records, so none
+        starves; a bucket cut short is set back to its first record not returned."""
+        if self._max_poll_records < 1:
+            return tables
+        left = self._max_poll_records
+        kept: dict[int, pa.Table] = {}
+        for index, (bucket, table) in enumerate(sorted(tables.items())):
+            share = min(-(-left // (len(tables) - index)), table.num_rows)
+            kept[bucket] = table.slice(0, share)
+            left -= share
+            if share < table.num_rows:
+                self._fetcher.seek(bucket, table.column(OFFSET_COLUMN)[share].as_py())
+        return kept
+
+    def iterate(self, timeout_ms: int = ITERATION_POLL_MS) -> Iterator[ScanRecord]:
+        """Records poll by poll, until a poll of ``timeout_ms`` brings none."""
+        while records := self.poll(timeout_ms):
+            yield from records
+
+    def __iter__(self) -> Iterator[ScanRecord]:
+        """``for record in scanner``: what there is now, ending once a poll of 1 s brings nothing."""
+        return self.iterate()
 
     def poll_arrow(self, timeout_ms: int = 1000) -> pa.Table:
         """Like :meth:`poll`, as one Arrow table with ``__bucket``, ``__offset`` and ``__timestamp``."""
