@@ -149,11 +149,11 @@ class LogScanner:
         """Like :meth:`to_arrow`, streamed: each poll's records become batches as the reader is read,
         so a table larger than memory can go to Parquet, DuckDB or polars. The latest offsets are
         taken now, when the reader is made."""
-        if not self._fetcher.positions:
+        starts = self.positions()
+        if not starts:
             raise InvalidRequestError(
                 f"the scanner of {self._info.path} has no bucket subscribed; call subscribe_from_beginning() or subscribe() first"
             )
-        starts = self.positions()
         latest = self._admin.list_offsets(self._info.path, list(starts), OffsetSpec.latest())
         ends = {bucket: max(start, latest[bucket]) for bucket, start in starts.items()}
         return pa.RecordBatchReader.from_batches(self._out_schema, self._batches_until(ends))

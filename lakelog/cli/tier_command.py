@@ -3,7 +3,7 @@
 ``lakelog tier status`` prints instead, per table a tiering job reported, how fresh its lake is.
 
 The same arguments work for ``python -m lakelog.tiering`` and for ``spark-submit`` of
-``lakelog/tiering/__main__.py``. Lake catalog properties come from the coordinator (secrets left
+``tiering/__main__.py`` (in a checkout; ``lakelog/tiering/__main__.py`` of an installed package). Lake catalog properties come from the coordinator (secrets left
 out); add the job's own with ``--set datalake.iceberg.KEY=VALUE`` or the usual AWS variables.
 """
 
