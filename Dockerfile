@@ -17,6 +17,15 @@ COPY tiering tiering
 COPY spark spark
 RUN pip install --no-cache-dir ".[all]"
 
+# Not root: a user of its own, owning the data directory (a named volume mounted there starts with
+# this owner) and its home, where Spark keeps its caches.
+RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/lakelog --create-home lakelog
+USER lakelog
+WORKDIR /var/lib/lakelog
+
 # Spark's driver and its local workers talk over loopback inside the container.
 ENV SPARK_LOCAL_IP=127.0.0.1
+# A server on the default port answers grpc.health.v1.Health; compose sets its own per service.
+HEALTHCHECK --interval=5s --timeout=5s --start-period=10s --retries=5 \
+    CMD ["lakelog", "health", "--bootstrap", "127.0.0.1:9123"]
 CMD ["lakelog", "--help"]

@@ -29,6 +29,7 @@ from lakelog.record import batch as rb
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.messages import ProducedBatch, ProduceRequest
 from lakelog.client.rpc.tablet_gateway import TabletGateway
+from lakelog.client.arrow_input import arrow_table
 
 if TYPE_CHECKING:
     from lakelog.client.barrier_hold import BarrierHold
@@ -116,9 +117,9 @@ class AppendWriter:
             self._send_ready()
         self._wait_for_room()
 
-    def append_arrow(self, data: pa.RecordBatch | pa.Table, bucket: int | None = None) -> None:
-        """Append an Arrow batch or table whose columns match the table's schema."""
-        table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
+    def append_arrow(self, data: Any, bucket: int | None = None) -> None:
+        """Append Arrow data (see :mod:`lakelog.client.arrow_input`) whose columns match the table's schema."""
+        table = arrow_table(data, self._info.schema, str(self._info.path))
         table = self._conform(table)
         for batch in table.to_batches(max_chunksize=max(int(self._batch_bytes / max(self._row_bytes, 1)), 1)):
             with self._cond:
@@ -269,6 +270,8 @@ class AppendWriter:
         queue.in_flight = False
         if error is not None and self._retry(queue, bucket, batches, error):
             return
+        if queue.retries and error is None:
+            log.info("produce to %s bucket %d works again after %d retries", self._info.path, bucket, queue.retries)
         queue.retries = 0
         self._pending -= len(batches)
         if error is not None:
@@ -286,6 +289,8 @@ class AppendWriter:
         delay = self._router.retry_delay_s(error, queue.retries, resend_safe=False, table_id=self._info.table_id)
         if delay is None or now + delay - queue.failing_since > self._tablets.timeout_s:
             return False
+        if not queue.retries:
+            log.info("produce to %s bucket %d failed, retrying for up to %.0f s: %s", self._info.path, bucket, self._tablets.timeout_s, error)
         queue.retries += 1
         queue.retry_at = now + delay
         queue.sealed.extendleft(reversed(batches))

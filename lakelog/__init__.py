@@ -9,6 +9,9 @@ import os
 # fork() + preexec_fn; gRPC's fork handlers would restart gRPC's threads inside that child, which
 # can kill it before it execs the JVM. lakelog never uses a gRPC channel across a fork.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+# gRPC's C core writes its own lines to stderr, outside Python's logging; lakelog reports every
+# failure itself (as a LakelogError, or a log line naming the server), so only gRPC's errors remain.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from lakelog.client.admin import Admin  # noqa: E402 - after the gRPC setting above
 from lakelog.client.barrier_hold import BarrierHold
@@ -53,6 +56,7 @@ from lakelog.metadata import (
     TableTieringStatus,
     TieringJobInfo,
 )
+from lakelog.version import __version__
 
 __all__ = [
     "Admin",
@@ -99,5 +103,6 @@ __all__ = [
     "TieringJobInfo",
     "TlsError",
     "UnknownBucketError",
+    "__version__",
     "connect",
 ]

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+import yaml
+
 from lakelog.errors import InvalidConfigError
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|min|m|h|d)?\s*$", re.IGNORECASE)
@@ -41,6 +43,23 @@ def parse_size(text: str | int) -> int:
         raise ValueError(f"not a size: {text!r} (use e.g. 4kb, 64mb, 1gb)")
     unit = match.group(2).lower() if match.group(2) else None
     return int(match.group(1)) * _SIZE_UNITS[unit]
+
+
+def format_duration_ms(ms: int) -> str:
+    """The inverse of :func:`parse_duration_ms`, in the largest unit that keeps it whole: ``7d``, ``250ms``."""
+    return _largest_unit(ms, {"d": 86_400_000, "h": 3_600_000, "min": 60_000, "s": 1000, "ms": 1})
+
+
+def format_size(size: int) -> str:
+    """The inverse of :func:`parse_size`: ``256mb``, ``4kb``, ``1000b``."""
+    return _largest_unit(size, {"gb": 1 << 30, "mb": 1 << 20, "kb": 1 << 10, "b": 1})
+
+
+def _largest_unit(value: int, units: dict[str, int]) -> str:
+    if value <= 0:
+        return str(value)
+    unit, factor = next((unit, factor) for unit, factor in units.items() if value % factor == 0)
+    return f"{value // factor}{unit}"
 
 
 def parse_bool(text: str | bool) -> bool:
@@ -77,6 +96,15 @@ class ConfigOption:
     parse: Callable[[Any], Any]
     default: Any
     description: str
+
+    @property
+    def default_text(self) -> str:
+        """The default as a user writes it (``256mb``, ``7d``), not in the bytes or ms it is kept in."""
+        if self.parse is parse_size:
+            return format_size(self.default)
+        if self.parse is parse_duration_ms:
+            return format_duration_ms(self.default)
+        return str(self.default).lower() if isinstance(self.default, bool) else str(self.default)
 
 
 def _options(*options: ConfigOption) -> dict[str, ConfigOption]:
@@ -130,6 +158,10 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("client.scanner.fetch.max-wait", parse_duration_ms, 500, "How long a server holds a fetch that has no data."),
     ConfigOption("client.scanner.fetch.min-bytes", int, 1, "Bytes a server waits for before it answers a fetch."),
     ConfigOption("client.scanner.remote-log.prefetch-num", int, 4, "Remote segments a scanner downloads ahead."),
+    ConfigOption(
+        "client.scanner.max-poll-records", int, -1,
+        "Records one poll returns at most, shared by the buckets (below 1: no limit); the rest is fetched again by the next poll.",
+    ),
     ConfigOption("client.scanner.offset-reset", _choice("error", "earliest", "latest"), "error", "What a scanner does at an offset no tier can serve."),
     ConfigOption("client.lake.enabled", parse_bool, True, "Read lake tiers through a LogSource plugin."),
     ConfigOption("client.lake.source", _choice("iceberg", "iceberg-arrow"), "iceberg", "Which lake LogSource reads Iceberg."),
@@ -181,8 +213,6 @@ class Configuration:
     ) -> "Configuration":
         values: dict[str, Any] = {}
         if file:
-            import yaml  # only servers and the CLI read files; a plain client does not need PyYAML
-
             try:
                 loaded = yaml.safe_load(Path(file).read_text()) or {}
             except (OSError, yaml.YAMLError) as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import importlib.metadata
 import io
 import json
 import os
@@ -23,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import lakelog
 from lakelog.cli.main import main
 from lakelog.cli.produce_command import Progress
 from lakelog.cli.schema_text import format_schema, parse_schema
@@ -52,7 +54,7 @@ class Cli:
 
     def __call__(self, *argv: str) -> tuple[int, str, str]:
         self.capsys.readouterr()
-        code = main([*argv, "--bootstrap", self.address])
+        code = main([*argv] if argv[0] == "config" else [*argv, "--bootstrap", self.address])
         out, err = self.capsys.readouterr()
         return code, out, err
 
@@ -63,6 +65,12 @@ class Cli:
 
     def jsonl(self, *argv: str) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.ok("scan", *argv, "--output", "jsonl").splitlines()]
+
+    def json(self, *argv: str) -> Any:
+        return json.loads(self.ok(*argv, "--output", "json"))
+
+    def offsets(self, *argv: str) -> dict[int, int]:
+        return {item["bucket"]: item["offset"] for item in self.json("offsets", *argv)}
 
 
 @pytest.fixture
@@ -165,9 +173,10 @@ def test_create_produce_all_formats_and_scan_back(cli: Cli, tmp_path: Path) -> N
         assert seen == list(range(len(seen))), f"bucket {bucket} offsets not contiguous"
     check_records(records, set(range(750)))
 
-    latest = dict(line.split() for line in cli.ok("offsets", "shop.rich").splitlines())
-    assert {int(b): int(o) for b, o in latest.items()} == {b: len(offsets.get(b, [])) for b in range(3)}
-    assert cli.ok("offsets", "shop.rich", "--earliest", "--bucket", "1").splitlines() == ["1 0"]
+    assert cli.offsets("shop.rich") == {b: len(offsets.get(b, [])) for b in range(3)}
+    assert cli.offsets("shop.rich", "--earliest", "--bucket", "1") == {1: 0}
+    labelled = cli.ok("offsets", "shop.rich", "--earliest", "--bucket", "1").splitlines()
+    assert labelled[0].split() == ["bucket", "earliest", "offset"] and labelled[2].split() == ["1", "0"]
 
 
 def test_produce_stdin_and_scan_options(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -190,9 +199,9 @@ def test_produce_stdin_and_scan_options(cli: Cli, tmp_path: Path, monkeypatch: p
 
     after_first = max(r["__timestamp"] for r in first) + 1
     assert [r["id"] for r in cli.jsonl("shop.opts", "--timestamp", str(after_first))] == list(range(20, 30))
-    assert cli.ok("offsets", "shop.opts", "--timestamp", str(after_first)).splitlines() == ["0 20"]
-    assert cli.ok("offsets", "shop.opts", "--latest").splitlines() == ["0 30"]
-    assert cli.ok("offsets", "shop.opts", "--timestamp", "2000-01-01T00:00:00Z").splitlines() == ["0 0"]
+    assert cli.offsets("shop.opts", "--timestamp", str(after_first)) == {0: 20}
+    assert cli.offsets("shop.opts", "--latest") == {0: 30}
+    assert cli.offsets("shop.opts", "--timestamp", "2000-01-01T00:00:00Z") == {0: 0}
 
     limited = cli.jsonl("shop.opts", "--max-records", "7")
     assert [r["__offset"] for r in limited] == list(range(7))
@@ -213,8 +222,8 @@ def test_describe_list_and_drop(cli: Cli) -> None:
     assert "inventory.items" in described and "buckets:    2" in described
     assert any(line.split() == ["sku", "string", "no"] for line in described.splitlines())
     assert "owner = ops" in described
-    bucket_rows = [line.split() for line in described.split("\nbuckets:\n")[1].splitlines()[2:]]
-    assert [row[:3] for row in bucket_rows] == [["0", "0", "0"], ["1", "0", "0"]]
+    bucket_rows = [line.split() for line in described.split("\nbuckets (")[1].splitlines()[3:]]
+    assert bucket_rows == [["0", "0", "0", "0", "—", "—", "—", "—"], ["1", "0", "0", "0", "—", "—", "—", "—"]], "an empty tier is —"
 
     assert "inventory.items" in cli.ok("table", "list").splitlines()
     assert cli.ok("table", "list", "inventory").splitlines() == ["inventory.items"]
@@ -299,3 +308,106 @@ def test_scan_follow_sees_records_produced_after_it_started(server: ServerProces
             follower.kill()
     assert follower.returncode == 0, err
     assert [json.loads(line)["id"] for line in out.splitlines()] == [1, 2, 3]
+
+
+def test_version() -> None:
+    expected = f"lakelog {importlib.metadata.version('lakelog')}"
+    assert lakelog.__version__ == importlib.metadata.version("lakelog")
+    printed = subprocess.run([sys.executable, "-m", "lakelog", "--version"], capture_output=True, text=True, timeout=60)
+    assert (printed.returncode, printed.stdout.strip()) == (0, expected)
+
+
+def test_read_commands_print_json_for_scripts(cli: Cli) -> None:
+    cli.ok("table", "create", "json.items", "--schema", "sku:string not null,count:int32", "--buckets", "2", "--comment", "stock")
+    described = cli.json("table", "describe", "json.items")
+    assert {key: described[key] for key in ("table", "buckets", "lake_enabled", "comment")} == {
+        "table": "json.items", "buckets": 2, "lake_enabled": False, "comment": "stock",
+    }
+    assert described["schema"] == [{"name": "sku", "type": "string", "nullable": False}, {"name": "count", "type": "int32", "nullable": True}]
+    assert [b["bucket"] for b in described["bucket_info"]] == [0, 1]
+    assert described["bucket_info"][0]["remote_log_start_offset"] is None, "an empty tier is null"
+    assert described["bucket_info"][0]["high_watermark"] == 0
+    assert cli.json("table", "list", "json") == ["json.items"]
+    assert cli.offsets("json.items") == {0: 0, 1: 0}
+
+    config = cli.json("config")
+    segment = next(key for key in config["keys"] if key["key"] == "log.segment.max-bytes")
+    assert (segment["default"], segment["default_text"]) == (256 << 20, "256mb")
+    assert "datalake.iceberg." in [item["prefix"] for item in config["pass_through"]]
+
+
+def test_config_prints_values_as_they_are_written(cli: Cli) -> None:
+    lines = {line.split()[0]: line.split()[1] for line in cli.ok("config").splitlines()}
+    assert (lines["log.segment.max-bytes"], lines["log.segment.max-age"], lines["client.writer.linger"]) == ("256mb", "7d", "100ms")
+
+
+def test_counts_are_pluralised(cli: Cli, tmp_path: Path) -> None:
+    assert cli.ok("table", "create", "words.one", "--schema", "id:int64").strip().endswith(", 1 bucket)")
+    (tmp_path / "one.csv").write_text("id\n7\n")
+    assert cli.ok("produce", "words.one", "--file", str(tmp_path / "one.csv")).strip() == "produced 1 record to words.one"
+
+
+def test_csv_errors_name_the_line_and_column_with_a_hint(cli: Cli, tmp_path: Path) -> None:
+    cli.ok("table", "create", "csv.orders", "--schema", "id:int64,name:string,amount:float64")
+    cases = {
+        "id,name,amount\n1,a,1.5\n2,b,lots\n": "bad.csv line 3, column 'amount': 'lots' is not a double",
+        "id,name,amount\n1,a,1.5\n2,b\n": "short.csv line 3: expected 3 columns, got 2 ('2,b'); if its fields are not separated by ',', pass --delimiter",
+        "10,a,1.5\n": "headless.csv line 1: the header row names column(s) ['10', 'a', '1.5'] that are not in the table",
+        "id;name;amount\n1;a;1.5\n": "the first line must be a header row naming the columns, and if its fields are not separated by ',', pass --delimiter",
+    }
+    for (content, message), name in zip(cases.items(), ("bad", "short", "headless", "semicolons")):
+        (tmp_path / f"{name}.csv").write_text(content)
+        code, _, err = cli("produce", "csv.orders", "--file", str(tmp_path / f"{name}.csv"))
+        assert code == 1 and message in err.splitlines()[-1], err
+    assert cli.ok("produce", "csv.orders", "--file", str(tmp_path / "semicolons.csv"), "--delimiter", ";").strip() == "produced 1 record to csv.orders"
+    assert cli.offsets("csv.orders") == {0: 1}, "only the file with the right delimiter was produced"
+
+
+def test_default_config_file_from_the_environment(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "client.yaml"
+    config.write_text("client.request-timeout: 20s\n")
+    monkeypatch.setenv("LAKELOG_CONFIG", str(config))
+    cli.ok("table", "list")
+    config.write_text("client.request-timeout: soon\n")
+    code, _, err = cli("table", "list")
+    assert code == 1 and "client.request-timeout" in err and "InvalidConfigError" in err
+    assert cli("table", "list", "--config", str(tmp_path / "none.yaml"))[0] == 1, "--config beats the environment"
+
+
+def test_log_level_flag(server: ServerProcess) -> None:
+    quiet = _lakelog(server, "--log-level", "error", "table", "list")
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    wrong = _lakelog(server, "--log-level", "chatty", "table", "list")
+    assert wrong.returncode == 2 and "--log-level" in wrong.stderr
+
+
+def test_a_closed_pipe_ends_quietly(server: ServerProcess) -> None:
+    """`lakelog config | head -1`: the reader left before lakelog wrote; no traceback, exit 0."""
+    _lakelog(server, "table", "create", "pipe.items", "--schema", "id:int64", "--buckets", "64")
+    env = {**os.environ, "LAKELOG_BOOTSTRAP": server.address}
+    for argv in (["config"], ["table", "describe", "pipe.items"], ["offsets", "pipe.items"]):
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # closed before lakelog writes: its first write fails
+        try:
+            done = subprocess.run([sys.executable, "-m", "lakelog", *argv], stdout=write_end, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+        finally:
+            os.close(write_end)
+        assert (done.returncode, done.stderr) == (0, ""), argv
+
+
+def test_shell_completion(tmp_path: Path) -> None:
+    completions = tmp_path / "completions"
+    env = {**os.environ, "_ARGCOMPLETE": "1", "COMP_LINE": "lakelog ta", "COMP_POINT": "10", "_ARGCOMPLETE_STDOUT_FILENAME": str(completions)}
+    done = subprocess.run([Path(sys.executable).with_name("lakelog")], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert sorted(completions.read_text().split()) == ["table", "tablet-server"]
+    env.update(COMP_LINE="lakelog table d", COMP_POINT="15")
+    subprocess.run([Path(sys.executable).with_name("lakelog")], env=env, capture_output=True, text=True, timeout=60)
+    assert sorted(completions.read_text().split()) == ["describe", "drop"]
+
+
+def test_tier_table_flag_does_not_swallow_the_action() -> None:
+    from lakelog.cli.main import build_parser
+
+    args = build_parser().parse_args(["tier", "--table", "shop.orders", "status", "--table", "shop.items"])
+    assert (args.action, args.table) == ("status", ["shop.orders", "shop.items"])

@@ -23,7 +23,8 @@ from lakelog.config import Configuration
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
-EXPECTED_SERVICES = {"minio", "minio-buckets", "iceberg-rest", "coordinator", "tablet-server-1", "tablet-server-2", "tiering"}
+EXPECTED_SERVICES = {"minio", "minio-buckets", "iceberg-rest", "coordinator", "tablet-server-1", "tablet-server-2", "tiering", "prometheus"}
+SERVERS = {"coordinator", "tablet-server-1", "tablet-server-2"}
 # Keys whose values are addresses other containers must resolve: each host must be a service.
 ADDRESS_KEYS = ("coordinator.address", "remote.fs.s3.endpoint", "datalake.iceberg.uri", "datalake.iceberg.s3.endpoint")
 # ${VAR}, ${VAR:-default}, ${VAR-default}; $$ escapes a dollar for the container's own shell.
@@ -162,3 +163,36 @@ def test_the_dockerfile_installs_what_exists() -> None:
     packaged = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values()
     copied = {part for line in text.splitlines() if line.startswith("COPY ") for part in line.split()[1:-1]}
     assert set(packaged) <= copied, "every package folder is in the image"
+
+
+def test_services_wait_for_healthy_servers(services: dict[str, dict[str, Any]]) -> None:
+    """No bare depends_on: a service starts once what it needs answers, not merely once it started."""
+    for name, service in services.items():
+        needs = service.get("depends_on", {})
+        assert isinstance(needs, dict), f"{name}: depends_on without a condition"
+        for needed, rule in needs.items():
+            assert rule.get("condition") in ("service_healthy", "service_completed_successfully"), f"{name} -> {needed}"
+            if rule["condition"] == "service_healthy":
+                assert not services[needed].get("healthcheck", {}).get("disable"), f"{name} waits for {needed}, which has no healthcheck"
+
+
+def test_every_server_is_probed_with_lakelog_health(services: dict[str, dict[str, Any]]) -> None:
+    for name in SERVERS:
+        test = services[name]["healthcheck"]["test"]
+        assert test[0] == "CMD", name
+        args = _parse(test[1:])
+        assert args.command == "health", name
+        port = _configuration(services[name], _parse(_lakelog_services(services)[name])).get("server.port")
+        assert args.bootstrap == f"127.0.0.1:{port}", f"{name} probes the port its server listens on"
+    assert services["tiering"]["healthcheck"] == {"disable": True}
+    assert "HEALTHCHECK" in DOCKERFILE.read_text() and "\nUSER lakelog" in DOCKERFILE.read_text(), "the image probes itself and is not root"
+
+
+def test_prometheus_scrapes_every_server(services: dict[str, dict[str, Any]]) -> None:
+    config_file = _bind_mounts(services["prometheus"])["/etc/prometheus/prometheus.yml"]
+    targets = {target for job in yaml.safe_load(config_file.read_text())["scrape_configs"] for group in job["static_configs"] for target in group["targets"]}
+    expected = set()
+    for name in SERVERS:
+        metrics_port = _configuration(services[name], _parse(_lakelog_services(services)[name])).get("metrics.port")
+        expected.add(f"{name}:{metrics_port}")
+    assert targets == expected

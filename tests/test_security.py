@@ -406,11 +406,11 @@ def test_the_cli_takes_its_token_from_a_config_file(guarded: Guarded, security: 
     """A token in ``--config`` stays out of the process list, unlike ``--set``."""
     client_yaml = tmp_path / "client.yaml"
     client_yaml.write_text(json.dumps(security.client_config("reader")))  # JSON is YAML
-    command = [sys.executable, "-m", "lakelog", "offsets", str(guarded.path), "--bootstrap", guarded.server.address]
+    command = [sys.executable, "-m", "lakelog", "offsets", str(guarded.path), "--output", "json", "--bootstrap", guarded.server.address]
     allowed = subprocess.run([*command, "--config", str(client_yaml)], capture_output=True, text=True, timeout=60)
     assert allowed.returncode == 0, allowed.stderr
     latest = guarded.admin.admin.list_offsets(guarded.path, spec=lakelog.OffsetSpec.latest())
-    assert allowed.stdout.splitlines() == [f"{bucket} {offset}" for bucket, offset in sorted(latest.items())]
+    assert json.loads(allowed.stdout) == [{"bucket": bucket, "offset": offset} for bucket, offset in sorted(latest.items())]
     refused = subprocess.run(command + ["--set", "security.tls.enabled=true", "--set", f"security.tls.ca-file={security.ca.ca_file}"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0 and "token" in refused.stderr.lower()

@@ -4,9 +4,11 @@ timestamp, the lag and the offsets behind, matching what the test produced and t
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 import lakelog
@@ -49,7 +51,13 @@ def test_status_matches_what_was_produced_and_tiered(spark: Any, server_factory:
     assert printed.returncode == 0, printed.stderr
     header, _, row = printed.stdout.splitlines()
     assert header.split()[:3] == ["table", "job", "last"]
-    assert row.split()[:3] == [str(tables[0].path), job.commit_user, str(report.barrier)] and row.split()[-1] == "700"
+    barrier_time = datetime.fromtimestamp(report.barrier / 1000, timezone.utc).isoformat(timespec="milliseconds")
+    assert row.split()[:3] == [str(tables[0].path), job.commit_user, barrier_time] and row.split()[-1] == "700"
+    as_json = json.loads(subprocess.run([*command, "--output", "json"], capture_output=True, text=True, timeout=60).stdout)
+    assert as_json == [{
+        "table": str(tables[0].path), "job": job.commit_user, "last_barrier_ms": report.barrier,
+        "lake_max_timestamp_ms": tiered_max, "lag_ms": as_json[0]["lag_ms"], "offsets_behind": 700,
+    }]
 
     # The coordinator stores what jobs reported: a restart keeps the status.
     server.stop(0)

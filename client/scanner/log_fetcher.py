@@ -210,7 +210,9 @@ class LogFetcher:
                 if fetch.error is not None:
                     self._handle_error(fetch)
                     continue
-                self._retries.pop(bucket, None)
+                retried = self._retries.pop(bucket, 0)
+                if retried:
+                    log.info("fetch of %s bucket %d works again after %d retries", self._info.path, bucket, retried)
                 high_watermarks[bucket] = fetch.high_watermark
                 if fetch.remote is not None:
                     self._start_remote(bucket, fetch, fetch.remote)
@@ -315,7 +317,8 @@ class LogFetcher:
         if delay is None:
             # A storage outage is the caller's to see (and to retry); leader moves and restarts are ours.
             raise error
-        log.debug("fetch of %s bucket %d will be retried in %.2f s: %s", self._info.path, fetch.bucket, delay, error)
+        if not attempt:
+            log.info("fetch of %s bucket %d failed, retrying until it works: %s", self._info.path, fetch.bucket, error)
         self._retries[fetch.bucket] = attempt + 1
         self._retry_at[fetch.bucket] = time.monotonic() + delay
 

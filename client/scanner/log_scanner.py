@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from typing import Any, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 
@@ -15,8 +15,11 @@ from lakelog.log_source import LogSource
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 from lakelog.client.scanner.log_fetcher import IDLE_WAIT_S, LogFetcher
-from lakelog.client.scanner.scan_records import ScanRecords
-from lakelog.record.meta_columns import with_meta_fields
+from lakelog.client.scanner.scan_records import ScanRecord, ScanRecords
+from lakelog.record.meta_columns import OFFSET_COLUMN, with_meta_fields
+
+RECEIVE_WAIT_MS = 500
+ITERATION_POLL_MS = 1000
 
 
 class LogScanner:
@@ -37,6 +40,7 @@ class LogScanner:
         self.schema = pa.schema(fields)
         self._out_schema = with_meta_fields(self.schema)
         self._fetcher = LogFetcher(info, projection, self.schema, tablets, router, conf, log_source)
+        self._max_poll_records: int = conf.get("client.scanner.max-poll-records")
 
     # subscriptions
 
@@ -68,6 +72,15 @@ class LogScanner:
         for bucket, offset in self._admin.list_offsets(self._info.path, chosen, spec).items():
             self._fetcher.seek(bucket, offset)
 
+    def subscribe_buckets(self, offsets: Mapping[int, int]) -> None:
+        """Read each bucket from its offset: what :meth:`positions` returned, to resume a checkpoint."""
+        for bucket, offset in offsets.items():
+            self.subscribe(bucket, offset)
+
+    def seek_to_end(self, buckets: Iterable[int] | None = None) -> None:
+        """Subscribe ``buckets`` (default: all) at their latest offsets: only records appended from now on."""
+        self._subscribe_spec(OffsetSpec.latest(), buckets)
+
     def unsubscribe(self, bucket: int) -> None:
         self._fetcher.unsubscribe(bucket)
 
@@ -88,13 +101,79 @@ class LogScanner:
             self._fetcher.send_fetches()
             fetched = self._fetcher.collect()
             if fetched.tables or time.monotonic() >= deadline:
+                tables = self._at_most_max_poll_records(fetched.tables)
                 self._fetcher.send_fetches()
-                return ScanRecords(self._out_schema, fetched.tables, fetched.high_watermarks)
+                return ScanRecords(self._out_schema, tables, fetched.high_watermarks)
             self._fetcher.wait(min(max(deadline - time.monotonic(), 0), IDLE_WAIT_S))
+
+    def _at_most_max_poll_records(self, tables: dict[int, pa.Table]) -> dict[int, pa.Table]:
+        """``client.scanner.max-poll-records`` shared evenly by the buckets that have records, so none
+        starves; a bucket cut short is set back to its first record not returned."""
+        if self._max_poll_records < 1:
+            return tables
+        left = self._max_poll_records
+        kept: dict[int, pa.Table] = {}
+        for index, (bucket, table) in enumerate(sorted(tables.items())):
+            share = min(-(-left // (len(tables) - index)), table.num_rows)
+            kept[bucket] = table.slice(0, share)
+            left -= share
+            if share < table.num_rows:
+                self._fetcher.seek(bucket, table.column(OFFSET_COLUMN)[share].as_py())
+        return kept
+
+    def iterate(self, timeout_ms: int = ITERATION_POLL_MS) -> Iterator[ScanRecord]:
+        """Records poll by poll, until a poll of ``timeout_ms`` brings none."""
+        while records := self.poll(timeout_ms):
+            yield from records
+
+    def __iter__(self) -> Iterator[ScanRecord]:
+        """``for record in scanner``: what there is now, ending once a poll of 1 s brings nothing."""
+        return self.iterate()
 
     def poll_arrow(self, timeout_ms: int = 1000) -> pa.Table:
         """Like :meth:`poll`, as one Arrow table with ``__bucket``, ``__offset`` and ``__timestamp``."""
         return self.poll(timeout_ms).to_arrow()
+
+    # reading to the end, for Arrow tools
+
+    def to_arrow(self) -> pa.Table:
+        """Every subscribed bucket from its position up to its latest offset taken now, as one table
+        (with ``__bucket``, ``__offset`` and ``__timestamp``); records appended later are left for
+        the next read. Positions end at those latest offsets."""
+        return self.to_arrow_batch_reader().read_all()
+
+    def to_pandas(self) -> Any:
+        """:meth:`to_arrow` as a pandas DataFrame (needs pandas)."""
+        return self.to_arrow().to_pandas()
+
+    def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
+        """Like :meth:`to_arrow`, streamed: each poll's records become batches as the reader is read,
+        so a table larger than memory can go to Parquet, DuckDB or polars. The latest offsets are
+        taken now, when the reader is made."""
+        starts = self.positions()
+        if not starts:
+            raise InvalidRequestError(
+                f"the scanner of {self._info.path} has no bucket subscribed; call subscribe_from_beginning() or subscribe() first"
+            )
+        latest = self._admin.list_offsets(self._info.path, list(starts), OffsetSpec.latest())
+        ends = {bucket: max(start, latest[bucket]) for bucket, start in starts.items()}
+        return pa.RecordBatchReader.from_batches(self._out_schema, self._batches_until(ends))
+
+    def _batches_until(self, ends: dict[int, int]) -> Iterator[pa.RecordBatch]:
+        """Poll until every bucket reached its end offset; records past an end are not returned, and
+        the bucket is set back to its end, so they are not lost to the next poll either."""
+        try:
+            while any(self._fetcher.positions.get(bucket, end) < end for bucket, end in ends.items()):
+                records = self.poll(timeout_ms=RECEIVE_WAIT_MS)
+                for bucket in records.buckets():
+                    table = records.to_arrow(bucket)
+                    keep = ends.get(bucket, 0) - table.column(OFFSET_COLUMN)[0].as_py()
+                    if keep > 0:
+                        yield from table.slice(0, keep).to_batches()
+        finally:
+            for bucket, end in ends.items():
+                if self._fetcher.positions.get(bucket, end) > end:
+                    self._fetcher.seek(bucket, end)
 
     def remote_read_stats(self) -> dict[str, int]:
         """Bytes this scanner read from remote storage, per remote log segment id: what a caller

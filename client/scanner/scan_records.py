@@ -54,10 +54,19 @@ class ScanRecords:
         for bucket, table in self._tables.items():
             yield from _rows(table, bucket)
 
-    def to_arrow(self) -> pa.Table:
-        if not self._tables:
-            return self._schema.empty_table()
-        return pa.concat_tables(self._tables.values())
+    def to_arrow(self, bucket: int | None = None) -> pa.Table:
+        """The records (of ``bucket`` only, when given) as one table."""
+        tables = list(self._tables.values()) if bucket is None else [self._tables[bucket]] if bucket in self._tables else []
+        return pa.concat_tables(tables) if tables else self._schema.empty_table()
+
+    def to_pandas(self) -> Any:
+        """The records as a pandas DataFrame (needs pandas), with ``__bucket``, ``__offset``, ``__timestamp``."""
+        return self.to_arrow().to_pandas()
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The Arrow PyCapsule stream: ``pa.table(records)``, ``polars.DataFrame(records)`` and
+        ``duckdb.sql("from records")`` read a poll's records without a copy through Python rows."""
+        return self.to_arrow().__arrow_c_stream__(requested_schema)
 
 
 def _rows(table: pa.Table, bucket: int) -> Iterator[ScanRecord]:

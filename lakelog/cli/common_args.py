@@ -17,6 +17,7 @@ from lakelog.metadata import TablePath
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9123"
 BOOTSTRAP_ENV = "LAKELOG_BOOTSTRAP"
+CONFIG_ENV = "LAKELOG_CONFIG"
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +27,8 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"coordinator to connect to (default: ${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})",
     )
     parser.add_argument(
-        "--config", metavar="FILE", help="YAML file of client configuration keys (keeps a token out of the process list)"
+        "--config", metavar="FILE",
+        help=f"YAML file of client configuration keys (keeps a token out of the process list; default: ${CONFIG_ENV})",
     )
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="client configuration key (repeatable; beats --config)"
@@ -49,8 +51,9 @@ def bootstrap_address(args: argparse.Namespace) -> str:
 
 
 def client_configuration(args: argparse.Namespace) -> Configuration:
-    """The ``--config`` file under the ``--set`` keys, validated up front so a typo fails before any RPC."""
-    return Configuration.load(args.config, args.set)
+    """The ``--config`` file (else ``$LAKELOG_CONFIG``) under the ``--set`` keys, validated up front
+    so a typo fails before any RPC."""
+    return Configuration.load(args.config or os.environ.get(CONFIG_ENV), args.set)
 
 
 def open_connection(args: argparse.Namespace) -> Connection:

@@ -133,9 +133,17 @@ def _run(args: argparse.Namespace) -> int:
         report = remote.run_once()
         print(f"   expired {report.expired} remote segments")
 
-        _step(f"produce {second:,} more records")
-        _produce(table, first, second)
+        newest = min(second // 2, CHUNK * args.buckets)
+        _step(f"produce {second:,} more records: upload all but the newest {newest:,}, which stay local only")
+        _produce(table, first, second - newest)
+        # Rolled explicitly: how many batches one produce request carries depends on timing, and
+        # so do the segments they fill; rolled, every record so far is uploaded.
+        for bucket in range(args.buckets):
+            bucket_log = server.tablet.logs.get(table.info.table_id, bucket)
+            if bucket_log is not None:
+                bucket_log.roll()
         remote.run_once()
+        _produce(table, first + second - newest, newest)
         for bucket, info in conn.admin.describe_buckets(PATH).items():
             print(
                 f"   bucket {bucket}: lake [{info.lake_log_start_offset}, {info.lake_log_end_offset}) "

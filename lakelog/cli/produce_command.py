@@ -13,6 +13,7 @@ import time
 from typing import Any, TextIO
 
 from lakelog.cli.common_args import add_connection_arguments, add_table_argument, open_connection, table_path
+from lakelog.cli.output_format import counted
 from lakelog.cli.record_files import FORMATS, infer_format, read_batches
 from lakelog.client.writer import AppendWriter
 
@@ -46,7 +47,7 @@ class Progress:
         if now - self._last >= self._interval_s:
             self._last = now
             rate = self.count / max(now - self._started, 1e-9)
-            print(f"lakelog produce: {self.count} records to {self.label} ({rate:,.0f} records/s)", file=self._stream, flush=True)
+            print(f"lakelog produce: {counted(self.count, 'record')} to {self.label} ({rate:,.0f} records/s)", file=self._stream, flush=True)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -65,7 +66,7 @@ def _run(args: argparse.Namespace) -> int:
         except BaseException:
             _close_after_failure(writer, progress)
             raise
-    print(f"produced {progress.count} records to {path}", flush=True)
+    print(f"produced {counted(progress.count, 'record')} to {path}", flush=True)
     return 0
 
 
@@ -73,6 +74,6 @@ def _close_after_failure(writer: AppendWriter, progress: Progress) -> None:
     """Send what was read before the failure, and say so: the user must know the table changed."""
     try:
         writer.close()
-        print(f"lakelog produce: {progress.count} records were produced to {progress.label} before the failure", file=sys.stderr)
+        print(f"lakelog produce: {counted(progress.count, 'record')} were produced to {progress.label} before the failure", file=sys.stderr)
     except Exception as exc:  # the original failure is the one to report; this one is context
         print(f"lakelog produce: closing the writer also failed: {exc}", file=sys.stderr)

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from lakelog.cli import csv_errors
 from lakelog.errors import InvalidRequestError, SchemaMismatchError
 from lakelog.record.meta_columns import META_COLUMNS
 
@@ -94,19 +95,26 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema, label: str) -> pa.RecordBa
 
 
 def _csv(file: str, schema: pa.Schema, delimiter: str) -> Iterator[pa.RecordBatch]:
-    source: Any = sys.stdin.buffer if file == STDIN else file
-    reader = pa_csv.open_csv(
-        source,
-        read_options=pa_csv.ReadOptions(block_size=CSV_BLOCK_BYTES),
-        parse_options=pa_csv.ParseOptions(delimiter="\t" if file.lower().endswith(".tsv") else delimiter),
-        # As in PostgreSQL's CSV COPY: an empty field is null, a quoted "" is an empty string.
-        convert_options=pa_csv.ConvertOptions(
-            column_types={field.name: _csv_type(field.type) for field in schema},
-            strings_can_be_null=True,
-            quoted_strings_can_be_null=False,
-        ),
-    )
-    yield from reader
+    path = None if file == STDIN else file
+    delimiter = "\t" if file.lower().endswith(".tsv") else delimiter
+    header = None
+    try:
+        reader = pa_csv.open_csv(
+            path or sys.stdin.buffer,
+            read_options=pa_csv.ReadOptions(block_size=CSV_BLOCK_BYTES),
+            parse_options=pa_csv.ParseOptions(delimiter=delimiter),
+            # As in PostgreSQL's CSV COPY: an empty field is null, a quoted "" is an empty string.
+            convert_options=pa_csv.ConvertOptions(
+                column_types={field.name: _csv_type(field.type) for field in schema},
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+        header = reader.schema.names
+        csv_errors.check_header(header, schema.names, META_COLUMNS, path or "stdin", delimiter)
+        yield from reader
+    except pa.ArrowInvalid as exc:
+        raise csv_errors.explain(exc, path or "stdin", path, header, delimiter) from None
 
 
 def _csv_type(data_type: pa.DataType) -> pa.DataType:

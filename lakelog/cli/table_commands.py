@@ -7,14 +7,16 @@ making users run a second command first would add nothing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from datetime import datetime, timezone
 from typing import Any
 
 from lakelog.cli.common_args import add_connection_arguments, add_table_argument, open_connection, table_path
+from lakelog.cli.output_format import NONE_TEXT, add_output_argument, counted, offset_or_none, offset_text, print_json
 from lakelog.cli.schema_text import format_type, parse_schema
 from lakelog.cli.text_table import render_table
 from lakelog.errors import InvalidTableError
-from lakelog.metadata import TableDescriptor
+from lakelog.metadata import BucketInfo, TableDescriptor, TableInfo
 
 _BUCKET_HEADER = (
     "bucket", "leader", "high_watermark", "local_start",
@@ -40,10 +42,12 @@ def register(subparsers: Any) -> None:
 
     listing = commands.add_parser("list", help="List tables as DB.TABLE lines.")
     listing.add_argument("database", nargs="?", metavar="DB", help="only this database (default: every database)")
+    add_output_argument(listing)
     listing.set_defaults(handler=_list)
 
     describe = commands.add_parser("describe", help="Schema, buckets, properties and where each bucket's log lives.")
     add_table_argument(describe)
+    add_output_argument(describe)
     describe.set_defaults(handler=_describe)
 
     drop = commands.add_parser("drop", help="Drop a table and its log.")
@@ -72,16 +76,18 @@ def _create(args: argparse.Namespace) -> int:
     with open_connection(args) as conn:
         conn.admin.create_database(path.database, ignore_if_exists=True)
         table_id = conn.admin.create_table(path, descriptor, ignore_if_exists=args.if_not_exists)
-    print(f"created table {path} (id {table_id}, {descriptor.buckets} bucket{'s' if descriptor.buckets != 1 else ''})")
+    print(f"created table {path} (id {table_id}, {counted(descriptor.buckets, 'bucket')})")
     return 0
 
 
 def _list(args: argparse.Namespace) -> int:
     with open_connection(args) as conn:
         databases = [args.database] if args.database else sorted(conn.admin.list_databases())
-        for database in databases:
-            for table in sorted(conn.admin.list_tables(database)):
-                print(f"{database}.{table}")
+        names = [f"{database}.{table}" for database in databases for table in sorted(conn.admin.list_tables(database))]
+    if args.output == "json":
+        print_json(names)
+    elif names:
+        print("\n".join(names))
     return 0
 
 
@@ -90,7 +96,10 @@ def _describe(args: argparse.Namespace) -> int:
     with open_connection(args) as conn:
         info = conn.admin.get_table_info(path)
         buckets = conn.admin.describe_buckets(path)
-    created = datetime.fromtimestamp(info.created_ms / 1000, timezone.utc).isoformat(timespec="seconds") if info.created_ms else "-"
+    if args.output == "json":
+        print_json(_description(info, buckets))
+        return 0
+    created = datetime.fromtimestamp(info.created_ms / 1000, timezone.utc).isoformat(timespec="seconds") if info.created_ms else NONE_TEXT
     print(f"table:      {info.path} (id {info.table_id})")
     print(f"buckets:    {info.buckets}")
     print(f"lake:       {'enabled' if info.lake_enabled else 'disabled'}")
@@ -102,10 +111,9 @@ def _describe(args: argparse.Namespace) -> int:
     print(_indent(render_table(("column", "type", "nullable"), columns)))
     print("\nproperties:")
     print(_indent("\n".join(f"{key} = {value}" for key, value in sorted(info.properties.items())) or "(none)"))
-    print("\nbuckets:")
+    print(f"\nbuckets ({NONE_TEXT}: the tier holds nothing):")
     rows = [
-        (bucket, b.leader, b.high_watermark, b.local_log_start_offset, b.remote_log_start_offset,
-         b.remote_log_end_offset, b.lake_log_start_offset, b.lake_log_end_offset)
+        (bucket, *(offset_text(value) for value in _bucket_offsets(b).values()))
         if b.leader_available
         else (bucket, f"{b.leader} (unavailable)", *["?"] * (len(_BUCKET_HEADER) - 2))
         for bucket, b in buckets.items()
@@ -116,6 +124,34 @@ def _describe(args: argparse.Namespace) -> int:
         lost = sum(not b.leader_available for b in buckets.values())
         print(f"\n{lost} of {len(buckets)} buckets unavailable: tablet server(s) {', '.join(map(str, down))} down or unreachable")
     return 0
+
+
+def _bucket_offsets(bucket: BucketInfo) -> dict[str, int]:
+    """The leader and the offsets, in the order of the table's columns."""
+    return {field.name: getattr(bucket, field.name) for field in dataclasses.fields(bucket) if field.name != "leader_available"}
+
+
+def _description(info: TableInfo, buckets: dict[int, BucketInfo]) -> dict[str, Any]:
+    """``describe --output json``: offsets of an empty tier are null."""
+    return {
+        "table": str(info.path),
+        "table_id": info.table_id,
+        "buckets": info.buckets,
+        "lake_enabled": info.lake_enabled,
+        "created_ms": info.created_ms or None,
+        "comment": info.comment,
+        "schema_id": info.schema_id,
+        "schema": [{"name": f.name, "type": format_type(f.type), "nullable": f.nullable} for f in info.schema],
+        "properties": dict(sorted(info.properties.items())),
+        "bucket_info": [
+            {
+                "bucket": bucket,
+                **{name: offset_or_none(value) for name, value in _bucket_offsets(b).items()},
+                "leader_available": b.leader_available,
+            }
+            for bucket, b in buckets.items()
+        ],
+    }
 
 
 def _drop(args: argparse.Namespace) -> int:

@@ -3,7 +3,7 @@
 ``lakelog tier status`` prints instead, per table a tiering job reported, how fresh its lake is.
 
 The same arguments work for ``python -m lakelog.tiering`` and for ``spark-submit`` of
-``lakelog/tiering/__main__.py``. Lake catalog properties come from the coordinator (secrets left
+``tiering/__main__.py`` (in a checkout; ``lakelog/tiering/__main__.py`` of an installed package). Lake catalog properties come from the coordinator (secrets left
 out); add the job's own with ``--set datalake.iceberg.KEY=VALUE`` or the usual AWS variables.
 """
 
@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
+from datetime import datetime, timezone
 from typing import Any
 
 from lakelog.cli.common_args import add_connection_arguments, bootstrap_address, client_configuration, open_connection
+from lakelog.cli.output_format import NONE_TEXT, add_output_argument, offset_or_none, print_json
 from lakelog.cli.text_table import render_table
 from lakelog.config import parse_duration_ms
 from lakelog.logging_config import configure_logging
@@ -47,7 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "action", nargs="?", choices=["run", "status"], default="run", help="run the job (default) or print the tiering status"
     )
     parser.add_argument(
-        "--table", action="extend", nargs="+", default=[], metavar="DB.TABLE", help="tier only these tables (default: every lake-enabled table)"
+        "--table", action="append", default=[], metavar="DB.TABLE",
+        help="tier only this table (repeatable; default: every lake-enabled table)",
     )
     parser.add_argument("--once", action="store_true", help="run one round and exit")
     parser.add_argument("--interval", type=_duration, default=10_000, metavar="DURATION", help="time between rounds (default 10s)")
@@ -55,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--spark-master", metavar="URL", help="local[*] (default), spark://HOST:PORT, sc://HOST:PORT (Spark Connect); under spark-submit, its master"
     )
     parser.add_argument("--max-records-per-round", type=_positive, metavar="N", help="records a round tiers per table at most, shared fairly by the buckets")
+    add_output_argument(parser)
     add_connection_arguments(parser)
 
 
@@ -83,9 +87,25 @@ def run(args: argparse.Namespace) -> int:
 def _print_status(args: argparse.Namespace) -> int:
     with open_connection(args) as conn:
         status = conn.admin.get_tiering_status()
+    if args.output == "json":
+        print_json([
+            {"table": str(s.path), "job": s.job_id, "last_barrier_ms": offset_or_none(s.last_barrier),
+             "lake_max_timestamp_ms": offset_or_none(s.lake_max_timestamp), "lag_ms": offset_or_none(s.lag_ms),
+             "offsets_behind": s.offsets_behind}
+            for s in status.values()
+        ])
+        return 0
     rows = [
-        [str(s.path), s.job_id, s.last_barrier, s.lake_max_timestamp, s.lag_ms, s.offsets_behind]
+        [str(s.path), s.job_id, _time_text(s.last_barrier), _time_text(s.lake_max_timestamp), _lag_text(s.lag_ms), s.offsets_behind]
         for s in status.values()
     ]
-    print(render_table(["table", "job", "last barrier", "lake max timestamp", "lag ms", "offsets behind"], rows))
+    print(render_table(["table", "job", "last barrier", "lake holds records up to", "lake lag", "offsets behind"], rows))
     return 0
+
+
+def _time_text(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds") if ms >= 0 else NONE_TEXT
+
+
+def _lag_text(ms: int) -> str:
+    return f"{ms / 1000:,.1f} s" if ms >= 0 else NONE_TEXT

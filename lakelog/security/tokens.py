@@ -73,7 +73,7 @@ class TokenStore:
 
     @classmethod
     def load(cls, path: str | Path) -> "TokenStore":
-        import yaml  # a server-side file: PyYAML comes with the server extra and also reads JSON
+        import yaml  # also reads a JSON token file
 
         try:
             loaded = yaml.safe_load(Path(path).read_text())

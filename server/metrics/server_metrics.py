@@ -10,10 +10,11 @@ describe state (segments, lags) are computed at scrape time by collectors regist
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from lakelog.errors import LakelogError
 from lakelog.server.replica.replica_manager import BucketFetchResult
+from lakelog.version import __version__
 
 # From a local fetch answered at once to a long poll held for its max wait (60 s at most).
 RPC_SECONDS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -26,6 +27,7 @@ class ServerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         registry = self.registry
+        Info("lakelog_build", "The lakelog version this server runs.", registry=registry).info({"version": __version__})
         self._rpc_duration = Histogram(
             "lakelog_rpc_duration_seconds",
             "Time an RPC handler took, failures and long-poll waits included.",

@@ -68,7 +68,7 @@ class TabletStateCollector(Collector):
             "lakelog_barrier_holds", "Barrier holds remembered: open ones, and closed ones the barrier has not passed.", value=len(self._replicas.holds)
         )
         yield GaugeMetricFamily(
-            "lakelog_barrier_safe_time_lag_ms",
+            "lakelog_barrier_safe_time_lag_seconds",
             "The clock minus GetServerTime: how far unflushed appends and barrier holds keep tiering barriers back.",
-            value=self._logs.clock() - self._replicas.server_time(),
+            value=(self._logs.clock() - self._replicas.server_time()) / 1000,
         )

@@ -4,7 +4,8 @@ With ``security.auth.enabled`` each call must carry a bearer token of ``security
 (else UNAUTHENTICATED) whose actions include the one its method needs (else PERMISSION_DENIED). A
 refused call never reaches its handler, so nothing is read or written; its request is not even
 parsed. Reflection needs a valid token but no particular action: listing methods reveals nothing
-the proto does not. A method missing from :data:`RPC_ACTIONS` is refused (fail closed).
+the proto does not. Health checks need no token. A method missing from :data:`RPC_ACTIONS` is
+refused (fail closed).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 _COORDINATOR = "/lakelog.rpc.CoordinatorService/"
 _TABLET = "/lakelog.rpc.TabletService/"
 REFLECTION_PREFIX = "/grpc.reflection."
+# Probes (Docker, Kubernetes) carry no token, and the answer tells only whether the server serves.
+HEALTH_PREFIX = "/grpc.health.v1.Health/"
 
 # The one table of what each RPC needs; a test checks it names every method of both services.
 RPC_ACTIONS: Mapping[str, Action] = {
@@ -79,6 +82,8 @@ class AuthInterceptor(grpc.ServerInterceptor):
 
     def check(self, method: str, authorization: str | None) -> None:
         """Raises AuthenticationError or AuthorizationError unless the call may proceed."""
+        if method.startswith(HEALTH_PREFIX):
+            return
         principal = self._tokens.authenticate(authorization)
         if method.startswith(REFLECTION_PREFIX):
             return

@@ -1,5 +1,6 @@
 """Building a gRPC server with lakelog's limits, server reflection (so grpcurl can list and call
-every method) and, when configured, TLS and interceptors (token authentication)."""
+every method), the standard ``grpc.health.v1.Health`` service (what Docker, Kubernetes and load
+balancers probe) and, when configured, TLS and interceptors (token authentication)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ from concurrent import futures
 from typing import Any, Callable, Collection, Sequence
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from lakelog.errors import InvalidConfigError
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.channel import channel_options
+
+HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 
 
 def add_servicer(server: grpc.Server, servicer: Any, service_name: str, serialized: Collection[str] = ()) -> None:
@@ -50,11 +54,15 @@ def build_server(
     )
     for register in registrations:
         register(server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [pb.DESCRIPTOR.services_by_name[name].full_name for name in service_names]
-    reflection.enable_server_reflection([*names, reflection.SERVICE_NAME], server)
+    reflection.enable_server_reflection([*names, HEALTH_SERVICE, reflection.SERVICE_NAME], server)
     address = f"{host}:{port}"
     bound = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     if bound == 0:
         raise InvalidConfigError(f"cannot listen on {host}:{port} (in use, or not an address of this machine)")
     server.start()
+    for name in ("", *names):  # "": the server as a whole
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return server, bound
