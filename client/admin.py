@@ -6,12 +6,14 @@ import time
 from typing import Callable, Iterable, TypeVar
 
 from lakelog.errors import (
+    DatabaseNotExistError,
     InvalidRequestError,
     LakeError,
     LakelogError,
     LakeSnapshotNotExistError,
     NetworkError,
     RequestTimeoutError,
+    TableNotExistError,
 )
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
@@ -73,6 +75,16 @@ class Admin:
     def drop_table(self, path: TablePath, ignore_if_not_exists: bool = False) -> None:
         self._change("drop table", lambda: self._coordinator.drop_table(path, ignore_if_not_exists))
         self._metadata.forget(path)
+
+    def database_exists(self, name: str) -> bool:
+        return name in self.list_databases()
+
+    def table_exists(self, path: TablePath) -> bool:
+        try:
+            self.get_table_info(path)
+        except (TableNotExistError, DatabaseNotExistError):
+            return False
+        return True
 
     def list_tables(self, database: str) -> list[str]:
         return self._read("list tables", lambda: self._coordinator.list_tables(database))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from lakelog.config import Configuration
+from lakelog.config import Configuration, parse_addresses
+from lakelog.errors import InvalidConfigError
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import TablePath
 from lakelog.rpc.rpc_edge import RpcEdge
@@ -23,12 +24,18 @@ if TYPE_CHECKING:
 
 
 class Connection:
-    """A connection to a lakelog cluster through its coordinator (the bootstrap address)."""
+    """A connection to a lakelog cluster through its coordinator: ``bootstrap`` is its address, or
+    several (a list, or ``"h1:9123,h2:9123"``), of which any live one will do; without it,
+    ``bootstrap.servers`` from ``config``."""
 
-    def __init__(self, bootstrap: str, config: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, bootstrap: str | Sequence[str] | None = None, config: Mapping[str, Any] | None = None) -> None:
         self.config = Configuration(config or {})
+        try:
+            addresses = parse_addresses(bootstrap) if bootstrap else self.config.get("bootstrap.servers")
+        except ValueError as exc:
+            raise InvalidConfigError(f"bootstrap address: {exc}") from None
         self._edge = RpcEdge(self.config)
-        coordinator = CoordinatorGateway(self._edge, bootstrap)
+        coordinator = CoordinatorGateway(self._edge, addresses)
         self._tablets = TabletGateway(self._edge)
         self._router = LeaderRouter(MetadataCache(coordinator), RetryPolicy.from_config(self.config), self._edge.timeout_s)
         # The admin and every scanner of this connection share one LogSource per table.
@@ -67,5 +74,5 @@ class Connection:
         self.close()
 
 
-def connect(bootstrap: str, config: Mapping[str, Any] | None = None) -> Connection:
+def connect(bootstrap: str | Sequence[str] | None = None, config: Mapping[str, Any] | None = None) -> Connection:
     return Connection(bootstrap, config)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 
@@ -60,6 +60,17 @@ def _largest_unit(value: int, units: dict[str, int]) -> str:
         return str(value)
     unit, factor = next((unit, factor) for unit, factor in units.items() if value % factor == 0)
     return f"{value // factor}{unit}"
+
+
+def parse_addresses(text: str | Sequence[str]) -> tuple[str, ...]:
+    """``HOST:PORT`` addresses, as a list or as one comma-separated string."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    addresses = tuple(str(item).strip() for item in items if str(item).strip())
+    for address in addresses:
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"{address!r} is not HOST:PORT")
+    return addresses
 
 
 def parse_bool(text: str | bool) -> bool:
@@ -146,6 +157,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("security.auth.tokens-file", str, "", "YAML/JSON file: token name -> {sha256, actions}; read at start."),
     ConfigOption("security.auth.token", Secret, "", "Bearer token a client, a server calling another or the tiering job sends."),
     # client
+    ConfigOption("bootstrap.servers", parse_addresses, (), "Coordinator addresses HOST:PORT, comma-separated; any live one bootstraps a client (connect()'s argument wins)."),
     ConfigOption("client.request-timeout", parse_duration_ms, 30_000, "Deadline of one client RPC, and of a lookup with its retries."),
     ConfigOption("client.retry.backoff", parse_duration_ms, 100, "First wait before a failed request is tried again; doubled each time, jittered."),
     ConfigOption("client.retry.max-backoff", parse_duration_ms, 1000, "Longest wait between two tries of a failed request."),

@@ -28,6 +28,13 @@ class NetworkError(LakelogError):
     retriable = True
 
 
+class ServerUnreachableError(NetworkError):
+    """No connection to the server could be made (refused, no route, unknown host): the request
+    was never sent, so sending it again can do no harm, whatever it asked."""
+
+    code = 40
+
+
 class RequestTimeoutError(LakelogError):
     code = 3
     retriable = True

@@ -20,6 +20,7 @@ from lakelog.errors import (
     RemoteStorageError,
     RequestTimeoutError,
     SchemaMismatchError,
+    ServerUnreachableError,
 )
 from lakelog.lake_plugins import load_lake_storage
 from lakelog.rpc import lakelog_api_pb2 as pb
@@ -31,7 +32,7 @@ from tests.conftest import create_table, order_rows, scan_all
 
 def test_routing_errors_are_always_retried_transport_errors_only_when_resending_is_safe() -> None:
     policy = RetryPolicy(backoff_s=0.1, max_backoff_s=1.0)
-    for error in (NotLeaderError("moved"), NoTabletServerError("none yet")):
+    for error in (NotLeaderError("moved"), NoTabletServerError("none yet"), ServerUnreachableError("refused")):
         assert policy.should_retry(error, resend_safe=False) and policy.should_retry(error, resend_safe=True)
     for error in (NetworkError("down"), RequestTimeoutError("slow")):
         assert policy.should_retry(error, resend_safe=True) and not policy.should_retry(error, resend_safe=False)
@@ -140,3 +141,27 @@ def test_two_plugins_claiming_one_format_are_refused_naming_both(
             scanner.subscribe_from_beginning()
             assert sorted(scan_all(scanner, 10).column("id").to_pylist()) == list(range(10))
     assert "other_iceberg.storage:OtherIceberg" in caplog.text and "reading without the lake" in caplog.text
+
+
+def test_any_live_bootstrap_address_will_do(server: ServerProcess) -> None:
+    dead = "127.0.0.1:1"
+    with lakelog.connect([dead, server.address]) as conn:
+        conn.admin.create_database("shop")
+        assert conn.admin.database_exists("shop") and not conn.admin.database_exists("nope")
+    with lakelog.connect(config={"bootstrap.servers": f"{dead},{server.address}"}) as conn:
+        table = create_table(conn, buckets=1)
+        assert conn.admin.table_exists(table.path)
+        assert not conn.admin.table_exists(lakelog.TablePath("shop", "missing"))
+        assert not conn.admin.table_exists(lakelog.TablePath("nodb", "missing"))
+    with pytest.raises(InvalidConfigError, match="'localhost' is not HOST:PORT"):
+        lakelog.connect(f"{server.address},localhost")
+    with pytest.raises(InvalidConfigError, match="no coordinator address"):
+        lakelog.connect()
+
+
+def test_a_poll_with_nothing_subscribed_says_what_is_missing(conn: lakelog.Connection) -> None:
+    scanner = create_table(conn, buckets=2).new_scan().create_log_scanner()
+    with pytest.raises(lakelog.InvalidRequestError, match="no bucket subscribed: call subscribe"):
+        scanner.poll(timeout_ms=10)
+    scanner.subscribe(1, 0)
+    assert len(scanner.poll(timeout_ms=10)) == 0

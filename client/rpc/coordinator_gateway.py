@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
-from lakelog.errors import error_from_code
+from lakelog.errors import InvalidConfigError, NetworkError, RequestTimeoutError, error_from_code
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
     LakeSnapshot,
@@ -20,28 +20,45 @@ from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
 from lakelog.rpc.rpc_edge import RpcEdge
 from lakelog.client.rpc.messages import ClusterMetadata
 
+Response = TypeVar("Response")
+
 
 class CoordinatorGateway:
-    def __init__(self, edge: RpcEdge, address: str) -> None:
-        self.address = address
-        self._edge = edge
-        self._target = f"coordinator {address}"
+    """Calls the coordinator at one of ``addresses`` (``bootstrap.servers``): the one that answered
+    last, and the next one after a call that could not reach it, so any live address bootstraps."""
 
-    def _stub(self) -> CoordinatorServiceStub:
-        return CoordinatorServiceStub(self._edge.channel(self.address))
+    def __init__(self, edge: RpcEdge, addresses: Sequence[str]) -> None:
+        if not addresses:
+            raise InvalidConfigError("no coordinator address: give one to connect() or set bootstrap.servers")
+        self._addresses = list(addresses)
+        self._current = 0
+        self._edge = edge
+
+    @property
+    def address(self) -> str:
+        return self._addresses[self._current]
+
+    def _call(self, method: Callable[[CoordinatorServiceStub], Callable[..., Response]], request: Any) -> Response:
+        index = self._current
+        address = self._addresses[index]
+        try:
+            return self._edge.call(method(CoordinatorServiceStub(self._edge.channel(address))), request, f"coordinator {address}")
+        except (NetworkError, RequestTimeoutError):
+            self._current = (index + 1) % len(self._addresses)
+            raise
 
     # databases
 
     def create_database(self, name: str, ignore_if_exists: bool, comment: str) -> None:
         request = pb.CreateDatabaseRequest(database_name=name, ignore_if_exists=ignore_if_exists, comment=comment)
-        self._edge.call(self._stub().CreateDatabase, request, self._target)
+        self._call(lambda stub: stub.CreateDatabase, request)
 
     def drop_database(self, name: str, ignore_if_not_exists: bool, cascade: bool) -> None:
         request = pb.DropDatabaseRequest(database_name=name, ignore_if_not_exists=ignore_if_not_exists, cascade=cascade)
-        self._edge.call(self._stub().DropDatabase, request, self._target)
+        self._call(lambda stub: stub.DropDatabase, request)
 
     def list_databases(self) -> list[str]:
-        return list(self._edge.call(self._stub().ListDatabases, pb.ListDatabasesRequest(), self._target).database_name)
+        return list(self._call(lambda stub: stub.ListDatabases, pb.ListDatabasesRequest()).database_name)
 
     # tables
 
@@ -54,24 +71,24 @@ class CoordinatorGateway:
             comment=descriptor.comment,
             ignore_if_exists=ignore_if_exists,
         )
-        return int(self._edge.call(self._stub().CreateTable, request, self._target).table_id)
+        return int(self._call(lambda stub: stub.CreateTable, request).table_id)
 
     def drop_table(self, path: TablePath, ignore_if_not_exists: bool) -> None:
         request = pb.DropTableRequest(table_path=codec.path_to_pb(path), ignore_if_not_exists=ignore_if_not_exists)
-        self._edge.call(self._stub().DropTable, request, self._target)
+        self._call(lambda stub: stub.DropTable, request)
 
     def list_tables(self, database: str) -> list[str]:
         request = pb.ListTablesRequest(database_name=database)
-        return list(self._edge.call(self._stub().ListTables, request, self._target).table_name)
+        return list(self._call(lambda stub: stub.ListTables, request).table_name)
 
     def get_table_info(self, path: TablePath) -> TableInfo:
         request = pb.GetTableInfoRequest(table_path=codec.path_to_pb(path))
-        return codec.table_info_from_pb(self._edge.call(self._stub().GetTableInfo, request, self._target).table_info)
+        return codec.table_info_from_pb(self._call(lambda stub: stub.GetTableInfo, request).table_info)
 
     def get_metadata(self, paths: Iterable[TablePath] = (), table_ids: Iterable[int] = ()) -> ClusterMetadata:
         """Every tablet server, and the tables named (by path or id) with their bucket leaders."""
         request = pb.MetadataRequest(table_path=[codec.path_to_pb(p) for p in paths], table_id=list(table_ids))
-        response = self._edge.call(self._stub().GetMetadata, request, self._target)
+        response = self._call(lambda stub: stub.GetMetadata, request)
         return ClusterMetadata(
             {n.node_id: codec.node_from_pb(n) for n in response.tablet_servers},
             [codec.table_metadata_from_pb(m) for m in response.table_metadata],
@@ -82,7 +99,7 @@ class CoordinatorGateway:
 
     def get_lake_snapshot(self, path: TablePath) -> LakeSnapshot:
         request = pb.GetLakeSnapshotRequest(table_path=codec.path_to_pb(path))
-        response = self._edge.call(self._stub().GetLakeSnapshot, request, self._target)
+        response = self._call(lambda stub: stub.GetLakeSnapshot, request)
         return codec.lake_snapshot_from_pb(response.snapshot_id, response.bucket_snapshots)
 
     def commit_lake_snapshot(self, table_id: int, snapshot: LakeSnapshot) -> None:
@@ -93,21 +110,21 @@ class CoordinatorGateway:
                 )
             ]
         )
-        for item in self._edge.call(self._stub().CommitLakeTableSnapshot, request, self._target).table_resp:
+        for item in self._call(lambda stub: stub.CommitLakeTableSnapshot, request).table_resp:
             if item.error_code:
                 raise error_from_code(item.error_code, item.error_message)
 
     def get_lake_config(self) -> LakeConfig:
-        return codec.lake_config_from_pb(self._edge.call(self._stub().GetLakeConfig, pb.GetLakeConfigRequest(), self._target))
+        return codec.lake_config_from_pb(self._call(lambda stub: stub.GetLakeConfig, pb.GetLakeConfigRequest()))
 
     # tiering jobs
 
     def tiering_heartbeat(self, job_id: str, tables: Iterable[TablePath], barrier: int) -> None:
         request = pb.TieringHeartbeatRequest(job_id=job_id, tables=[codec.path_to_pb(p) for p in tables], barrier=barrier)
-        self._edge.call(self._stub().TieringHeartbeat, request, self._target)
+        self._call(lambda stub: stub.TieringHeartbeat, request)
 
     def get_tiering_jobs(self) -> list[TieringJobInfo]:
-        response = self._edge.call(self._stub().GetTieringJobs, pb.GetTieringJobsRequest(), self._target)
+        response = self._call(lambda stub: stub.GetTieringJobs, pb.GetTieringJobsRequest())
         return [
             TieringJobInfo(job.job_id, tuple(codec.path_from_pb(p) for p in job.tables), job.last_barrier, job.last_heartbeat_ms)
             for job in response.jobs

@@ -95,7 +95,13 @@ class LogScanner:
     # polling
 
     def poll(self, timeout_ms: int = 1000) -> ScanRecords:
-        """Records that arrived within ``timeout_ms``; empty when none did."""
+        """Records that arrived within ``timeout_ms``; empty when none did. Raises
+        :class:`InvalidRequestError` when no bucket is subscribed: such a poll could never return anything."""
+        if not self._fetcher.positions:
+            raise InvalidRequestError(
+                f"poll() on a scanner of {self._info.path} with no bucket subscribed: call subscribe(), "
+                "subscribe_from_beginning() or subscribe_from_timestamp() first"
+            )
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         while True:
             self._fetcher.send_fetches()

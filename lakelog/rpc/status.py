@@ -12,6 +12,8 @@ from lakelog import errors
 ERROR_CODE_KEY = "lakelog-error-code"
 # How grpc core reports a failed TLS handshake in a call's details (wrong CA, wrong name, plaintext peer).
 _TLS_FAILURE = re.compile(r"handshake failed|SSL_ERROR|CERTIFICATE_VERIFY_FAILED", re.IGNORECASE)
+# How grpc core says that no connection was made, so the call never left this process.
+_NOT_CONNECTED = re.compile(r"failed to connect to all addresses|connection refused|DNS resolution failed", re.IGNORECASE)
 
 _STATUS: dict[type[errors.LakelogError], grpc.StatusCode] = {
     errors.InvalidRequestError: grpc.StatusCode.INVALID_ARGUMENT,
@@ -66,6 +68,8 @@ def error_from_rpc(exc: grpc.RpcError, target: str) -> errors.LakelogError:
         )
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return errors.RequestTimeoutError(f"request to {target} timed out: {details}")
+    if code == grpc.StatusCode.UNAVAILABLE and _NOT_CONNECTED.search(details or ""):
+        return errors.ServerUnreachableError(f"cannot reach {target}: {details}")
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN):
         return errors.NetworkError(f"cannot reach {target}: {details}")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
