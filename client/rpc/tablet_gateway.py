@@ -14,7 +14,11 @@ from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.rpc.rpc_edge import RpcEdge
+from lakelog.client.rpc.fetch_response_parser import parse_fetch_response
 from lakelog.client.rpc.messages import FetchedBucket, FetchRequest, ListedOffset, ProducedBatch, ProduceRequest
+
+
+_FETCH_LOG = "/lakelog.rpc.TabletService/FetchLog"
 
 
 def _target(node: ServerNode) -> str:
@@ -32,24 +36,23 @@ def _produced(response: pb.ProduceLogResponse) -> ProducedBatch:
     return ProducedBatch(item.bucket_id, item.base_offset, item.commit_timestamp)
 
 
-def _fetched(enable_lake: bool) -> Callable[[pb.FetchLogResponse], list[FetchedBucket]]:
-    def convert(response: pb.FetchLogResponse) -> list[FetchedBucket]:
+def _fetched(enable_lake: bool) -> Callable[[bytes], list[FetchedBucket]]:
+    def convert(response: bytes) -> list[FetchedBucket]:
         answers = []
-        for table in response.tables_resp:
-            for item in table.buckets_resp:
-                error = error_from_code(item.error_code, item.error_message) if item.error_code else None
-                answers.append(
-                    FetchedBucket(
-                        item.bucket_id,
-                        item.fetch_offset,
-                        item.records,
-                        item.high_watermark,
-                        item.log_start_offset,
-                        error,
-                        None if error else codec.remote_fetch_info_from_pb(item),
-                        None if error or not enable_lake else codec.lake_fetch_info_from_pb(item),
-                    )
+        for _, item, records in parse_fetch_response(response):
+            error = error_from_code(item.error_code, item.error_message) if item.error_code else None
+            answers.append(
+                FetchedBucket(
+                    item.bucket_id,
+                    item.fetch_offset,
+                    records,
+                    item.high_watermark,
+                    item.log_start_offset,
+                    error,
+                    None if error else codec.remote_fetch_info_from_pb(item),
+                    None if error or not enable_lake else codec.lake_fetch_info_from_pb(item),
                 )
+            )
         return answers
 
     return convert
@@ -97,7 +100,9 @@ class TabletGateway:
             ],
         )
         timeout_s = self._edge.timeout_s + fetch.max_wait_ms / 1000
-        self._edge.call_async(self._stub(node).FetchLog, request, _target(node), timeout_s, _fetched(fetch.enable_lake), on_done)
+        # The answer arrives as raw bytes (no response deserializer) for parse_fetch_response.
+        fetch_log = self._edge.channel(node.address).unary_unary(_FETCH_LOG, request_serializer=pb.FetchLogRequest.SerializeToString)
+        self._edge.call_async(fetch_log, request, _target(node), timeout_s, _fetched(fetch.enable_lake), on_done)
 
     def list_offsets(
         self, node: ServerNode, table_id: int, buckets: list[int], spec: OffsetSpec, enable_lake: bool
