@@ -84,4 +84,4 @@ def test_lakelog_health_command(server: ServerProcess, tmp_path: Path, capsys: p
     assert capsys.readouterr().err == f"lakelog: InvalidRequestError: server {server.address} has no service 'lakelog.rpc.NoSuchService'\n"
     server.stop(0)
     assert main(["health", "--bootstrap", server.address]) == 1
-    assert capsys.readouterr().err.startswith("lakelog: NetworkError:")
+    assert capsys.readouterr().err.startswith(f"lakelog: ServerUnreachableError: cannot reach server {server.address}")
