@@ -199,6 +199,13 @@ class BarrierHoldError(LakelogError):
 
     code = 32
 
+
+class DataDirectoryLockedError(LakelogError):
+    """Another server holds the lock on this data directory; starting would corrupt both."""
+
+    code = 33
+
+
 _BY_CODE: dict[int, type[LakelogError]] = {}
 
 

@@ -29,6 +29,7 @@ _STATUS: dict[type[errors.LakelogError], grpc.StatusCode] = {
     errors.DatabaseNotEmptyError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.NotLeaderError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.BarrierHoldError: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.DataDirectoryLockedError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.OffsetOutOfRangeError: grpc.StatusCode.OUT_OF_RANGE,
     errors.InvalidTimestampError: grpc.StatusCode.OUT_OF_RANGE,
     errors.CorruptRecordError: grpc.StatusCode.DATA_LOSS,

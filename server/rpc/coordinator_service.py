@@ -24,10 +24,6 @@ class CoordinatorService(CoordinatorServiceServicer):
     def register(self, server: grpc.Server) -> None:
         add_servicer(server, self, "CoordinatorService")
 
-    def set_node(self, node: ServerNode) -> None:
-        """The coordinator's own address is known only once its port is bound."""
-        self._node = node
-
     @rpc_method
     def CreateDatabase(self, request: pb.CreateDatabaseRequest, context: grpc.ServicerContext) -> pb.CreateDatabaseResponse:
         self._coordinator.create_database(request.database_name, request.ignore_if_exists, request.comment)

@@ -31,30 +31,38 @@ def add_servicer(server: grpc.Server, servicer: Any, service_name: str, serializ
     server.add_registered_method_handlers(service.full_name, handlers)
 
 
-def build_server(
+def bind_server(
     host: str,
     port: int,
     threads: int,
     max_message_size: int,
-    registrations: Sequence[Callable[[grpc.Server], None]],
-    service_names: Sequence[str],
     credentials: grpc.ServerCredentials | None = None,
     interceptors: Sequence[grpc.ServerInterceptor] = (),
 ) -> tuple[grpc.Server, int]:
-    """A started server and the port it bound (``port`` 0 picks a free one); plaintext unless
-    ``credentials`` are given."""
+    """A server bound to its port (``port`` 0 picks a free one), not yet serving: bound first, so a
+    port in use fails before the caller opens anything. Plaintext unless ``credentials`` are given."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rpc"),
-        options=channel_options(max_message_size),
+        # grpcio sets SO_REUSEPORT by default: a second server would then share the port silently.
+        options=[*channel_options(max_message_size), ("grpc.so_reuseport", 0)],
         interceptors=list(interceptors),
     )
+    address = f"{host}:{port}"
+    try:
+        bound = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+    except RuntimeError:  # grpcio's "Failed to bind"
+        bound = 0
+    if bound == 0:
+        raise InvalidConfigError(f"cannot listen on {address}: the port is in use or not an address of this machine")
+    return server, bound
+
+
+def start_server(
+    server: grpc.Server, registrations: Sequence[Callable[[grpc.Server], None]], service_names: Sequence[str]
+) -> None:
+    """Register the services and reflection on a bound server and start it."""
     for register in registrations:
         register(server)
     names = [pb.DESCRIPTOR.services_by_name[name].full_name for name in service_names]
     reflection.enable_server_reflection([*names, reflection.SERVICE_NAME], server)
-    address = f"{host}:{port}"
-    bound = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
-    if bound == 0:
-        raise InvalidConfigError(f"cannot listen on {host}:{port} (in use, or not an address of this machine)")
     server.start()
-    return server, bound
