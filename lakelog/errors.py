@@ -206,6 +206,15 @@ class DataDirectoryLockedError(LakelogError):
     code = 33
 
 
+class RemoteMetadataError(RemoteStorageError):
+    """A bucket's remote manifest is missing, unreadable or older than what this server uploaded.
+    The remote range is then unknown: reads of it fail and nothing remote is deleted until an
+    operator runs ``lakelog repair remote``. Not retriable: waiting does not bring the manifest back."""
+
+    code = 34
+    retriable = False
+
+
 _BY_CODE: dict[int, type[LakelogError]] = {}
 
 

@@ -15,6 +15,7 @@ from lakelog.cli import (
     demo_command,
     offsets_command,
     produce_command,
+    repair_command,
     scan_command,
     server_commands,
     table_commands,
@@ -22,7 +23,7 @@ from lakelog.cli import (
 )
 from lakelog.errors import LakelogError
 
-COMMAND_MODULES = [server_commands, config_command, demo_command, table_commands, produce_command, scan_command, offsets_command, tier_command]
+COMMAND_MODULES = [server_commands, config_command, demo_command, table_commands, produce_command, scan_command, offsets_command, tier_command, repair_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -38,6 +38,7 @@ _STATUS: dict[type[errors.LakelogError], grpc.StatusCode] = {
     errors.NoTabletServerError: grpc.StatusCode.UNAVAILABLE,
     errors.NetworkError: grpc.StatusCode.UNAVAILABLE,
     errors.RemoteStorageError: grpc.StatusCode.UNAVAILABLE,
+    errors.RemoteMetadataError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.LakeError: grpc.StatusCode.UNAVAILABLE,
     errors.RequestTimeoutError: grpc.StatusCode.DEADLINE_EXCEEDED,
     errors.AuthenticationError: grpc.StatusCode.UNAUTHENTICATED,

@@ -11,7 +11,6 @@ then read without it, so a read never holds up appends for longer than that snap
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from bisect import bisect_right
@@ -29,6 +28,7 @@ from lakelog.errors import (
     StorageError,
 )
 from lakelog.record.batch import HEADER_SIZE, BatchHeader, read_header, stamp, validate
+from lakelog.server.log.durable_files import fsync_directory, write_atomically
 from lakelog.server.log.segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -45,18 +45,6 @@ BatchCheck = Callable[[bytearray, list[tuple[int, BatchHeader]]], None]
 def wall_clock_ms() -> int:
     """The default clock of commit timestamps: milliseconds since the epoch."""
     return time.time_ns() // 1_000_000
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make a file creation, rename or deletion in ``directory`` survive a crash."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise StorageError(f"cannot fsync directory {directory}: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -217,7 +205,7 @@ class LogTablet:
         # What survived the restart is durable from now on: the HW may cover all of it.
         segments[-1].flush()
         marker.unlink(missing_ok=True)
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
         start = max(start, segments[0].base_offset)
         if truncated:
             outcome = f"truncated {truncated} bytes of a torn batch"
@@ -300,7 +288,7 @@ class LogTablet:
         old = self._segments[-1]
         old.flush()
         new = LogSegment(self.directory, old.next_offset, self.config.index_interval_bytes)
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
         self._segments = (*self._segments, new)
         logger.debug("%s rolled %s", self.name, old)
 
@@ -410,7 +398,7 @@ class LogTablet:
         for segment in self._segments:
             segment.close()
         (self.directory / CLEAN_SHUTDOWN_FILE).touch()
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -469,20 +457,9 @@ class LogTablet:
             self._write_log_start_offset()
             for segment in doomed:
                 segment.delete()
-            _fsync_directory(self.directory)
+            fsync_directory(self.directory)
         logger.info("%s deleted %d segments, log start offset now %d", self.name, len(doomed), self._log_start_offset)
         return len(doomed)
 
     def _write_log_start_offset(self) -> None:
-        """Checkpoint the log start offset atomically: write a temporary file, fsync, rename."""
-        path = self.directory / LOG_START_OFFSET_FILE
-        temporary = path.with_suffix(".tmp")
-        try:
-            with open(temporary, "w") as file:
-                file.write(str(self._log_start_offset))
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, path)
-        except OSError as exc:
-            raise StorageError(f"cannot write {path}: {exc}") from exc
-        _fsync_directory(self.directory)
+        write_atomically(self.directory / LOG_START_OFFSET_FILE, str(self._log_start_offset).encode())

@@ -39,6 +39,12 @@ class TabletStateCollector(Collector):
             "Records of a lake-enabled table not yet in a committed lake snapshot (high watermark minus lake end).",
             labels=["table"],
         )
+        manifest_errors = GaugeMetricFamily(
+            "lakelog_remote_manifest_errors",
+            "Buckets whose remote manifest is missing, damaged or older than this server wrote: their remote "
+            "range is neither read nor deleted until `lakelog repair remote`.",
+            labels=["table"],
+        )
         for info, buckets in self._replicas.led_tables():
             local_segments = local_bytes = remote_segments = remote_bytes = not_uploaded = not_in_lake = 0
             for bucket in buckets:
@@ -61,9 +67,10 @@ class TabletStateCollector(Collector):
             sizes.add_metric([table, "local"], local_bytes)
             sizes.add_metric([table, "remote"], remote_bytes)
             upload_lag.add_metric([table], not_uploaded)
+            manifest_errors.add_metric([table], self._remote.manifest_errors(info.table_id))
             if info.lake_enabled:
                 lake_lag.add_metric([table], not_in_lake)
-        yield from (segments, sizes, upload_lag, lake_lag)
+        yield from (segments, sizes, upload_lag, lake_lag, manifest_errors)
         yield GaugeMetricFamily(
             "lakelog_barrier_holds", "Barrier holds remembered: open ones, and closed ones the barrier has not passed.", value=len(self._replicas.holds)
         )

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from lakelog.config import parse_duration_ms
-from lakelog.errors import InvalidConfigError
+from lakelog.errors import InvalidConfigError, RemoteMetadataError, RemoteStorageError
 from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment, TableInfo
 from lakelog.remote_fs import RemoteLocation
 from lakelog.server.log.log_tablet import LogTablet
-from lakelog.server.remote.manifest import RemoteLogManifest
+from lakelog.server.remote.manifest import MANIFEST_FILE, RemoteLogManifest, contiguous_run
+from lakelog.server.remote.remote_checkpoint import RemoteCheckpoint
 from lakelog.server.remote.remote_storage import RemoteLogStorage
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class RemoteLogTablet:
         self.failures = 0
         self.next_due = next_due
         self._manifest: RemoteLogManifest | None = None
+        self.manifest_error: RemoteMetadataError | None = None  # set while the manifest cannot be trusted
         self._lock = threading.Lock()
 
     @property
@@ -79,18 +81,59 @@ class RemoteLogTablet:
         return manifest if manifest is not None else RemoteLogManifest()
 
     def manifest(self, storage: RemoteLogStorage) -> RemoteLogManifest:
-        """The manifest, read from remote storage the first time (after a restart)."""
+        """The manifest, read from remote storage the first time (after a restart); raises
+        RemoteMetadataError while it is missing or damaged, so no reader skips the range silently."""
         manifest = self._manifest
         if manifest is None:
             with self._lock:
                 if self._manifest is None:
-                    self._manifest = storage.read_manifest(self.directory)
+                    self._manifest = self._read_manifest(storage)
                 manifest = self._manifest
         return manifest
 
+    def _read_manifest(self, storage: RemoteLogStorage) -> RemoteLogManifest:
+        """The manifest in remote storage, checked against the local checkpoint; fails closed
+        (RemoteMetadataError, logged at ERROR once) when it cannot be trusted."""
+        try:
+            manifest, problem = self._check_manifest(storage)
+            if problem:
+                raise RemoteMetadataError(
+                    f"remote manifest {self.directory.uri}/{MANIFEST_FILE} of {self.name} {problem}: its remote segments "
+                    f"are neither read nor deleted until `lakelog repair remote {self.info.path}` rebuilds it"
+                )
+        except RemoteMetadataError as error:
+            if self.manifest_error is None:
+                logger.error("%s", error.message)
+            self.manifest_error = error
+            raise
+        self.manifest_error = None
+        return manifest
+
+    def _check_manifest(self, storage: RemoteLogStorage) -> tuple[RemoteLogManifest, str | None]:
+        """The manifest (empty if there is none) and what is wrong with it, if anything: damaged,
+        missing although this server wrote one or segment files lie beside it, or older than the
+        version this server wrote."""
+        try:
+            manifest = storage.read_manifest(self.directory)
+        except RemoteMetadataError as damaged:
+            return RemoteLogManifest(), f"is damaged ({damaged.message})"
+        checkpoint = RemoteCheckpoint.load(self.tablet.directory)
+        if manifest is None and checkpoint is not None and checkpoint.version > 0:
+            return RemoteLogManifest(), f"is missing, but this server wrote {checkpoint.describe()}"
+        if manifest is None and checkpoint is None:
+            segments = [found.name for found in storage.list_objects(self.directory) if found.is_dir]
+            if segments:
+                return RemoteLogManifest(), f"is missing, but {len(segments)} segment directories lie beside it"
+        if manifest is not None and checkpoint is not None and manifest.version < checkpoint.version:
+            return manifest, f"is version {manifest.version}, older than the {checkpoint.describe()} this server wrote"
+        return manifest or RemoteLogManifest(), None
+
     def _publish(self, manifest: RemoteLogManifest) -> None:
-        """Make a manifest the task read or wrote current. Under the lock, so a first read by a
-        reader still in flight cannot land after it and bring back an older version."""
+        """Make a manifest the task read or wrote current and checkpoint its range locally. Under
+        the lock, so a first read by a reader still in flight cannot land after it and bring back
+        an older version."""
+        if RemoteCheckpoint.of(manifest) != RemoteCheckpoint.load(self.tablet.directory):
+            RemoteCheckpoint.of(manifest).save(self.tablet.directory)
         with self._lock:
             self._manifest = manifest
 
@@ -117,16 +160,43 @@ class RemoteLogTablet:
 
     # -- maintenance (the remote log task's thread only) ----------------------------------------
 
-    def reconcile(self, storage: RemoteLogStorage) -> list[str]:
-        """Re-read the manifest and delete the segment files it does not name: an upload whose
-        manifest write failed or never happened (a crash) left them. Returns what was deleted."""
-        manifest = storage.read_manifest(self.directory)
+    def reconcile(self, storage: RemoteLogStorage, orphans_before_ms: int) -> list[str]:
+        """Re-read the manifest and delete the files past its range it does not name, last written
+        before ``orphans_before_ms``: an upload whose manifest write failed or never happened (a
+        crash) left them. Returns what was deleted."""
+        manifest = self._read_manifest(storage)
         self._publish(manifest)
-        orphans = storage.delete_orphans(self.directory, manifest)
+        orphans = storage.delete_orphans(self.directory, manifest, orphans_before_ms)
         if orphans:
             logger.info("%s deleted %d orphan remote files: %s", self.name, len(orphans), ", ".join(orphans))
         self.reconciled = True
         return orphans
+
+    def repair(self, storage: RemoteLogStorage) -> str:
+        """Rebuild the manifest from the segment files and their indexes (``lakelog repair remote``):
+        the contiguous run of whole segments that reaches furthest; says what it wrote and skipped."""
+        segments, skipped = [], []
+        for found in storage.list_objects(self.directory):
+            if found.is_dir:
+                try:
+                    segments.append(storage.segment_of(self.directory, found))
+                except RemoteStorageError as error:
+                    skipped.append(error.message)
+        checkpoint = RemoteCheckpoint.load(self.tablet.directory)
+        versions = [checkpoint.version if checkpoint else 0, self.known_manifest.version]
+        manifest = RemoteLogManifest(max(versions) + 1, contiguous_run(segments))
+        storage.write_manifest(self.directory, manifest)
+        self._publish(manifest)
+        self.manifest_error = None
+        self.reconciled = False  # the next pass deletes, past the grace period, what the run left out
+        summary = f"rebuilt {self.directory.uri}/{MANIFEST_FILE} of {self.name}: {RemoteCheckpoint.of(manifest).describe()}"
+        summary += f", {len(manifest.segments)} of {len(segments)} segments"
+        if checkpoint is not None and manifest.end_offset < checkpoint.end_offset:
+            summary += f"; WARNING: this server had uploaded up to offset {checkpoint.end_offset}"
+        if skipped:
+            summary += "; skipped: " + "; ".join(skipped)
+        logger.warning("%s", summary)
+        return summary
 
     def upload(self, storage: RemoteLogStorage) -> Iterator[RemoteLogSegment]:
         """Upload, oldest first, every rolled segment the manifest lacks, writing the manifest after

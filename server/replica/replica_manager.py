@@ -347,6 +347,13 @@ class ReplicaManager:
         barrier holds forbid (see :mod:`barrier_holds`)."""
         return self.holds.safe_time(self._logs.barrier_safe_time())
 
+    def repair(self, table_id: int, bucket: int, local: bool, accept_truncation: bool) -> str:
+        """An operator's repair of a led bucket (``lakelog repair``); what it did, in words."""
+        self._tablet(table_id, bucket)
+        if local:
+            raise InvalidRequestError("RepairLog: local repair is not available on this server")
+        return self._remote.repair(table_id, bucket)
+
     def describe(self, table_id: int, bucket: int) -> BucketDescription:
         """One consistent look at a bucket: one tablet lookup, one manifest read."""
         _, tablet = self._tablet(table_id, bucket)

@@ -52,6 +52,7 @@ RPC_ACTIONS: Mapping[str, Action] = {
     _TABLET + "GetServerTime": Action.READ,
     _TABLET + "OpenBarrierHold": Action.WRITE,
     _TABLET + "CloseBarrierHold": Action.WRITE,
+    _TABLET + "RepairLog": Action.ADMIN,
 }
 
 

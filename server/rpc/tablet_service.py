@@ -127,6 +127,22 @@ class TabletService(TabletServiceServicer):
         return pb.DescribeLogBucketsResponse(buckets=responses)
 
     @rpc_method
+    def RepairLog(self, request: pb.RepairLogRequest, context: grpc.ServicerContext) -> pb.RepairLogResponse:
+        if request.tier not in pb.RepairTier.values():
+            raise InvalidRequestError(f"RepairLog: unknown tier {request.tier}")
+        responses = []
+        for bucket in request.bucket_id:
+            try:
+                summary = self._replicas.repair(
+                    request.table_id, bucket, request.tier == pb.REPAIR_LOCAL, request.accept_truncation
+                )
+                responses.append(pb.PbRepairLogRespForBucket(bucket_id=bucket, summary=summary))
+            except LakelogError as error:
+                self.metrics.count_error("RepairLog", error)
+                responses.append(pb.PbRepairLogRespForBucket(bucket_id=bucket, error_code=error.code, error_message=error.message))
+        return pb.RepairLogResponse(buckets=responses)
+
+    @rpc_method
     def GetServerTime(self, request: pb.GetServerTimeRequest, context: grpc.ServicerContext) -> pb.GetServerTimeResponse:
         return pb.GetServerTimeResponse(server_time_ms=self._replicas.server_time())
 
