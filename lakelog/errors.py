@@ -206,13 +206,11 @@ class DataDirectoryLockedError(LakelogError):
     code = 33
 
 
-class RemoteMetadataError(RemoteStorageError):
-    """A bucket's remote manifest is missing, unreadable or older than what this server uploaded.
-    The remote range is then unknown: reads of it fail and nothing remote is deleted until an
-    operator runs ``lakelog repair remote``. Not retriable: waiting does not bring the manifest back."""
+class LogFencedError(LakelogError):
+    """A bucket whose local log came back shorter than what it had acknowledged refuses writes, so
+    no offset a reader consumed is reused, until an operator runs ``lakelog repair local``."""
 
-    code = 34
-    retriable = False
+    code = 35
 
 
 _BY_CODE: dict[int, type[LakelogError]] = {}

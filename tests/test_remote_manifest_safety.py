@@ -15,7 +15,7 @@ from typing import Callable
 import pytest
 
 import lakelog
-from lakelog.errors import RemoteMetadataError
+from lakelog.errors import RemoteStorageError
 from lakelog.server.server_process import ServerProcess
 from tests.conftest import create_table, scan_all
 from tests.test_remote_server import BATCHES, ROWS_PER_BATCH, Remote, local_log, produce, remote, remote_manager  # noqa: F401
@@ -68,12 +68,12 @@ def test_lost_manifest_deletes_nothing_fails_reads_by_name_and_repair_brings_eve
         restarted = server_factory(data_dir, **conf)
         report = remote_manager(restarted).run_once()
     manifest_uri = f"{remote.tablet_dir(table).uri}/manifest.json"
-    assert [type(error) for error in report.errors] == [RemoteMetadataError]
+    assert [type(error) for error in report.errors] == [RemoteStorageError]
     assert report.orphans_deleted == 0 and remote.names(table) >= segment_dirs
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and manifest_uri in errors[0] and "shop.orders bucket 0" in errors[0]
     assert restarted.metrics.registry.get_sample_value("lakelog_remote_manifest_errors", {"table": "shop.orders"}) == 1
-    with pytest.raises(RemoteMetadataError, match="lakelog repair remote shop.orders") as raised:
+    with pytest.raises(RemoteStorageError, match="lakelog repair remote shop.orders") as raised:
         read_from_zero(restarted.address, remote, table.path)
     assert manifest_uri in str(raised.value)
     assert remote_manager(restarted).run_once().orphans_deleted == 0 and remote.names(table) >= segment_dirs

@@ -24,6 +24,7 @@ from lakelog.server.log.time_index import TimeIndex
 logger = logging.getLogger(__name__)
 
 _MIN_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+QUARANTINE_SUFFIX = ".quarantined"
 
 
 class LogSegment:
@@ -190,12 +191,14 @@ class LogSegment:
 
     # -- startup checks -----------------------------------------------------------------------
 
-    def recover(self) -> int:
+    def recover(self, truncate: bool = True) -> int:
         """Validate every batch from the start and cut the file at the first bad or torn one.
 
         A batch is good when its magic, length and CRC check out, its offsets continue the previous
         batch's (the first starts at the base offset) and its timestamp does not go back. Both
-        indexes are rebuilt. Returns how many bytes were cut off.
+        indexes are rebuilt. Returns how many bytes were cut off. With ``truncate`` false (a rolled
+        segment: it was fsynced whole, so damage is not a torn write) nothing is cut: damage raises
+        CorruptRecordError naming the byte and offset instead.
         """
         self.offset_index.truncate_to(self.base_offset)
         self.time_index.truncate_to(self.base_offset)
@@ -226,6 +229,8 @@ class LogSegment:
                 self._track(position, header)
                 valid_end = position + header.size
         except CorruptRecordError as exc:
+            if not truncate:
+                raise CorruptRecordError(f"{exc.message} (offsets from {self.next_offset} on are damaged)") from None
             logger.warning("%s; truncating the segment at byte %d of %d", exc.message, valid_end, file_size)
         self.size = valid_end
         if valid_end < file_size:
@@ -249,15 +254,28 @@ class LogSegment:
             return False
         return True
 
-    def sanity_check(self) -> int:
+    def sanity_check(self, truncate: bool = True) -> int:
         """Trust the indexes if they hold together and the last batch ends at the file's end;
-        otherwise :meth:`recover`. Reads only the headers after the last index entry."""
+        otherwise :meth:`recover` (with ``truncate``). Reads only the headers after the last index entry."""
         try:
             self._check_tail()
         except CorruptRecordError as exc:
             logger.warning("%s; rebuilding the segment's indexes", exc.message)
-            return self.recover()
+            return self.recover(truncate)
         return 0
+
+    def quarantine(self) -> Path:
+        """Set a damaged rolled segment aside, never cut: ``.log`` renamed to ``.log.quarantined``
+        (an operator may salvage it), the indexes deleted (they are derived). Returns the new path."""
+        self.close()
+        self.offset_index.delete()
+        self.time_index.delete()
+        target = self.path.with_name(self.path.name + QUARANTINE_SUFFIX)
+        try:
+            os.replace(self.path, target)
+        except OSError as exc:
+            raise StorageError(f"cannot quarantine segment {self.path}: {exc}") from exc
+        return target
 
     def _check_tail(self) -> None:
         self._reset_state()

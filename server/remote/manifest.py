@@ -11,7 +11,7 @@ from bisect import bisect_right
 from dataclasses import asdict, dataclass
 from typing import Iterable
 
-from lakelog.errors import RemoteMetadataError
+from lakelog.errors import RemoteStorageError
 from lakelog.metadata import RemoteLogSegment
 
 MANIFEST_FILE = "manifest.json"
@@ -64,7 +64,7 @@ class RemoteLogManifest:
             )
             return cls(int(raw["version"]), segments)
         except (ValueError, KeyError, TypeError) as exc:
-            raise RemoteMetadataError(f"{where}: not a remote log manifest: {exc!r}") from None
+            raise RemoteStorageError(f"{where}: not a remote log manifest: {exc!r}") from None
 
 
 def contiguous_run(segments: Iterable[RemoteLogSegment]) -> tuple[RemoteLogSegment, ...]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from lakelog.config import parse_duration_ms
-from lakelog.errors import InvalidConfigError, RemoteMetadataError, RemoteStorageError
+from lakelog.errors import InvalidConfigError, RemoteStorageError
 from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment, TableInfo
 from lakelog.remote_fs import RemoteLocation
 from lakelog.server.log.log_tablet import LogTablet
@@ -65,7 +65,7 @@ class RemoteLogTablet:
         self.failures = 0
         self.next_due = next_due
         self._manifest: RemoteLogManifest | None = None
-        self.manifest_error: RemoteMetadataError | None = None  # set while the manifest cannot be trusted
+        self.manifest_error: RemoteStorageError | None = None  # set while the manifest cannot be trusted
         self._lock = threading.Lock()
 
     @property
@@ -82,7 +82,7 @@ class RemoteLogTablet:
 
     def manifest(self, storage: RemoteLogStorage) -> RemoteLogManifest:
         """The manifest, read from remote storage the first time (after a restart); raises
-        RemoteMetadataError while it is missing or damaged, so no reader skips the range silently."""
+        RemoteStorageError while it is missing or damaged, so no reader skips the range silently."""
         manifest = self._manifest
         if manifest is None:
             with self._lock:
@@ -93,19 +93,17 @@ class RemoteLogTablet:
 
     def _read_manifest(self, storage: RemoteLogStorage) -> RemoteLogManifest:
         """The manifest in remote storage, checked against the local checkpoint; fails closed
-        (RemoteMetadataError, logged at ERROR once) when it cannot be trusted."""
-        try:
-            manifest, problem = self._check_manifest(storage)
-            if problem:
-                raise RemoteMetadataError(
-                    f"remote manifest {self.directory.uri}/{MANIFEST_FILE} of {self.name} {problem}: its remote segments "
-                    f"are neither read nor deleted until `lakelog repair remote {self.info.path}` rebuilds it"
-                )
-        except RemoteMetadataError as error:
+        (RemoteStorageError naming the manifest, logged at ERROR once) when it cannot be trusted."""
+        manifest, problem = self._check_manifest(storage)
+        if problem:
+            error = RemoteStorageError(
+                f"{problem}: its remote segments are neither read nor deleted until "
+                f"`lakelog repair remote {self.info.path}` rebuilds it"
+            )
             if self.manifest_error is None:
                 logger.error("%s", error.message)
             self.manifest_error = error
-            raise
+            raise error
         self.manifest_error = None
         return manifest
 
@@ -113,19 +111,22 @@ class RemoteLogTablet:
         """The manifest (empty if there is none) and what is wrong with it, if anything: damaged,
         missing although this server wrote one or segment files lie beside it, or older than the
         version this server wrote."""
+        location = f"{self.directory.uri}/{MANIFEST_FILE}"
+        data = storage.read_manifest(self.directory)
         try:
-            manifest = storage.read_manifest(self.directory)
-        except RemoteMetadataError as damaged:
-            return RemoteLogManifest(), f"is damaged ({damaged.message})"
+            manifest = None if data is None else RemoteLogManifest.from_json(data, location)
+        except RemoteStorageError as damaged:
+            return RemoteLogManifest(), f"{damaged.message} ({self.name})"
         checkpoint = RemoteCheckpoint.load(self.tablet.directory)
+        found = f"remote manifest {location} of {self.name}"
         if manifest is None and checkpoint is not None and checkpoint.version > 0:
-            return RemoteLogManifest(), f"is missing, but this server wrote {checkpoint.describe()}"
+            return RemoteLogManifest(), f"{found} is missing, but this server wrote {checkpoint.describe()}"
         if manifest is None and checkpoint is None:
-            segments = [found.name for found in storage.list_objects(self.directory) if found.is_dir]
+            segments = [item.name for item in storage.list_objects(self.directory) if item.is_dir]
             if segments:
-                return RemoteLogManifest(), f"is missing, but {len(segments)} segment directories lie beside it"
+                return RemoteLogManifest(), f"{found} is missing, but {len(segments)} segment directories lie beside it"
         if manifest is not None and checkpoint is not None and manifest.version < checkpoint.version:
-            return manifest, f"is version {manifest.version}, older than the {checkpoint.describe()} this server wrote"
+            return manifest, f"{found} is version {manifest.version}, older than the {checkpoint.describe()} this server wrote"
         return manifest or RemoteLogManifest(), None
 
     def _publish(self, manifest: RemoteLogManifest) -> None:
@@ -204,11 +205,15 @@ class RemoteLogTablet:
         manifest, so the caller counts progress even when a later one fails, and may stop early."""
         manifest = self.known_manifest
         high_watermark = self.tablet.high_watermark
-        pending = [
-            segment
-            for segment in self.tablet.segments[:-1]
-            if segment.base_offset >= manifest.end_offset and 0 < segment.size and segment.next_offset <= high_watermark
-        ]
+        pending = []
+        expected = manifest.end_offset if manifest.end_offset >= 0 else None
+        for segment in self.tablet.segments[:-1]:
+            if segment.base_offset < manifest.end_offset or not 0 < segment.size or segment.next_offset > high_watermark:
+                continue
+            if expected is not None and segment.base_offset != expected:
+                break  # a quarantined segment's hole: the manifest stays contiguous
+            pending.append(segment)
+            expected = segment.next_offset
         for segment in pending:
             entry = storage.upload_segment(self.directory, segment)
             manifest = manifest.appended(entry)

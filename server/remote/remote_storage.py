@@ -207,11 +207,10 @@ class RemoteLogStorage:
 
     # -- manifest -------------------------------------------------------------------------------
 
-    def read_manifest(self, tablet_dir: RemoteLocation) -> RemoteLogManifest | None:
-        """The bucket's manifest, None if there is none; a damaged one raises RemoteMetadataError."""
-        location = tablet_dir.child(MANIFEST_FILE)
-        data = self._read(location)
-        return None if data is None else RemoteLogManifest.from_json(data, location.uri)
+    def read_manifest(self, tablet_dir: RemoteLocation) -> bytes | None:
+        """The bucket's manifest as stored, None if there is none. Parsing is the caller's: a
+        damaged manifest is a metadata problem to fail closed on, not an outage to retry."""
+        return self._read(tablet_dir.child(MANIFEST_FILE))
 
     def write_manifest(self, tablet_dir: RemoteLocation, manifest: RemoteLogManifest) -> None:
         """Replace the manifest atomically: on a local file system a temporary file renamed over it,

@@ -271,6 +271,12 @@ class ReplicaManager:
                     return self._read_below_local(request, tablet, enable_lake)
                 raise
             except CorruptRecordError as error:
+                remote = self._remote.fetch_info(request.table_id, request.bucket, request.fetch_offset)
+                if remote is not None:  # a quarantined segment the remote tier holds a copy of
+                    return BucketFetchResult(
+                        request.table_id, request.bucket, high_watermark=tablet.high_watermark,
+                        log_start_offset=earliest, remote_log_fetch_info=remote,
+                    )
                 raise CorruptRecordError(f"{self._name(info, request.bucket)}: {error.message}") from None
             records = project_records(read.records, fields) if fields and read.records else read.records
             return BucketFetchResult(request.table_id, request.bucket, records, read.high_watermark, earliest)
@@ -349,10 +355,12 @@ class ReplicaManager:
 
     def repair(self, table_id: int, bucket: int, local: bool, accept_truncation: bool) -> str:
         """An operator's repair of a led bucket (``lakelog repair``); what it did, in words."""
-        self._tablet(table_id, bucket)
-        if local:
-            raise InvalidRequestError("RepairLog: local repair is not available on this server")
-        return self._remote.repair(table_id, bucket)
+        _, tablet = self._tablet(table_id, bucket)
+        if not local:
+            return self._remote.repair(table_id, bucket)
+        if not accept_truncation:
+            raise InvalidRequestError("RepairLog: a local repair needs accept_truncation, the operator's word that the lost records stay lost")
+        return tablet.accept_truncation()
 
     def describe(self, table_id: int, bucket: int) -> BucketDescription:
         """One consistent look at a bucket: one tablet lookup, one manifest read."""
