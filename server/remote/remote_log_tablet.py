@@ -14,10 +14,10 @@ import threading
 from dataclasses import dataclass
 from typing import Iterator
 
-from lakelog.config import parse_duration_ms
-from lakelog.errors import InvalidConfigError, RemoteStorageError
+from lakelog.errors import RemoteStorageError
 from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment, TableInfo
 from lakelog.remote_fs import RemoteLocation
+from lakelog.server.coordinator.table_properties import LOCAL_SEGMENTS, TTL, table_property
 from lakelog.server.log.log_tablet import LogTablet
 from lakelog.server.remote.manifest import MANIFEST_FILE, RemoteLogManifest, contiguous_run
 from lakelog.server.remote.remote_checkpoint import RemoteCheckpoint
@@ -25,10 +25,6 @@ from lakelog.server.remote.remote_storage import RemoteLogStorage
 
 logger = logging.getLogger(__name__)
 
-LOCAL_SEGMENTS_PROPERTY = "table.log.tiered.local-segments"
-TTL_PROPERTY = "table.log.ttl"
-DEFAULT_LOCAL_SEGMENTS = 2
-DEFAULT_TTL = "7d"
 MAX_FETCH_SEGMENTS = 16
 
 
@@ -42,15 +38,12 @@ class TieringPolicy:
 
     @classmethod
     def of(cls, info: TableInfo) -> TieringPolicy:
-        properties = info.properties
-        try:
-            local_segments = int(properties.get(LOCAL_SEGMENTS_PROPERTY, DEFAULT_LOCAL_SEGMENTS))
-            ttl_ms = parse_duration_ms(properties.get(TTL_PROPERTY, DEFAULT_TTL))
-        except ValueError as exc:
-            raise InvalidConfigError(f"{info.path}: bad tiering property: {exc}") from None
-        if local_segments < 1:
-            raise InvalidConfigError(f"{info.path}: {LOCAL_SEGMENTS_PROPERTY} must be at least 1, not {local_segments}")
-        return cls(local_segments, ttl_ms, info.lake_enabled)
+        where = f"table {info.path}"
+        return cls(
+            table_property(where, info.properties, LOCAL_SEGMENTS),
+            table_property(where, info.properties, TTL),
+            info.lake_enabled,
+        )
 
 
 class RemoteLogTablet:

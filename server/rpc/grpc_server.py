@@ -12,11 +12,13 @@ from grpc_reflection.v1alpha import reflection
 from lakelog.errors import InvalidConfigError
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.channel import channel_options
+from lakelog.server.rpc.error_boundary import lenient_parser
 
 
 def add_servicer(server: grpc.Server, servicer: Any, service_name: str, serialized: Collection[str] = ()) -> None:
     """What the generated ``add_*Servicer_to_server`` does, from the proto's descriptor, except that
-    the methods named in ``serialized`` answer bytes they serialized themselves (see
+    requests that do not parse reach the handler's boundary (INVALID_ARGUMENT, not grpc's INTERNAL)
+    and the methods named in ``serialized`` answer bytes they serialized themselves (see
     :mod:`lakelog.server.rpc.fetch_response`)."""
     service = pb.DESCRIPTOR.services_by_name[service_name]
     handlers = {}
@@ -24,7 +26,7 @@ def add_servicer(server: grpc.Server, servicer: Any, service_name: str, serializ
         request, response = (getattr(pb, message.name) for message in (method.input_type, method.output_type))
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
             getattr(servicer, method.name),
-            request_deserializer=request.FromString,
+            request_deserializer=lenient_parser(request),
             response_serializer=bytes if method.name in serialized else response.SerializeToString,
         )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))

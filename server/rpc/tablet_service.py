@@ -17,6 +17,7 @@ from lakelog.server.replica.replica_manager import BucketFetch, FetchParams, Rep
 from lakelog.server.rpc.error_boundary import rpc_method
 from lakelog.server.rpc.fetch_response import encode_fetch_response
 from lakelog.server.rpc.grpc_server import add_servicer
+from lakelog.server.rpc.request_checks import check_notified_offsets
 
 log = logging.getLogger(__name__)
 
@@ -168,5 +169,7 @@ class TabletService(TabletServiceServicer):
     def NotifyLakeTableOffset(
         self, request: pb.NotifyLakeTableOffsetRequest, context: grpc.ServicerContext
     ) -> pb.NotifyLakeTableOffsetResponse:
+        tables = {info.table_id: info.buckets for info, _ in self._replicas.led_tables()}
+        check_notified_offsets("NotifyLakeTableOffset", request.notify_buckets_req, tables)
         self._replicas.lake.update(codec.lake_offsets_from_pb(request))
         return pb.NotifyLakeTableOffsetResponse()
