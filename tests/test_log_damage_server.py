@@ -114,3 +114,36 @@ def test_lost_acknowledged_tail_fences_writes_until_repair_local_accepts_the_los
             assert read_ids(restarted.address, table.path, 200, 10) == list(range(1000, 1010))
     finally:
         restarted.stop()
+
+
+def test_a_damaged_header_is_named_by_the_server_and_never_uploaded(server_factory: Callable[..., ServerProcess], tmp_path: Path) -> None:
+    """A flipped byte in a stamped header field (outside the CRC) of a closed segment, found after a
+    restart: the fetch error names the file and the byte, not "a gap or an overlap", and the remote
+    task uploads the segments before it but never the damaged one."""
+    from lakelog.record.batch import iter_headers
+
+    data_dir = tmp_path / "data"
+    conf = {"log.segment.max-bytes": "64kb", "remote.log.task-interval": "1h", "remote.data.dir": (tmp_path / "remote").as_uri()}
+    server = server_factory(data_dir, **conf)
+    with lakelog.connect(server.address) as conn:
+        table = create_table(conn)
+        produce(table)
+    victim = server.tablet.logs.get(table.info.table_id, 0).segments[1]
+    server.stop()
+    position = [p for p, _ in iter_headers(victim.path.read_bytes())][1]
+    with open(victim.path, "r+b") as file:
+        file.seek(position + 7)  # the low byte of the second batch's base offset
+        byte = file.read(1)
+        file.seek(position + 7)
+        file.write(bytes([byte[0] ^ 0x01]))
+
+    restarted = server_factory(data_dir, **conf)
+    with pytest.raises(CorruptRecordError) as raised:
+        read_ids(restarted.address, table.path, 0, TOTAL)
+    message = str(raised.value)
+    assert f"{victim.path} at byte {position}" in message and "damaged header" in message
+    assert "gap or an overlap" not in message
+    report = remote_manager(restarted).run_once()
+    assert report.uploaded == 1 and [type(e) for e in report.errors] == [CorruptRecordError]
+    assert f"{victim.path} at byte {position}" in str(report.errors[0])
+    assert restarted.tablet.remote.manifest(table.info.table_id, 0).end_offset == victim.base_offset

@@ -494,7 +494,7 @@ class LogTablet:
         if found is None:
             raise CorruptRecordError(f"{segment.path}: offset {fetch_offset} of {self.name} is not in the segment")
         end = high_watermark.position if segment is high_watermark.segment else segment.size
-        return ReadResult(segment.read(found[0], max_bytes, end), high_watermark.offset, start)
+        return ReadResult(segment.read(found[0], max_bytes, end, fetch_offset), high_watermark.offset, start)
 
     def lookup_offset_by_timestamp(self, timestamp: int) -> int | None:
         """The first offset whose commit timestamp is >= ``timestamp``, None if all are older.

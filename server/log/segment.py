@@ -171,23 +171,49 @@ class LogSegment:
                 return header.base_offset
         return None
 
-    def read(self, start_position: int, max_bytes: int, max_position: int) -> bytes:
+    def read(self, start_position: int, max_bytes: int, max_position: int, holding: int | None = None) -> bytes:
         """Whole batches from ``start_position`` (a batch boundary before ``max_position``), at most
-        ``max_bytes`` of them but at least one, none past ``max_position``; every batch returned has
-        passed its CRC check."""
+        ``max_bytes`` of them but at least one, none past ``max_position``; the first holds offset
+        ``holding`` when given. Every batch returned has passed its CRC check, and its offsets
+        continue the previous one's (the stamped base offset lies outside the CRC)."""
         data = self._pread(max(0, min(max_bytes, max_position - start_position)), start_position)
-        end = 0
-        for position, header in iter_headers(data):
-            validate(data, position, f"{self.path} at byte {start_position + position}")
-            end = position + header.size
-        if end == 0:
+        headers = list(iter_headers(data))
+        if not headers:
             # The first batch alone is bigger than max_bytes: return it whole, or a reader with a
             # small budget would never get past it.
             _, header = next(self._headers(start_position, max_position))
             data = self._pread(header.size, start_position)
-            validate(data, 0, f"{self.path} at byte {start_position}")
-            end = header.size
+            headers = [(0, header)]
+        first = headers[0][1]
+        if holding is not None and not first.base_offset <= holding < first.next_offset:
+            raise CorruptRecordError(
+                f"{self.path} at byte {start_position}: batch offsets [{first.base_offset}, {first.next_offset}) "
+                f"do not hold offset {holding} (a damaged header)"
+            )
+        self._check(data, start_position, headers, first.base_offset)
+        end = headers[-1][0] + headers[-1][1].size
         return data if end == len(data) else data[:end]
+
+    def _check(self, data: bytes, start_position: int, headers: list[tuple[int, BatchHeader]], expected: int) -> int:
+        """CRC of each batch and offsets continuing from ``expected``; returns the next offset."""
+        for position, header in headers:
+            where = f"{self.path} at byte {start_position + position}"
+            validate(data, position, where)
+            if header.base_offset != expected:
+                raise CorruptRecordError(f"{where}: batch offset {header.base_offset}, expected {expected} (a damaged header)")
+            expected = header.next_offset
+        return expected
+
+    def verify(self, chunk_bytes: int = 1 << 20) -> None:
+        """Check every batch of the segment (CRC and offsets from the base offset), a chunk of whole
+        batches at a time: what an upload does first, so a damaged batch never reaches the remote tier."""
+        position, expected = 0, self.base_offset
+        while position < self.size:
+            batch = next(self._headers(position, self.size))[1]
+            data = self._pread(max(chunk_bytes, batch.size), position)
+            headers = list(iter_headers(data))
+            expected = self._check(data, position, headers, expected)
+            position += headers[-1][0] + headers[-1][1].size
 
     # -- startup checks -----------------------------------------------------------------------
 

@@ -136,6 +136,7 @@ class RemoteLogStorage:
         """Copy a rolled segment under a new id: its ``.log`` byte for byte, streamed in chunks,
         and dense indexes built from its batch headers. Nothing refers to the files until the
         caller puts the returned entry into the manifest."""
+        segment.verify()  # a damaged batch is never copied to the remote tier
         segment_id = uuid.uuid4().hex
         start = segment.base_offset
         indexes = DenseIndexes.build(start, segment.iter_batches())
