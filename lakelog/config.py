@@ -116,6 +116,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("security.auth.enabled", parse_bool, False, "Servers refuse calls without a valid bearer token from security.auth.tokens-file."),
     ConfigOption("security.auth.tokens-file", str, "", "YAML/JSON file: token name -> {sha256, actions}; read at start."),
     ConfigOption("security.auth.token", Secret, "", "Bearer token a client, a server calling another or the tiering job sends."),
+    ConfigOption("cluster.secret", Secret, "", "Shared by every server of a cluster: internal RPCs need it (embedded `lakelog server`: generated under the data dir)."),
     # client
     ConfigOption("client.request-timeout", parse_duration_ms, 30_000, "Deadline of one client RPC."),
     ConfigOption("client.writer.batch-size", parse_size, 1 << 20, "Bytes of rows a writer gathers per bucket before it sends."),

@@ -17,9 +17,9 @@ from lakelog.server.rpc.tablet_client import GrpcTabletNotifier
 
 
 class CoordinatorRole:
-    def __init__(self, conf: Configuration, data_dir: Path) -> None:
+    def __init__(self, conf: Configuration, data_dir: Path, cluster_secret: str | None) -> None:
         self.store = MetadataStore(data_dir / "coordinator" / "metadata.db")
-        self._notifier = GrpcTabletNotifier(conf)
+        self._notifier = GrpcTabletNotifier(conf, cluster_secret)
         self.coordinator = Coordinator(self.store, self._notifier, LakeTables(LakeConfig.from_configuration(conf, data_dir)))
 
     def service(self, node: ServerNode, metrics: ServerMetrics) -> CoordinatorService:

@@ -24,6 +24,7 @@ from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.metrics.tablet_collector import TabletStateCollector
 from lakelog.security.tls import server_credentials
 from lakelog.server.rpc.auth_interceptor import AuthInterceptor
+from lakelog.server.rpc.cluster_secret import ClusterMemberInterceptor, cluster_secret
 from lakelog.server.rpc.grpc_server import bind_server, start_server
 from lakelog.server.tablet_server import TabletServerRole
 
@@ -88,18 +89,25 @@ class ServerProcess:
         return self
 
     def _start(self, credentials: grpc.ServerCredentials | None, auth: AuthInterceptor | None) -> None:
+        secret = cluster_secret(self.conf, self.data_dir, embedded=self.roles == ROLES)
+        # With user authentication a token's `internal` action admits a cluster member; without, the secret does.
+        interceptors: list[grpc.ServerInterceptor] = [auth] if auth else []
+        if auth is None and secret:
+            interceptors.append(ClusterMemberInterceptor(secret, self.metrics))
+        elif auth is None:
+            log.warning("cluster.secret is not set: internal RPCs (tablet registration, notifications) accept any caller")
         self._server, self.port = bind_server(
             self.conf.get("server.host"),
             self.conf.get("server.port"),
             self.conf.get("server.rpc.threads"),
             self.conf.get("rpc.max-message-size"),
             credentials,
-            [auth] if auth else [],
+            interceptors,
         )
         if "coordinator" in self.roles:
-            self.coordinator = CoordinatorRole(self.conf, self.data_dir)
+            self.coordinator = CoordinatorRole(self.conf, self.data_dir, secret)
         if "tablet-server" in self.roles:
-            self.tablet = TabletServerRole(self.conf, self.data_dir, self._clock)
+            self.tablet = TabletServerRole(self.conf, self.data_dir, secret, self._clock)
         node_id = self.tablet.server_id if self.tablet else -1
         registrations, names = [], []
         if self.tablet:

@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 import lakelog
 from lakelog.record.batch import encode_batch
 from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.security.tokens import CallMetadata
+from lakelog.server.rpc.cluster_secret import CLUSTER_SECRET_KEY
 from tests.conftest import ORDERS_SCHEMA, create_table, order_rows, scan_all
 
 EXAMPLES = int(os.environ.get("LAKELOG_FUZZ_EXAMPLES", "40"))
@@ -151,7 +153,9 @@ def fuzz_target(tmp_path_factory):
     writer = table.new_append().create_writer()
     writer.append_arrow(order_rows(0, 500))
     writer.flush()
-    channel = grpc.insecure_channel(server.address)
+    # The fuzzer calls as a cluster member, so internal RPCs reach their handlers too.
+    secret = (server.data_dir / "cluster-secret").read_text()
+    channel = grpc.intercept_channel(grpc.insecure_channel(server.address), CallMetadata((CLUSTER_SECRET_KEY, secret)))
     yield server, conn, table, channel
     channel.close()
     conn.close()
