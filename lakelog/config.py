@@ -107,7 +107,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("datalake.format", _choice("iceberg"), "iceberg", "Lake format of lake-enabled tables."),
     # metrics
     ConfigOption("metrics.port", int, -1, "Port of the Prometheus endpoint, http://HOST:PORT/metrics (-1: off, 0 picks a free one)."),
-    ConfigOption("metrics.host", str, "", "Address the Prometheus endpoint binds to (default: server.host)."),
+    ConfigOption("metrics.host", str, "127.0.0.1", "Address the Prometheus endpoint binds to (it has no TLS or token: loopback unless set)."),
     # security (README "Security"); servers calling each other and the tiering job use the client keys too
     ConfigOption("security.tls.enabled", parse_bool, False, "Serve (server) or dial (client) every gRPC call over TLS."),
     ConfigOption("security.tls.cert-file", str, "", "PEM certificate chain a server presents; must name its advertised host."),

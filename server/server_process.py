@@ -121,8 +121,7 @@ class ServerProcess:
         log.info("lakelog %s listening on %s (data dir %s)", "+".join(self.roles), self.address, self.data_dir)
         self._log_security(credentials is not None, auth)
         if self.conf.get("metrics.port") >= 0:
-            metrics_host = self.conf.get("metrics.host") or self.conf.get("server.host")
-            self._metrics_endpoint = MetricsEndpoint(self.metrics.registry, metrics_host, self.conf.get("metrics.port"))
+            self._metrics_endpoint = MetricsEndpoint(self.metrics.registry, self.conf.get("metrics.host"), self.conf.get("metrics.port"))
             log.info("Prometheus metrics at %s", self._metrics_endpoint.url)
         if self.tablet:
             coordinator_address = self.conf.get("coordinator.address") or self.address

@@ -84,6 +84,7 @@ class TabletServerRole:
                 time.sleep(0.5)
         self.replicas.lake.update(lake_ranges)
         self.replicas.become_leader(assignments)
+        self.replicas.mark_ready()
         self._ticker.start()
         log.info("tablet server %d serving at %s", node.server_id, node.address)
 

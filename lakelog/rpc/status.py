@@ -37,6 +37,7 @@ _STATUS: dict[type[errors.LakelogError], grpc.StatusCode] = {
     errors.LakeDataError: grpc.StatusCode.DATA_LOSS,
     errors.StorageError: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.NoTabletServerError: grpc.StatusCode.UNAVAILABLE,
+    errors.ServerNotReadyError: grpc.StatusCode.UNAVAILABLE,
     errors.NetworkError: grpc.StatusCode.UNAVAILABLE,
     errors.RemoteStorageError: grpc.StatusCode.UNAVAILABLE,
     errors.LakeError: grpc.StatusCode.UNAVAILABLE,

@@ -30,6 +30,7 @@ from lakelog.errors import (
     NotLeaderError,
     OffsetOutOfRangeError,
     SchemaMismatchError,
+    ServerNotReadyError,
     TableNotExistError,
     UnknownBucketError,
 )
@@ -114,6 +115,22 @@ class ReplicaManager:
         self._data_arrived = threading.Condition()
         self._arrivals = 0
         self._closing = False
+        self._ready = threading.Event()
+
+    # readiness
+
+    def mark_ready(self) -> None:
+        """The coordinator has told this server its buckets and their lake offsets (registration)."""
+        self._ready.set()
+
+    def check_ready(self) -> None:
+        """Fetches and offset lookups wait for :meth:`mark_ready`: before it, a fetch below the local
+        start would be answered "out of range" where the lake holds the offset."""
+        if not self._ready.is_set():
+            raise ServerNotReadyError(
+                f"tablet server {self.server_id} is starting: it has not learned its buckets and lake offsets "
+                "from the coordinator yet; retry"
+            )
 
     # leadership
 

@@ -62,6 +62,7 @@ class TabletService(TabletServiceServicer):
     @rpc_method
     def FetchLog(self, request: pb.FetchLogRequest, context: grpc.ServicerContext) -> bytes:
         """Answers a serialized ``FetchLogResponse`` (see :mod:`fetch_response`)."""
+        self._replicas.check_ready()
         buckets = [
             BucketFetch(table.table_id, b.bucket_id, b.fetch_offset, b.max_fetch_bytes)
             for table in request.tables_req
@@ -92,6 +93,7 @@ class TabletService(TabletServiceServicer):
 
     @rpc_method
     def ListOffsets(self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext) -> pb.ListOffsetsResponse:
+        self._replicas.check_ready()
         if request.offset_type not in tuple(OffsetType):
             raise InvalidRequestError(f"unknown offset_type {request.offset_type}")
         spec = OffsetSpec(OffsetType(request.offset_type), request.start_timestamp)
