@@ -8,7 +8,7 @@ import pytest
 import lakelog
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
-from tests.conftest import ORDERS_SCHEMA, create_table, order_rows
+from tests.conftest import ORDERS_SCHEMA, create_table, member_metadata, order_rows
 
 
 @pytest.mark.parametrize("name", ["", "-starts-with-dash", "has space", "dot.ted", "../escape", "x" * 129, "slash/es"])
@@ -210,7 +210,9 @@ def test_lake_offsets_that_are_not_ranges_or_name_no_table_are_refused(server, c
         item = pb.PbNotifyLakeTableOffsetReqForBucket(**{"table_id": table_id, "snapshot_id": 7, **fields})
         with grpc.insecure_channel(server.address) as channel:
             with pytest.raises(grpc.RpcError) as info:
-                TabletServiceStub(channel).NotifyLakeTableOffset(pb.NotifyLakeTableOffsetRequest(notify_buckets_req=[item]))
+                TabletServiceStub(channel).NotifyLakeTableOffset(
+                    pb.NotifyLakeTableOffsetRequest(notify_buckets_req=[item]), metadata=member_metadata(server)
+                )
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         return info.value
 

@@ -13,9 +13,8 @@ import pytest
 import lakelog
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub, TabletServiceStub
-from lakelog.server.rpc.cluster_secret import CLUSTER_SECRET_KEY
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, order_rows, scan_all
+from tests.conftest import create_table, member_metadata, order_rows, scan_all
 
 
 def tablet_server_0(address: str) -> tuple[str, int]:
@@ -70,7 +69,7 @@ def test_an_unauthenticated_register_can_no_longer_move_tablet_server_0(
     with grpc.insecure_channel(restarted.address) as channel:  # a member's call passes
         answer = CoordinatorServiceStub(channel).RegisterTabletServer(
             pb.RegisterTabletServerRequest(server=pb.PbServerNode(node_id=0, host=before[0], port=restarted.port)),
-            metadata=((CLUSTER_SECRET_KEY, secret),),
+            metadata=member_metadata(restarted),
         )
     assert [m.table_info.table_path.table_name for m in answer.table_metadata] == ["orders"]
 
