@@ -9,6 +9,7 @@ that ends below it fences the bucket: writes are refused until an operator accep
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from lakelog.server.log.durable_files import write_atomically
@@ -17,16 +18,19 @@ ACKNOWLEDGED_OFFSET_FILE = "acknowledged-offset"
 
 
 class AcknowledgedOffset:
-    """Reads and writes ``<bucket dir>/acknowledged-offset``; skips writes that change nothing."""
+    """Reads and writes ``<bucket dir>/acknowledged-offset``; skips writes that change nothing.
+    Thread-safe: the timer, close and an operator's repair may write at once."""
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / ACKNOWLEDGED_OFFSET_FILE
+        self._lock = threading.Lock()
         try:
             self.stored: int | None = int(self.path.read_text())
         except (FileNotFoundError, ValueError):
             self.stored = None  # never written, or torn before the atomic rename existed: no claim
 
     def save(self, offset: int) -> None:
-        if offset != self.stored:
-            write_atomically(self.path, str(offset).encode())
-            self.stored = offset
+        with self._lock:
+            if offset != self.stored:
+                write_atomically(self.path, str(offset).encode())
+                self.stored = offset

@@ -7,9 +7,10 @@ produce and fetch never wait on remote storage, and local segments stay until th
 the manifest. :meth:`RemoteLogManager.run_once` does one pass over every bucket now, whatever
 the schedule: for tests and operators.
 
-The manifest is the truth across restarts: a bucket's first pass re-reads it and deletes any files
-it does not name, so a crash between an upload and its manifest write costs one re-upload under a
-new id, and each segment is in the manifest exactly once.
+The manifest is the truth across restarts: a bucket's first pass re-reads it (failing closed when
+it cannot be trusted, see :mod:`lakelog.server.remote`) and deletes the files past its range it does
+not name, so a crash between an upload and its manifest write costs one re-upload under a new id,
+and each segment is in the manifest exactly once.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 The manifest held here is the last one this server wrote or read, replaced whole (never mutated),
 so readers on RPC threads take it without a lock while the remote log task changes it. The task
 runs the steps in order, on one thread: :meth:`reconcile` (after a start or a failure: read the
-manifest, the truth, and delete what it does not name), :meth:`upload`, :meth:`retain_local`,
-:meth:`expire`. Storage is passed in rather than held, so the manager owns the one instance.
+manifest, the truth, checked against the local checkpoint, and delete the orphans past its range),
+:meth:`upload`, :meth:`retain_local`, :meth:`expire`; an operator's :meth:`repair` runs between
+passes. Storage is passed in rather than held, so the manager owns the one instance.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ class RemoteLogTablet:
                 return RemoteLogManifest(), f"{found} is missing, but {len(segments)} segment directories lie beside it"
         if manifest is not None and checkpoint is not None and manifest.version < checkpoint.version:
             return manifest, f"{found} is version {manifest.version}, older than the {checkpoint.describe()} this server wrote"
-        return manifest or RemoteLogManifest(), None
+        return (manifest if manifest is not None else RemoteLogManifest()), None
 
     def _publish(self, manifest: RemoteLogManifest) -> None:
         """Make a manifest the task read or wrote current and checkpoint its range locally. Under
