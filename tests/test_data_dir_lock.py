@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import lakelog
@@ -38,11 +39,21 @@ def produce_and_count(address: str, start: int, count: int) -> list[int]:
             return scan_all(scanner, start + count).column("id").to_pylist()
 
 
+def wait_until_idle(data_dir: Path, acknowledged: int) -> None:
+    """Until the first server's once-a-second checkpoint of the acknowledged offset has caught up:
+    from then on, with its remote task an hour away, it writes nothing while idle."""
+    deadline = time.monotonic() + 30
+    while [p.read_text() for p in data_dir.glob("tablet-server/log/*/*/acknowledged-offset")] != [str(acknowledged)]:
+        assert time.monotonic() < deadline, "the first server never checkpointed its acknowledged offset"
+        time.sleep(0.1)
+
+
 def test_second_server_on_one_data_dir_exits_naming_it_and_changes_nothing(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    first = ServerSubprocess(data_dir).start()
+    first = ServerSubprocess(data_dir, "--set", "remote.log.task-interval=1h").start()
     try:
         assert produce_and_count(first.address, 0, 500) == list(range(500))
+        wait_until_idle(data_dir, 500)
         before = files_of(data_dir)
 
         second = run_second_server(data_dir, 0)
