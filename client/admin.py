@@ -31,6 +31,7 @@ from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.log_source import LogSource, LookupContext
 from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
 from lakelog.client.rpc.leader_router import LeaderRouter
+from lakelog.client.rpc.messages import BucketRepair
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 
 T = TypeVar("T")
@@ -135,6 +136,21 @@ class Admin:
             return dict(sorted(described.items()))
 
         return self._router.call(describe, f"describe buckets of {path}", resend_safe=True, tables=[table_id])
+
+    def repair_buckets(
+        self, path: TablePath, buckets: Iterable[int] | None = None, local: bool = False, accept_truncation: bool = False
+    ) -> list[BucketRepair]:
+        """Ask each bucket's leader to repair it (``lakelog repair``): rebuild its remote manifest
+        from the segment files, or (``local``, with ``accept_truncation``) accept that its local log
+        lost acknowledged records and take writes again. One answer per bucket, failures included."""
+        info = self._metadata.table(path)
+        repairs: list[BucketRepair] = []
+        for node, group in self._router.by_leader(info, buckets).items():
+            try:
+                repairs += self._tablets.repair_log(node, info.table_id, group, local, accept_truncation)
+            except LakelogError as error:
+                repairs += [BucketRepair(bucket, error=error) for bucket in group]
+        return sorted(repairs, key=lambda repair: repair.bucket)
 
     # lake
 

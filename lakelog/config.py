@@ -144,10 +144,11 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("remote.fs.s3.endpoint", str, "", "S3 endpoint override (moto, MinIO)."),
     ConfigOption("remote.fs.s3.region", str, "us-east-1", "S3 region."),
     ConfigOption("remote.log.task-interval", parse_duration_ms, 5000, "How often uploads, local cleanup and remote expiry run."),
+    ConfigOption("remote.log.orphan-grace", parse_duration_ms, 3_600_000, "Remote files no manifest names are deleted only past the manifest's range and once this old."),
     ConfigOption("datalake.format", _choice("iceberg"), "iceberg", "Lake format of lake-enabled tables."),
     # metrics
     ConfigOption("metrics.port", int, -1, "Port of the Prometheus endpoint, http://HOST:PORT/metrics (-1: off, 0 picks a free one)."),
-    ConfigOption("metrics.host", str, "", "Address the Prometheus endpoint binds to (default: server.host)."),
+    ConfigOption("metrics.host", str, "127.0.0.1", "Address the Prometheus endpoint binds to (it has no TLS or token: loopback unless set)."),
     # security (README "Security"); servers calling each other and the tiering job use the client keys too
     ConfigOption("security.tls.enabled", parse_bool, False, "Serve (server) or dial (client) every gRPC call over TLS."),
     ConfigOption("security.tls.cert-file", str, "", "PEM certificate chain a server presents; must name its advertised host."),
@@ -156,6 +157,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("security.auth.enabled", parse_bool, False, "Servers refuse calls without a valid bearer token from security.auth.tokens-file."),
     ConfigOption("security.auth.tokens-file", str, "", "YAML/JSON file: token name -> {sha256, actions}; read at start."),
     ConfigOption("security.auth.token", Secret, "", "Bearer token a client, a server calling another or the tiering job sends."),
+    ConfigOption("cluster.secret", Secret, "", "Shared by every server of a cluster: internal RPCs need it (embedded `lakelog server`: generated under the data dir)."),
     # client
     ConfigOption("bootstrap.servers", parse_addresses, (), "Coordinator addresses HOST:PORT, comma-separated; any live one bootstraps a client (connect()'s argument wins)."),
     ConfigOption("client.request-timeout", parse_duration_ms, 30_000, "Deadline of one client RPC, and of a lookup with its retries."),

@@ -206,6 +206,28 @@ class BarrierHoldError(LakelogError):
 
     code = 32
 
+
+class DataDirectoryLockedError(LakelogError):
+    """Another server holds the lock on this data directory; starting would corrupt both."""
+
+    code = 33
+
+
+class ServerNotReadyError(LakelogError):
+    """A tablet server that has just started and not yet learned its buckets and lake offsets from
+    the coordinator; answering now could skip the lake tier. Retriable: it is ready in moments."""
+
+    code = 36
+    retriable = True
+
+
+class LogFencedError(LakelogError):
+    """A bucket whose local log came back shorter than what it had acknowledged refuses writes, so
+    no offset a reader consumed is reused, until an operator runs ``lakelog repair local``."""
+
+    code = 35
+
+
 _BY_CODE: dict[int, type[LakelogError]] = {}
 
 

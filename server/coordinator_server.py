@@ -27,9 +27,9 @@ LIVENESS_CHECK_S = 1.0
 
 
 class CoordinatorRole:
-    def __init__(self, conf: Configuration, data_dir: Path) -> None:
+    def __init__(self, conf: Configuration, data_dir: Path, cluster_secret: str | None) -> None:
         self.store = MetadataStore(data_dir / "coordinator" / "metadata.db")
-        self._notifier = GrpcTabletNotifier(conf)
+        self._notifier = GrpcTabletNotifier(conf, cluster_secret)
         lake = LakeTables(LakeConfig.from_configuration(conf, data_dir))
         timeout_ms = conf.get("coordinator.tablet-server.heartbeat-timeout")
         self.coordinator = Coordinator(self.store, self._notifier, lake, timeout_ms)

@@ -11,17 +11,21 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import grpc
+
 from lakelog.config import Configuration
 from lakelog.errors import InvalidConfigError
 from lakelog.metadata import ServerNode
 from lakelog.server.coordinator_server import CoordinatorRole
+from lakelog.server.data_dir_lock import DataDirLock
 from lakelog.server.log.log_tablet import wall_clock_ms
 from lakelog.server.metrics.metrics_endpoint import MetricsEndpoint
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.metrics.tablet_collector import TabletStateCollector
 from lakelog.security.tls import server_credentials
 from lakelog.server.rpc.auth_interceptor import AuthInterceptor
-from lakelog.server.rpc.grpc_server import build_server
+from lakelog.server.rpc.cluster_secret import ClusterMemberInterceptor, cluster_secret
+from lakelog.server.rpc.grpc_server import bind_server, start_server
 from lakelog.server.tablet_server import TabletServerRole
 
 log = logging.getLogger(__name__)
@@ -55,6 +59,7 @@ class ServerProcess:
         self._stopped = threading.Event()
         self.metrics = ServerMetrics()
         self._metrics_endpoint: MetricsEndpoint | None = None
+        self._lock: DataDirLock | None = None
 
     @property
     def host(self) -> str:
@@ -75,43 +80,52 @@ class ServerProcess:
         credentials = server_credentials(self.conf)  # read first: a bad key or file fails before anything opens
         auth = AuthInterceptor.from_configuration(self.conf, self.metrics)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = DataDirLock(self.data_dir)  # before anything in the directory is opened
+        try:
+            self._start(credentials, auth)
+        except BaseException:
+            self.stop(0)  # a port in use, say: close what opened and free the directory
+            raise
+        return self
+
+    def _start(self, credentials: grpc.ServerCredentials | None, auth: AuthInterceptor | None) -> None:
+        secret = cluster_secret(self.conf, self.data_dir, embedded=self.roles == ROLES)
+        # With user authentication a token's `internal` action admits a cluster member; without, the secret does.
+        interceptors: list[grpc.ServerInterceptor] = [auth] if auth else []
+        if auth is None and secret:
+            interceptors.append(ClusterMemberInterceptor(secret, self.metrics))
+        elif auth is None:
+            log.warning("cluster.secret is not set: internal RPCs (tablet registration, notifications) accept any caller")
+        self._server, self.port = bind_server(
+            self.conf.get("server.host"),
+            self.conf.get("server.port"),
+            self.conf.get("server.rpc.threads"),
+            self.conf.get("rpc.max-message-size"),
+            credentials,
+            interceptors,
+        )
         if "coordinator" in self.roles:
-            self.coordinator = CoordinatorRole(self.conf, self.data_dir)
+            self.coordinator = CoordinatorRole(self.conf, self.data_dir, secret)
         if "tablet-server" in self.roles:
-            self.tablet = TabletServerRole(self.conf, self.data_dir, self._clock)
+            self.tablet = TabletServerRole(self.conf, self.data_dir, secret, self._clock)
         node_id = self.tablet.server_id if self.tablet else -1
         registrations, names = [], []
         if self.tablet:
             registrations.append(self.tablet.service(self.metrics).register)
             self.metrics.registry.register(TabletStateCollector(self.tablet.replicas, self.tablet.logs, self.tablet.remote))
             names.append("TabletService")
-        coordinator_service = None
         if self.coordinator:
-            coordinator_service = self.coordinator.service(ServerNode(-1, self.host, 0), self.metrics)
-            registrations.append(coordinator_service.register)
+            registrations.append(self.coordinator.service(ServerNode(-1, self.host, self.port), self.metrics).register)
             names.append("CoordinatorService")
-        self._server, self.port = build_server(
-            self.conf.get("server.host"),
-            self.conf.get("server.port"),
-            self.conf.get("server.rpc.threads"),
-            self.conf.get("rpc.max-message-size"),
-            registrations,
-            names,
-            credentials,
-            [auth] if auth else [],
-        )
-        if coordinator_service is not None:
-            coordinator_service.set_node(ServerNode(-1, self.host, self.port))
+        start_server(self._server, registrations, names)
         log.info("lakelog %s listening on %s (data dir %s)", "+".join(self.roles), self.address, self.data_dir)
         self._log_security(credentials is not None, auth)
         if self.conf.get("metrics.port") >= 0:
-            metrics_host = self.conf.get("metrics.host") or self.conf.get("server.host")
-            self._metrics_endpoint = MetricsEndpoint(self.metrics.registry, metrics_host, self.conf.get("metrics.port"))
+            self._metrics_endpoint = MetricsEndpoint(self.metrics.registry, self.conf.get("metrics.host"), self.conf.get("metrics.port"))
             log.info("Prometheus metrics at %s", self._metrics_endpoint.url)
         if self.tablet:
             coordinator_address = self.conf.get("coordinator.address") or self.address
             self.tablet.join(ServerNode(node_id, self.host, self.port), coordinator_address)
-        return self
 
     def _log_security(self, tls: bool, auth: AuthInterceptor | None) -> None:
         """One line at start saying what protects the port: file paths and counts, never secrets."""
@@ -141,6 +155,9 @@ class ServerProcess:
             self.tablet.close()
         if self.coordinator:
             self.coordinator.close()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
         log.info("lakelog %s at %s stopped", "+".join(self.roles), self.address)
         self._stopped.set()
 

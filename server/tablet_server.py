@@ -27,9 +27,12 @@ REGISTER_DEADLINE_S = 60.0
 
 
 class TabletServerRole:
-    def __init__(self, conf: Configuration, data_dir: Path, clock: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(
+        self, conf: Configuration, data_dir: Path, cluster_secret: str | None, clock: Callable[[], int] = wall_clock_ms
+    ) -> None:
         """``clock`` stamps commit timestamps (tests skew it, like Kafka's ``Time``)."""
         self._conf = conf
+        self._cluster_secret = cluster_secret
         self._dir = data_dir / "tablet-server"
         self.server_id = self._server_id(conf.get("tablet-server.id"))
         self._coordinator: CoordinatorClient | None = None
@@ -68,7 +71,7 @@ class TabletServerRole:
 
     def join(self, node: ServerNode, coordinator_address: str) -> None:
         """Register with the coordinator (retrying while it starts) and open every bucket we lead."""
-        self._coordinator = CoordinatorClient(coordinator_address, self._conf)
+        self._coordinator = CoordinatorClient(coordinator_address, self._conf, self._cluster_secret)
         deadline = time.monotonic() + REGISTER_DEADLINE_S
         while True:
             try:
@@ -81,6 +84,7 @@ class TabletServerRole:
                 time.sleep(0.5)
         self.replicas.lake.update(lake_ranges)
         self.replicas.become_leader(assignments)
+        self.replicas.mark_ready()
         self._ticker.start()
         self._heartbeats.start()
         log.info("tablet server %d serving at %s", node.server_id, node.address)

@@ -92,6 +92,11 @@ def scan_all(scanner: lakelog.LogScanner, expected: int, timeout_s: float = 60.0
     return pa.concat_tables(tables)
 
 
+def member_metadata(server: ServerProcess) -> tuple[tuple[str, str], ...]:
+    """gRPC metadata that makes a raw call a cluster member's: the embedded server's own secret."""
+    return (("lakelog-cluster-secret", (server.data_dir / "cluster-secret").read_text()),)
+
+
 class ServerSubprocess:
     """`python -m lakelog server` in its own process, for kill -9 tests."""
 

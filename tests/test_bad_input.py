@@ -8,7 +8,7 @@ import pytest
 import lakelog
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
-from tests.conftest import ORDERS_SCHEMA, create_table, order_rows
+from tests.conftest import ORDERS_SCHEMA, create_table, member_metadata, order_rows
 
 
 @pytest.mark.parametrize("name", ["", "-starts-with-dash", "has space", "dot.ted", "../escape", "x" * 129, "slash/es"])
@@ -150,3 +150,91 @@ def test_create_table_errors(conn: lakelog.Connection) -> None:
         )
     with pytest.raises(lakelog.DatabaseNotExistError):
         conn.admin.create_table(lakelog.TablePath("nodb", "u"), lakelog.TableDescriptor(ORDERS_SCHEMA))
+
+
+@pytest.mark.parametrize(
+    ("properties", "named"),
+    [
+        ({"table.log.ttl": "-1d"}, "table.log.ttl='-1d'"),
+        ({"table.log.ttl": "0ms"}, "table.log.ttl='0ms': must be at least 1ms"),
+        ({"table.log.tiered.local-segments": "0"}, "table.log.tiered.local-segments='0': must be at least 1"),
+        ({"table.log.tiered.local-segments": "abc"}, "table.log.tiered.local-segments='abc'"),
+        ({"table.datalake.enabled": "maybe"}, "table.datalake.enabled='maybe': must be true or false"),
+        ({"table.datalake.format": "paimon"}, "table.datalake.format='paimon'"),
+        ({"table.log.tll": "1d"}, "unknown table property 'table.log.tll'"),
+    ],
+)
+def test_bad_table_properties_are_refused_at_create_naming_key_and_value(
+    conn: lakelog.Connection, properties: dict[str, str], named: str
+) -> None:
+    conn.admin.create_database("shop")
+    path = lakelog.TablePath("shop", "t")
+    with pytest.raises(lakelog.InvalidTableError, match="table shop.t: ") as info:
+        conn.admin.create_table(path, lakelog.TableDescriptor(ORDERS_SCHEMA, properties=properties))
+    assert named in str(info.value)
+    assert conn.admin.list_tables("shop") == []
+    table = create_table(conn, properties={"table.log.ttl": "2d", "owner": "team-a"})  # the server goes on
+    assert table.info.properties["owner"] == "team-a"
+
+
+def test_oversized_comments_and_a_zero_bucket_count_are_refused(server, conn: lakelog.Connection) -> None:
+    import grpc
+
+    from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
+
+    huge = "x" * (50 << 20)
+    with pytest.raises(lakelog.InvalidRequestError, match="database shop: comment of 52428800 bytes, at most 65536"):
+        conn.admin.create_database("shop", comment=huge)
+    conn.admin.create_database("shop")
+    with pytest.raises(lakelog.InvalidRequestError, match="table shop.t: comment of 52428800 bytes"):
+        conn.admin.create_table(lakelog.TablePath("shop", "t"), lakelog.TableDescriptor(ORDERS_SCHEMA, comment=huge))
+    request = pb.CreateTableRequest(
+        table_path=pb.PbTablePath(database_name="shop", table_name="t"), schema=ORDERS_SCHEMA.serialize().to_pybytes(), bucket_count=0
+    )
+    with grpc.insecure_channel(server.address) as channel:
+        with pytest.raises(grpc.RpcError) as info:
+            CoordinatorServiceStub(channel).CreateTable(request)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "buckets must be between 1 and 1024, got 0" in info.value.details()
+    assert conn.admin.list_tables("shop") == []
+
+
+def test_lake_offsets_that_are_not_ranges_or_name_no_table_are_refused(server, conn: lakelog.Connection) -> None:
+    import grpc
+
+    from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
+
+    table = create_table(conn, buckets=2, properties={"table.datalake.enabled": "true"})
+    table_id = table.info.table_id
+
+    def notify(**fields: int) -> grpc.RpcError:
+        item = pb.PbNotifyLakeTableOffsetReqForBucket(**{"table_id": table_id, "snapshot_id": 7, **fields})
+        with grpc.insecure_channel(server.address) as channel:
+            with pytest.raises(grpc.RpcError) as info:
+                TabletServiceStub(channel).NotifyLakeTableOffset(
+                    pb.NotifyLakeTableOffsetRequest(notify_buckets_req=[item]), metadata=member_metadata(server)
+                )
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        return info.value
+
+    assert "notify_buckets_req[0]: log_start_offset 10 is past log_end_offset 2" in notify(log_start_offset=10, log_end_offset=2).details()
+    assert "notify_buckets_req[0].bucket_id 5: the table has no bucket 5 (it has buckets 0..1)" in notify(bucket_id=5, log_end_offset=2).details()
+    assert "notify_buckets_req[0].table_id 99 is not a table" in notify(table_id=99, log_end_offset=2).details()
+    assert "notify_buckets_req[0].log_start_offset -4 is negative" in notify(log_start_offset=-4).details()
+    assert conn.admin.describe_buckets(table.path)[0].lake_log_end_offset == -1, "nothing was applied"
+
+    def commit(table_id: int, *buckets: pb.PbLakeTableOffsetForBucket) -> pb.PbCommitLakeTableSnapshotRespForTable:
+        request = pb.CommitLakeTableSnapshotRequest(
+            tables_req=[pb.PbLakeTableSnapshotInfo(table_id=table_id, snapshot_id=3, buckets_req=list(buckets))]
+        )
+        with grpc.insecure_channel(server.address) as channel:
+            return CoordinatorServiceStub(channel).CommitLakeTableSnapshot(request).table_resp[0]
+
+    backwards = commit(table_id, pb.PbLakeTableOffsetForBucket(bucket_id=0, log_start_offset=10, log_end_offset=2))
+    assert backwards.error_code == lakelog.InvalidRequestError.code
+    assert "tables_req[0].buckets_req[0]: log_start_offset 10 is past log_end_offset 2" in backwards.error_message
+    twice = commit(table_id, *[pb.PbLakeTableOffsetForBucket(bucket_id=1, log_end_offset=4)] * 2)
+    assert "tables_req[0].buckets_req[1].bucket_id 1 appears twice" in twice.error_message
+    unknown = commit(99, pb.PbLakeTableOffsetForBucket(bucket_id=0, log_end_offset=4))
+    assert unknown.error_code == lakelog.TableNotExistError.code and "table id 99" in unknown.error_message
+    with pytest.raises(lakelog.LakeSnapshotNotExistError):
+        conn.admin.get_lake_snapshot(table.path)

@@ -15,10 +15,12 @@ from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.server.server_process import ServerProcess
 from tests.conftest import create_table, order_rows, scan_all
 
+SECRET = {"cluster.secret": "test-cluster-secret"}  # what every server of a multi-process cluster is given
+
 
 @pytest.fixture
 def cluster(tmp_path: Path):
-    coordinator = ServerProcess({"data.dir": str(tmp_path / "c"), "server.port": 0}, ("coordinator",)).start()
+    coordinator = ServerProcess({"data.dir": str(tmp_path / "c"), "server.port": 0, **SECRET}, ("coordinator",)).start()
     tablets = [
         ServerProcess(
             {
@@ -26,6 +28,7 @@ def cluster(tmp_path: Path):
                 "server.port": 0,
                 "coordinator.address": coordinator.address,
                 "tablet-server.id": i,
+                **SECRET,
             },
             ("tablet-server",),
         ).start()
@@ -64,7 +67,7 @@ def test_tablet_server_restart_keeps_its_buckets(cluster, tmp_path: Path) -> Non
         writer.flush()
         tablets[0].stop(0)
         restarted = ServerProcess(
-            {"data.dir": str(tmp_path / "t1"), "server.port": 0, "coordinator.address": coordinator.address},
+            {"data.dir": str(tmp_path / "t1"), "server.port": 0, "coordinator.address": coordinator.address, **SECRET},
             ("tablet-server",),
         ).start()
         tablets[0] = restarted

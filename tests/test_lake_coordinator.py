@@ -16,7 +16,7 @@ from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import LAKE_TABLE, create_table, lake_table
+from tests.conftest import LAKE_TABLE, create_table, lake_table, member_metadata
 
 PATH = lakelog.TablePath("shop", "orders")
 
@@ -74,7 +74,9 @@ def test_lake_offsets_survive_a_restart_and_reach_a_registering_tablet_server(
         assert lake_ranges == {0: (0, 30), 1: (-1, -1), 2: (0, 10)}
     with grpc.insecure_channel(server.address) as channel:
         node = pb.PbServerNode(node_id=0, host=server.host, port=server.port)  # the server's own registration again
-        response = CoordinatorServiceStub(channel).RegisterTabletServer(pb.RegisterTabletServerRequest(server=node))
+        response = CoordinatorServiceStub(channel).RegisterTabletServer(
+            pb.RegisterTabletServerRequest(server=node), metadata=member_metadata(server)
+        )
     assert codec.lake_offsets_from_pb(response.lake_offsets) == [LakeOffsets(table_id, _snapshot(7, 30, 0, 10))]
 
 

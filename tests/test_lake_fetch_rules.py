@@ -16,7 +16,7 @@ import lakelog
 from lakelog.record.batch import read_header
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
-from tests.conftest import create_table, expire_remote
+from tests.conftest import create_table, expire_remote, member_metadata
 from tests.test_remote_server import BASE_CONF, Remote, all_batches, local_log, produce, remote_manager
 
 SNAPSHOT = 4242
@@ -24,7 +24,7 @@ SNAPSHOT = 4242
 
 def call(server, method: str, request):  # noqa: ANN001, ANN201 - raw protobuf in, raw protobuf out
     with grpc.insecure_channel(server.address) as channel:
-        return getattr(TabletServiceStub(channel), method)(request, timeout=30)
+        return getattr(TabletServiceStub(channel), method)(request, timeout=30, metadata=member_metadata(server))
 
 
 def fetch(server, table: lakelog.Table, offset: int, enable_lake: bool) -> pb.PbFetchLogRespForBucket:

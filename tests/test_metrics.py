@@ -177,3 +177,22 @@ def test_metrics_off_by_default_and_counted_per_server(server_factory: Callable[
         produce_orders(create_table(conn), 0, 10)
     assert Scrape(first)("lakelog_produce_records_total", table=TABLE) == 10
     assert Scrape(second)("lakelog_produce_records_total", table=TABLE) == 0
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local IPv4 addresses the kernel has a socket listening on ``port`` at (/proc/net/tcp)."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, hex_port = local.split(":")
+        if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+            found.add(".".join(str(b) for b in reversed(bytes.fromhex(address))))
+    return found
+
+
+def test_metrics_listen_on_loopback_even_when_the_server_listens_everywhere(server_factory) -> None:
+    """The endpoint has no TLS or token and names tables: exposing it takes an explicit metrics.host."""
+    server = server_factory(**{"metrics.port": 0, "server.host": "0.0.0.0"})
+    assert listening_addresses(server.metrics_port) == {"127.0.0.1"}
+    exposed = server_factory(data_dir=server.data_dir.parent / "exposed", **{"metrics.port": 0, "metrics.host": "0.0.0.0"})
+    assert listening_addresses(exposed.metrics_port) == {"0.0.0.0"}

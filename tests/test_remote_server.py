@@ -232,6 +232,7 @@ def test_restart_after_upload_before_manifest_write(remote: Remote, server_facto
         def write_manifest(self, tablet_dir: RemoteLocation, manifest: RemoteLogManifest) -> None:
             raise RemoteStorageError("simulated crash before the manifest write")
 
+    remote = Remote({**remote.conf, "remote.log.orphan-grace": "0ms"})  # the orphan may go at once
     data_dir = tmp_path / "data"
     server = server_factory(data_dir, **remote.conf)
     with lakelog.connect(server.address) as conn:

@@ -72,6 +72,15 @@ class ProducedBatch:
 
 
 @dataclass(frozen=True)
+class BucketRepair:
+    """What a tablet server did to repair one bucket (``summary``), or why it could not (``error``)."""
+
+    bucket: int
+    summary: str = ""
+    error: LakelogError | None = None
+
+
+@dataclass(frozen=True)
 class ListedOffset:
     """A ListOffsets answer for one bucket; ``lake_snapshot_id`` >= 0 says the lake must resolve it."""
 

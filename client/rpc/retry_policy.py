@@ -3,7 +3,8 @@
 One policy for every caller (admin, writer, fetcher, barrier holds, the tiering job), so that a
 leader move or a restarting server looks the same from every API. What may be retried depends on
 whether sending the request again is safe: a request refused for routing (``NotLeaderError``, no
-known leader) or never sent (``ServerUnreachableError``) was not applied, so it is always resent; one lost in transport (``NetworkError``,
+known leader, a server still restoring its state) or never sent (``ServerUnreachableError``) was
+not applied, so it is always resent; one lost in transport (``NetworkError``,
 ``RequestTimeoutError``) may have been applied, so it is resent only when that does no harm (reads,
 lookups). Storage outages (remote storage, the lake) are the caller's to see, not retried here.
 """
@@ -22,10 +23,11 @@ from lakelog.errors import (
     NotLeaderError,
     RemoteStorageError,
     RequestTimeoutError,
+    ServerNotReadyError,
     ServerUnreachableError,
 )
 
-ROUTING_ERRORS = (NotLeaderError, NoTabletServerError, ServerUnreachableError)
+ROUTING_ERRORS = (NotLeaderError, NoTabletServerError, ServerNotReadyError, ServerUnreachableError)
 TRANSPORT_ERRORS = (NetworkError, RequestTimeoutError)
 CALLER_ERRORS = (RemoteStorageError, LakeError)
 

@@ -15,10 +15,12 @@ from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.rpc.rpc_edge import RpcEdge
 from lakelog.client.rpc.fetch_response_parser import parse_fetch_response
-from lakelog.client.rpc.messages import FetchedBucket, FetchRequest, ListedOffset, ProducedBatch, ProduceRequest
+from lakelog.client.rpc.messages import BucketRepair, FetchedBucket, FetchRequest, ListedOffset, ProducedBatch, ProduceRequest
 
 
 _FETCH_LOG = "/lakelog.rpc.TabletService/FetchLog"
+# Rebuilding a manifest lists and reads every segment index of a bucket in remote storage.
+REPAIR_TIMEOUT_S = 120.0
 
 
 def _target(node: ServerNode) -> str:
@@ -128,6 +130,20 @@ class TabletGateway:
             _raise_bucket_error(item)
             described.append((item.bucket_id, codec.bucket_info_from_pb(item)))
         return described
+
+    def repair_log(self, node: ServerNode, table_id: int, buckets: list[int], local: bool, accept_truncation: bool) -> list[BucketRepair]:
+        """``local``: lift a bucket's fence (with ``accept_truncation``); else rebuild its remote manifest."""
+        request = pb.RepairLogRequest(
+            table_id=table_id,
+            bucket_id=buckets,
+            tier=pb.REPAIR_LOCAL if local else pb.REPAIR_REMOTE,
+            accept_truncation=accept_truncation,
+        )
+        response = self._edge.call(self._stub(node).RepairLog, request, _target(node), REPAIR_TIMEOUT_S)
+        return [
+            BucketRepair(item.bucket_id, item.summary, error_from_code(item.error_code, item.error_message) if item.error_code else None)
+            for item in response.buckets
+        ]
 
     def get_server_time(self, node: ServerNode) -> int:
         return self._edge.call(self._stub(node).GetServerTime, pb.GetServerTimeRequest(), _target(node)).server_time_ms

@@ -20,6 +20,7 @@ from lakelog.cli import (
     health_command,
     offsets_command,
     produce_command,
+    repair_command,
     scan_command,
     server_commands,
     table_commands,
@@ -32,7 +33,7 @@ from lakelog.version import __version__
 
 COMMAND_MODULES = [
     server_commands, config_command, demo_command, table_commands, produce_command, scan_command, offsets_command, tier_command,
-    health_command,
+    health_command, repair_command,
 ]
 
 

@@ -12,9 +12,16 @@ class OffsetType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EARLIEST: _ClassVar[OffsetType]
     LATEST: _ClassVar[OffsetType]
     TIMESTAMP: _ClassVar[OffsetType]
+
+class RepairTier(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REPAIR_REMOTE: _ClassVar[RepairTier]
+    REPAIR_LOCAL: _ClassVar[RepairTier]
 EARLIEST: OffsetType
 LATEST: OffsetType
 TIMESTAMP: OffsetType
+REPAIR_REMOTE: RepairTier
+REPAIR_LOCAL: RepairTier
 
 class PbTablePath(_message.Message):
     __slots__ = ("database_name", "table_name")
@@ -457,6 +464,36 @@ class PbLogBucketInfo(_message.Message):
     local_segment_count: int
     remote_segment_count: int
     def __init__(self, bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., remote_log_start_offset: _Optional[int] = ..., remote_log_end_offset: _Optional[int] = ..., lake_log_start_offset: _Optional[int] = ..., lake_log_end_offset: _Optional[int] = ..., local_segment_count: _Optional[int] = ..., remote_segment_count: _Optional[int] = ...) -> None: ...
+
+class RepairLogRequest(_message.Message):
+    __slots__ = ("table_id", "bucket_id", "tier", "accept_truncation")
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    ACCEPT_TRUNCATION_FIELD_NUMBER: _ClassVar[int]
+    table_id: int
+    bucket_id: _containers.RepeatedScalarFieldContainer[int]
+    tier: RepairTier
+    accept_truncation: bool
+    def __init__(self, table_id: _Optional[int] = ..., bucket_id: _Optional[_Iterable[int]] = ..., tier: _Optional[_Union[RepairTier, str]] = ..., accept_truncation: _Optional[bool] = ...) -> None: ...
+
+class RepairLogResponse(_message.Message):
+    __slots__ = ("buckets",)
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    buckets: _containers.RepeatedCompositeFieldContainer[PbRepairLogRespForBucket]
+    def __init__(self, buckets: _Optional[_Iterable[_Union[PbRepairLogRespForBucket, _Mapping]]] = ...) -> None: ...
+
+class PbRepairLogRespForBucket(_message.Message):
+    __slots__ = ("bucket_id", "error_code", "error_message", "summary")
+    BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    bucket_id: int
+    error_code: int
+    error_message: str
+    summary: str
+    def __init__(self, bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., summary: _Optional[str] = ...) -> None: ...
 
 class NotifyLeaderAndIsrRequest(_message.Message):
     __slots__ = ("table_metadata", "dropped_table_id")

@@ -765,6 +765,11 @@ class TabletServiceStub:
                 request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CloseBarrierHoldRequest.SerializeToString,
                 response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CloseBarrierHoldResponse.FromString,
                 _registered_method=True)
+        self.RepairLog = channel.unary_unary(
+                '/lakelog.rpc.TabletService/RepairLog',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.RepairLogRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.RepairLogResponse.FromString,
+                _registered_method=True)
 
 
 class TabletServiceServicer:
@@ -829,6 +834,14 @@ class TabletServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RepairLog(self, request, context):
+        """An operator's repair of buckets this server leads (`lakelog repair`): rebuild a remote
+        manifest from the segment files, or accept a local log that lost acknowledged records.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TabletServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -876,6 +889,11 @@ def add_TabletServiceServicer_to_server(servicer, server):
                     servicer.CloseBarrierHold,
                     request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CloseBarrierHoldRequest.FromString,
                     response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CloseBarrierHoldResponse.SerializeToString,
+            ),
+            'RepairLog': grpc.unary_unary_rpc_method_handler(
+                    servicer.RepairLog,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.RepairLogRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.RepairLogResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1121,6 +1139,33 @@ class TabletService:
             '/lakelog.rpc.TabletService/CloseBarrierHold',
             lakelog_dot_rpc_dot_lakelog__api__pb2.CloseBarrierHoldRequest.SerializeToString,
             lakelog_dot_rpc_dot_lakelog__api__pb2.CloseBarrierHoldResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RepairLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.TabletService/RepairLog',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.RepairLogRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.RepairLogResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -124,29 +124,36 @@ def _entry(name: str, entry: Any, path: str | Path) -> tuple[str, Principal]:
         raise InvalidConfigError(f"{where}: actions must be among {', '.join(Action)}, got {actions}") from None
 
 
-class BearerToken(
+class CallMetadata(
     grpc.UnaryUnaryClientInterceptor,
     grpc.UnaryStreamClientInterceptor,
     grpc.StreamUnaryClientInterceptor,
     grpc.StreamStreamClientInterceptor,
 ):
-    """The caller's side: adds ``authorization: Bearer <token>`` to every call of a channel,
-    streaming ones (reflection) included."""
+    """The caller's side: adds fixed metadata to every call of a channel, streaming ones
+    (reflection) included."""
 
-    def __init__(self, token: str) -> None:
-        self._metadata = ((AUTHORIZATION_KEY, f"Bearer {token}"),)
+    def __init__(self, *metadata: tuple[str, str]) -> None:
+        self._metadata = metadata
 
-    def _with_token(self, details: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
+    def _with_metadata(self, details: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
         return details._replace(metadata=(*(details.metadata or ()), *self._metadata))  # type: ignore[attr-defined]
 
     def intercept_unary_unary(self, continuation: Callable[..., Any], details: grpc.ClientCallDetails, request: Any) -> Any:
-        return continuation(self._with_token(details), request)
+        return continuation(self._with_metadata(details), request)
 
     def intercept_unary_stream(self, continuation: Callable[..., Any], details: grpc.ClientCallDetails, request: Any) -> Any:
-        return continuation(self._with_token(details), request)
+        return continuation(self._with_metadata(details), request)
 
     def intercept_stream_unary(self, continuation: Callable[..., Any], details: grpc.ClientCallDetails, requests: Any) -> Any:
-        return continuation(self._with_token(details), requests)
+        return continuation(self._with_metadata(details), requests)
 
     def intercept_stream_stream(self, continuation: Callable[..., Any], details: grpc.ClientCallDetails, requests: Any) -> Any:
-        return continuation(self._with_token(details), requests)
+        return continuation(self._with_metadata(details), requests)
+
+
+class BearerToken(CallMetadata):
+    """Adds ``authorization: Bearer <token>`` to every call of a channel."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__((AUTHORIZATION_KEY, f"Bearer {token}"))

@@ -36,6 +36,7 @@ from lakelog.metadata import (
     validate_name,
 )
 from lakelog.server.coordinator.lake_tables import LakeTables
+from lakelog.server.coordinator.table_properties import check_comment, validate_table_properties
 from lakelog.server.coordinator.metadata_store import MetadataStore
 from lakelog.server.coordinator.tablet_liveness import TabletLiveness
 
@@ -85,6 +86,7 @@ class Coordinator:
 
     def create_database(self, name: str, ignore_if_exists: bool = False, comment: str = "") -> None:
         validate_name("database", name)
+        check_comment(f"database {name}", comment)
         with self._lock:
             if self._store.database_exists(name):
                 if ignore_if_exists:
@@ -118,6 +120,7 @@ class Coordinator:
         """Create a table; a lake-enabled one gets its Iceberg table first, so a schema the lake
         cannot hold is refused before the lakelog table exists."""
         descriptor.validate()
+        validate_table_properties(f"table {path}", descriptor.properties, descriptor.comment)
         if descriptor.lake_enabled:
             descriptor = self._lake.with_format(descriptor)
         with self._lock:

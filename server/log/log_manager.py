@@ -95,12 +95,13 @@ class LogManager:
             tablet.close()
 
     def tick(self) -> None:
-        """Roll every active segment that has grown too old; the server calls this from a timer.
-        One bucket failing does not stop the others."""
+        """Roll every active segment that has grown too old and checkpoint every log's acknowledged
+        offset; the server calls this from a timer. One bucket failing does not stop the others."""
         with self._lock:
             tablets = list(self._tablets.values())
         for tablet in tablets:
             try:
                 tablet.maybe_roll_by_age()
+                tablet.checkpoint_acknowledged()
             except LakelogError:
-                logger.exception("age-based roll of %s failed", tablet.name)
+                logger.exception("log maintenance of %s failed", tablet.name)

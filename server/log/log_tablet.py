@@ -11,7 +11,6 @@ then read without it, so a read never holds up appends for longer than that snap
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from bisect import bisect_right
@@ -25,10 +24,14 @@ from lakelog.errors import (
     CorruptRecordError,
     InvalidConfigError,
     InvalidRequestError,
+    LogFencedError,
     OffsetOutOfRangeError,
     StorageError,
 )
 from lakelog.record.batch import HEADER_SIZE, BatchHeader, read_header, stamp, validate
+from lakelog.server.log.acknowledged_offset import AcknowledgedOffset
+from lakelog.server.log.durable_files import fsync_directory, write_atomically
+from lakelog.server.log.quarantine import QuarantinedRange, find_holes
 from lakelog.server.log.segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -45,18 +48,6 @@ BatchCheck = Callable[[bytearray, list[tuple[int, BatchHeader]]], None]
 def wall_clock_ms() -> int:
     """The default clock of commit timestamps: milliseconds since the epoch."""
     return time.time_ns() // 1_000_000
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make a file creation, rename or deletion in ``directory`` survive a crash."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise StorageError(f"cannot fsync directory {directory}: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -136,7 +127,10 @@ class LogTablet:
         self._flushed = threading.Condition(self._lock)
         self._flushing = False
         self._closed = False
-        self._segments, self._log_start_offset = self._recover()
+        self._acknowledged = AcknowledgedOffset(directory)
+        self._segments, self._log_start_offset, self._holes = self._recover()
+        self._durable_offset = self._segments[-1].next_offset  # recovery flushed what it kept
+        self._fence = self._check_acknowledged()
         self._last_timestamp = max(segment.max_timestamp for segment in self._segments)
         self._high_watermark = self._end_mark()
         # (end offset, commit timestamp) of appends not yet below the high watermark, oldest first.
@@ -180,6 +174,16 @@ class LogTablet:
         return self._segments[-1].next_offset
 
     @property
+    def quarantined(self) -> tuple[QuarantinedRange, ...]:
+        """Offset ranges of damaged rolled segments set aside at recovery, oldest first."""
+        return self._holes
+
+    @property
+    def fence(self) -> str | None:
+        """Why writes are refused (the log lost acknowledged records), None when they are not."""
+        return self._fence
+
+    @property
     def segments(self) -> list[LogSegment]:
         """The segments, oldest first; the last is the active one."""
         return list(self._segments)
@@ -194,9 +198,10 @@ class LogTablet:
 
     # -- recovery -------------------------------------------------------------------------------
 
-    def _recover(self) -> tuple[tuple[LogSegment, ...], int]:
+    def _recover(self) -> tuple[tuple[LogSegment, ...], int, tuple[QuarantinedRange, ...]]:
         """Open every segment, check the rolled ones cheaply and the active one fully (unless the
-        last shutdown was clean), and return the segments and the log start offset."""
+        last shutdown was clean); only the active one's torn tail is ever cut, a damaged rolled one
+        is quarantined. Returns the segments, the log start offset and the quarantined ranges."""
         marker = self.directory / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         bases = sorted(int(path.stem) for path in self.directory.glob("*.log") if path.stem.isdigit())
@@ -209,16 +214,18 @@ class LogTablet:
         # A crash inside delete_segments_before can leave segments the checkpoint already dropped.
         while len(segments) > 1 and segments[1].base_offset <= start:
             segments.pop(0).delete()
-        truncated = sum(segment.sanity_check() for segment in segments[:-1])
+        segments = [segment for segment in segments[:-1] if self._rolled_segment_intact(segment)] + segments[-1:]
+        truncated = 0
         if segments:
-            truncated += segments[-1].sanity_check() if clean else segments[-1].recover()
+            truncated = segments[-1].sanity_check() if clean else segments[-1].recover()
         else:
             segments.append(LogSegment(self.directory, start, self.config.index_interval_bytes))
         # What survived the restart is durable from now on: the HW may cover all of it.
         segments[-1].flush()
         marker.unlink(missing_ok=True)
-        _fsync_directory(self.directory)
-        start = max(start, segments[0].base_offset)
+        fsync_directory(self.directory)
+        holes = find_holes(self.directory, segments, start)
+        start = max(start, min([segments[0].base_offset, *(hole.start for hole in holes)]))
         if truncated:
             outcome = f"truncated {truncated} bytes of a torn batch"
         else:
@@ -227,7 +234,52 @@ class LogTablet:
             "recovered %s: %d segments, offsets [%d, %d), %s",
             self.name, len(segments), start, segments[-1].next_offset, outcome,
         )
-        return tuple(segments), start
+        return tuple(segments), start, holes
+
+    def _rolled_segment_intact(self, segment: LogSegment) -> bool:
+        """Check a rolled segment without cutting it; a damaged one is quarantined (False)."""
+        try:
+            segment.sanity_check(truncate=False)
+            return True
+        except CorruptRecordError as exc:
+            logger.error(
+                "%s: rolled segment damaged (%s); quarantined as %s, never cut: its offsets are served from "
+                "remote storage if uploaded, else fail by name",
+                self.name, exc.message, segment.quarantine(),
+            )
+            return False
+
+    def _check_acknowledged(self) -> str | None:
+        """The fence, if recovery ended below the last offset checkpointed as acknowledged."""
+        acknowledged, end = self._acknowledged.stored, self._segments[-1].next_offset
+        if acknowledged is None or acknowledged <= end:
+            return None
+        fence = (
+            f"{self.name}: the log recovered to offset {end} but offsets up to {acknowledged} had been acknowledged "
+            f"(damaged tail in {self._segments[-1].path}); writes are refused so no offset is reused, until an "
+            f"operator runs `lakelog repair local ... --bucket {self.bucket} --accept-truncation`"
+        )
+        logger.error("%s", fence)
+        return fence
+
+    def checkpoint_acknowledged(self) -> None:
+        """Record the durable offset as acknowledged (a timer and close call this); not while
+        fenced, which would accept the loss behind the operator's back."""
+        if self._fence is None:
+            self._acknowledged.save(self._durable_offset)
+
+    def accept_truncation(self) -> str:
+        """The operator's choice (``lakelog repair local --accept-truncation``): the lost records stay
+        lost, the log takes writes again from its recovered end. Says what was done."""
+        with self._lock:
+            self._check_open()
+            if self._fence is None:
+                return f"{self.name} is not fenced; nothing changed"
+            lost_from, lost_to = self.log_end_offset, self._acknowledged.stored
+            self._fence = None
+            self._acknowledged.save(self.log_end_offset)
+        logger.warning("%s: operator accepted the loss of offsets [%d, %d); writes resume at %d", self.name, lost_from, lost_to, lost_from)
+        return f"{self.name}: accepted the loss of offsets [{lost_from}, {lost_to}); writes resume at offset {lost_from}"
 
     # -- appending ------------------------------------------------------------------------------
 
@@ -243,6 +295,8 @@ class LogTablet:
         count = sum(header.record_count for _, header in headers)
         with self._lock:
             self._check_open()
+            if self._fence is not None:
+                raise LogFencedError(self._fence)
             now = self._clock()
             commit_timestamp = max(now, self._last_timestamp)
             base_offset = self.log_end_offset
@@ -300,7 +354,7 @@ class LogTablet:
         old = self._segments[-1]
         old.flush()
         new = LogSegment(self.directory, old.next_offset, self.config.index_interval_bytes)
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
         self._segments = (*self._segments, new)
         logger.debug("%s rolled %s", self.name, old)
 
@@ -369,6 +423,7 @@ class LogTablet:
             self._lock.acquire()
             self._flushing = False
             self._flushed.notify_all()  # covered waiters return; the others elect the next leader
+        self._durable_offset = max(self._durable_offset, mark.offset)
         return self._publish(mark)
 
     def flush(self) -> None:
@@ -378,6 +433,7 @@ class LogTablet:
             mark = self._end_mark()
         mark.segment.flush()
         with self._lock:
+            self._durable_offset = max(self._durable_offset, mark.offset)
             advanced = self._publish(mark)
         if advanced:
             self._notify_high_watermark()
@@ -407,10 +463,11 @@ class LogTablet:
         if advanced:
             self._notify_high_watermark()
         self._segments[-1].flush()
+        self.checkpoint_acknowledged()
         for segment in self._segments:
             segment.close()
         (self.directory / CLEAN_SHUTDOWN_FILE).touch()
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -429,12 +486,15 @@ class LogTablet:
             raise OffsetOutOfRangeError(self.bucket, fetch_offset, start)
         if fetch_offset == high_watermark.offset:
             return ReadResult(b"", high_watermark.offset, start)
+        for hole in self._holes:
+            if fetch_offset in hole:
+                raise CorruptRecordError(f"{hole.describe(self.name)}; offset {fetch_offset} cannot be read locally")
         segment = segments[bisect_right(segments, fetch_offset, key=lambda s: s.base_offset) - 1]
         found = segment.find_position(fetch_offset)
         if found is None:
             raise CorruptRecordError(f"{segment.path}: offset {fetch_offset} of {self.name} is not in the segment")
         end = high_watermark.position if segment is high_watermark.segment else segment.size
-        return ReadResult(segment.read(found[0], max_bytes, end), high_watermark.offset, start)
+        return ReadResult(segment.read(found[0], max_bytes, end, fetch_offset), high_watermark.offset, start)
 
     def lookup_offset_by_timestamp(self, timestamp: int) -> int | None:
         """The first offset whose commit timestamp is >= ``timestamp``, None if all are older.
@@ -465,24 +525,18 @@ class LogTablet:
             if not doomed:
                 return 0
             self._segments = self._segments[len(doomed) :]
-            self._log_start_offset = self._segments[0].base_offset
+            gone = [hole for hole in self._holes if hole.end <= offset]
+            self._holes = self._holes[len(gone) :]
+            self._log_start_offset = min([self._segments[0].base_offset, *(hole.start for hole in self._holes)])
             self._write_log_start_offset()
             for segment in doomed:
                 segment.delete()
-            _fsync_directory(self.directory)
+            for hole in gone:
+                if hole.path is not None:
+                    hole.path.unlink(missing_ok=True)
+            fsync_directory(self.directory)
         logger.info("%s deleted %d segments, log start offset now %d", self.name, len(doomed), self._log_start_offset)
         return len(doomed)
 
     def _write_log_start_offset(self) -> None:
-        """Checkpoint the log start offset atomically: write a temporary file, fsync, rename."""
-        path = self.directory / LOG_START_OFFSET_FILE
-        temporary = path.with_suffix(".tmp")
-        try:
-            with open(temporary, "w") as file:
-                file.write(str(self._log_start_offset))
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, path)
-        except OSError as exc:
-            raise StorageError(f"cannot write {path}: {exc}") from exc
-        _fsync_directory(self.directory)
+        write_atomically(self.directory / LOG_START_OFFSET_FILE, str(self._log_start_offset).encode())

@@ -24,6 +24,7 @@ from lakelog.server.log.time_index import TimeIndex
 logger = logging.getLogger(__name__)
 
 _MIN_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+QUARANTINE_SUFFIX = ".quarantined"
 
 
 class LogSegment:
@@ -170,32 +171,60 @@ class LogSegment:
                 return header.base_offset
         return None
 
-    def read(self, start_position: int, max_bytes: int, max_position: int) -> bytes:
+    def read(self, start_position: int, max_bytes: int, max_position: int, holding: int | None = None) -> bytes:
         """Whole batches from ``start_position`` (a batch boundary before ``max_position``), at most
-        ``max_bytes`` of them but at least one, none past ``max_position``; every batch returned has
-        passed its CRC check."""
+        ``max_bytes`` of them but at least one, none past ``max_position``; the first holds offset
+        ``holding`` when given. Every batch returned has passed its CRC check, and its offsets
+        continue the previous one's (the stamped base offset lies outside the CRC)."""
         data = self._pread(max(0, min(max_bytes, max_position - start_position)), start_position)
-        end = 0
-        for position, header in iter_headers(data):
-            validate(data, position, f"{self.path} at byte {start_position + position}")
-            end = position + header.size
-        if end == 0:
+        headers = list(iter_headers(data))
+        if not headers:
             # The first batch alone is bigger than max_bytes: return it whole, or a reader with a
             # small budget would never get past it.
             _, header = next(self._headers(start_position, max_position))
             data = self._pread(header.size, start_position)
-            validate(data, 0, f"{self.path} at byte {start_position}")
-            end = header.size
+            headers = [(0, header)]
+        first = headers[0][1]
+        if holding is not None and not first.base_offset <= holding < first.next_offset:
+            raise CorruptRecordError(
+                f"{self.path} at byte {start_position}: batch offsets [{first.base_offset}, {first.next_offset}) "
+                f"do not hold offset {holding} (a damaged header)"
+            )
+        self._check(data, start_position, headers, first.base_offset)
+        end = headers[-1][0] + headers[-1][1].size
         return data if end == len(data) else data[:end]
+
+    def _check(self, data: bytes, start_position: int, headers: list[tuple[int, BatchHeader]], expected: int) -> int:
+        """CRC of each batch and offsets continuing from ``expected``; returns the next offset."""
+        for position, header in headers:
+            where = f"{self.path} at byte {start_position + position}"
+            validate(data, position, where)
+            if header.base_offset != expected:
+                raise CorruptRecordError(f"{where}: batch offset {header.base_offset}, expected {expected} (a damaged header)")
+            expected = header.next_offset
+        return expected
+
+    def verify(self, chunk_bytes: int = 1 << 20) -> None:
+        """Check every batch of the segment (CRC and offsets from the base offset), a chunk of whole
+        batches at a time: what an upload does first, so a damaged batch never reaches the remote tier."""
+        position, expected = 0, self.base_offset
+        while position < self.size:
+            batch = next(self._headers(position, self.size))[1]
+            data = self._pread(max(chunk_bytes, batch.size), position)
+            headers = list(iter_headers(data))
+            expected = self._check(data, position, headers, expected)
+            position += headers[-1][0] + headers[-1][1].size
 
     # -- startup checks -----------------------------------------------------------------------
 
-    def recover(self) -> int:
+    def recover(self, truncate: bool = True) -> int:
         """Validate every batch from the start and cut the file at the first bad or torn one.
 
         A batch is good when its magic, length and CRC check out, its offsets continue the previous
         batch's (the first starts at the base offset) and its timestamp does not go back. Both
-        indexes are rebuilt. Returns how many bytes were cut off.
+        indexes are rebuilt. Returns how many bytes were cut off. With ``truncate`` false (a rolled
+        segment: it was fsynced whole, so damage is not a torn write) nothing is cut: damage raises
+        CorruptRecordError naming the byte and offset instead.
         """
         self.offset_index.truncate_to(self.base_offset)
         self.time_index.truncate_to(self.base_offset)
@@ -226,6 +255,8 @@ class LogSegment:
                 self._track(position, header)
                 valid_end = position + header.size
         except CorruptRecordError as exc:
+            if not truncate:
+                raise CorruptRecordError(f"{exc.message} (offsets from {self.next_offset} on are damaged)") from None
             logger.warning("%s; truncating the segment at byte %d of %d", exc.message, valid_end, file_size)
         self.size = valid_end
         if valid_end < file_size:
@@ -249,15 +280,28 @@ class LogSegment:
             return False
         return True
 
-    def sanity_check(self) -> int:
+    def sanity_check(self, truncate: bool = True) -> int:
         """Trust the indexes if they hold together and the last batch ends at the file's end;
-        otherwise :meth:`recover`. Reads only the headers after the last index entry."""
+        otherwise :meth:`recover` (with ``truncate``). Reads only the headers after the last index entry."""
         try:
             self._check_tail()
         except CorruptRecordError as exc:
             logger.warning("%s; rebuilding the segment's indexes", exc.message)
-            return self.recover()
+            return self.recover(truncate)
         return 0
+
+    def quarantine(self) -> Path:
+        """Set a damaged rolled segment aside, never cut: ``.log`` renamed to ``.log.quarantined``
+        (an operator may salvage it), the indexes deleted (they are derived). Returns the new path."""
+        self.close()
+        self.offset_index.delete()
+        self.time_index.delete()
+        target = self.path.with_name(self.path.name + QUARANTINE_SUFFIX)
+        try:
+            os.replace(self.path, target)
+        except OSError as exc:
+            raise StorageError(f"cannot quarantine segment {self.path}: {exc}") from exc
+        return target
 
     def _check_tail(self) -> None:
         self._reset_state()

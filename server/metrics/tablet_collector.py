@@ -39,8 +39,25 @@ class TabletStateCollector(Collector):
             "Records of a lake-enabled table not yet in a committed lake snapshot (high watermark minus lake end).",
             labels=["table"],
         )
+        manifest_errors = GaugeMetricFamily(
+            "lakelog_remote_manifest_errors",
+            "Buckets whose remote manifest is missing, damaged or older than this server wrote: their remote "
+            "range is neither read nor deleted until `lakelog repair remote`.",
+            labels=["table"],
+        )
+        quarantined = GaugeMetricFamily(
+            "lakelog_quarantined_segments",
+            "Damaged rolled segments set aside at recovery (named at ERROR): their offsets come from remote storage or fail.",
+            labels=["table"],
+        )
+        fenced = GaugeMetricFamily(
+            "lakelog_fenced_buckets",
+            "Buckets refusing writes because their log lost acknowledged records, until `lakelog repair local`.",
+            labels=["table"],
+        )
         for info, buckets in self._replicas.led_tables():
             local_segments = local_bytes = remote_segments = remote_bytes = not_uploaded = not_in_lake = 0
+            holes = fences = 0
             for bucket in buckets:
                 tablet = self._logs.get(info.table_id, bucket)
                 if tablet is None:  # dropped since led_tables()
@@ -49,6 +66,8 @@ class TabletStateCollector(Collector):
                 manifest = self._remote.known_manifest(info.table_id, bucket)
                 high_watermark = tablet.high_watermark
                 local_segments += len(local)
+                holes += len(tablet.quarantined)
+                fences += tablet.fence is not None
                 local_bytes += sum(segment.size for segment in local)
                 remote_segments += len(manifest.segments)
                 remote_bytes += sum(segment.size_in_bytes for segment in manifest.segments)
@@ -61,9 +80,12 @@ class TabletStateCollector(Collector):
             sizes.add_metric([table, "local"], local_bytes)
             sizes.add_metric([table, "remote"], remote_bytes)
             upload_lag.add_metric([table], not_uploaded)
+            manifest_errors.add_metric([table], self._remote.manifest_errors(info.table_id))
+            quarantined.add_metric([table], holes)
+            fenced.add_metric([table], fences)
             if info.lake_enabled:
                 lake_lag.add_metric([table], not_in_lake)
-        yield from (segments, sizes, upload_lag, lake_lag)
+        yield from (segments, sizes, upload_lag, lake_lag, manifest_errors, quarantined, fenced)
         yield GaugeMetricFamily(
             "lakelog_barrier_holds", "Barrier holds remembered: open ones, and closed ones the barrier has not passed.", value=len(self._replicas.holds)
         )

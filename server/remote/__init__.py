@@ -6,6 +6,8 @@ Layout under ``remote.data.dir`` (a contract with the client, which reads segmen
         <segment_id>/<start_offset:020d>.log .index .timeindex
         manifest.json                                         the segments that exist, oldest first
 
-Only what ``manifest.json`` lists exists: files of a segment missing from it are orphans of an
-upload the manifest never recorded, and are deleted.
+Only what ``manifest.json`` lists exists for readers. Files of a segment starting past its range are
+orphans of an upload the manifest never recorded, deleted once older than ``remote.log.orphan-grace``;
+nothing is deleted while the manifest is missing, damaged or older than the version this server
+wrote (its local ``remote-log-checkpoint`` says which): ``lakelog repair remote`` rebuilds it.
 """

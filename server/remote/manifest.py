@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from bisect import bisect_right
 from dataclasses import asdict, dataclass
+from typing import Iterable
 
 from lakelog.errors import RemoteStorageError
 from lakelog.metadata import RemoteLogSegment
@@ -64,3 +65,20 @@ class RemoteLogManifest:
             return cls(int(raw["version"]), segments)
         except (ValueError, KeyError, TypeError) as exc:
             raise RemoteStorageError(f"{where}: not a remote log manifest: {exc!r}") from None
+
+
+def contiguous_run(segments: Iterable[RemoteLogSegment]) -> tuple[RemoteLogSegment, ...]:
+    """Of segments found in storage, the contiguous run (each starting where the previous ends)
+    that reaches the highest offset, the longest among those; a duplicate of a range (an upload
+    retried under a new id) is taken once."""
+    by_start: dict[int, RemoteLogSegment] = {}
+    for segment in sorted(segments, key=lambda s: (s.start_offset, s.end_offset, s.segment_id)):
+        by_start.setdefault(segment.start_offset, segment)
+    best: tuple[RemoteLogSegment, ...] = ()
+    for first in by_start.values():
+        run = [first]
+        while run[-1].end_offset in by_start and run[-1].end_offset > run[-1].start_offset:
+            run.append(by_start[run[-1].end_offset])
+        if not best or (run[-1].end_offset, len(run)) > (best[-1].end_offset, len(best)):
+            best = tuple(run)
+    return best

@@ -7,9 +7,10 @@ produce and fetch never wait on remote storage, and local segments stay until th
 the manifest. :meth:`RemoteLogManager.run_once` does one pass over every bucket now, whatever
 the schedule: for tests and operators.
 
-The manifest is the truth across restarts: a bucket's first pass re-reads it and deletes any files
-it does not name, so a crash between an upload and its manifest write costs one re-upload under a
-new id, and each segment is in the manifest exactly once.
+The manifest is the truth across restarts: a bucket's first pass re-reads it (failing closed when
+it cannot be trusted, see :mod:`lakelog.server.remote`) and deletes the files past its range it does
+not name, so a crash between an upload and its manifest write costs one re-upload under a new id,
+and each segment is in the manifest exactly once.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from lakelog.config import Configuration
+from lakelog.config import OPTIONS, Configuration
 from lakelog.errors import LakelogError, NotLeaderError
 from lakelog.metadata import RemoteLogFetchInfo, TableInfo, TablePath
 from lakelog.server.log.log_tablet import LogTablet, wall_clock_ms
@@ -60,9 +61,11 @@ class RemoteLogManager:
         lake_end_offset: LakeEndOffset | None = None,
         clock: Callable[[], int] = wall_clock_ms,
         monotonic: Callable[[], float] = time.monotonic,
+        orphan_grace_ms: int = OPTIONS["remote.log.orphan-grace"].default,
     ) -> None:
         self.storage = storage
         self.task_interval_ms = task_interval_ms
+        self.orphan_grace_ms = orphan_grace_ms
         self.lake_end_offset = lake_end_offset
         self.clock = clock  # ms since the epoch, what TTL compares with; public so tests can move it
         self._monotonic = monotonic
@@ -77,7 +80,12 @@ class RemoteLogManager:
     def from_configuration(
         cls, conf: Configuration, data_dir: Path, lake_end_offset: LakeEndOffset | None = None
     ) -> RemoteLogManager:
-        return cls(RemoteLogStorage.from_configuration(conf, data_dir), conf.get("remote.log.task-interval"), lake_end_offset)
+        return cls(
+            RemoteLogStorage.from_configuration(conf, data_dir),
+            conf.get("remote.log.task-interval"),
+            lake_end_offset,
+            orphan_grace_ms=conf.get("remote.log.orphan-grace"),
+        )
 
     # -- leadership -----------------------------------------------------------------------------
 
@@ -131,6 +139,17 @@ class RemoteLogManager:
     def lookup_offset_by_timestamp(self, table_id: int, bucket: int, timestamp: int, below: int) -> int | None:
         return self.tablet(table_id, bucket).lookup_offset_by_timestamp(self.storage, timestamp, below)
 
+    def manifest_errors(self, table_id: int) -> int:
+        """How many led buckets of a table have a manifest that is missing or damaged (a metric)."""
+        with self._lock:
+            return sum(1 for key, remote in self._tablets.items() if key[0] == table_id and remote.manifest_error)
+
+    def repair(self, table_id: int, bucket: int) -> str:
+        """Rebuild a bucket's manifest from its remote files, between two passes of the task."""
+        remote = self.tablet(table_id, bucket)
+        with self._pass_lock:
+            return remote.repair(self.storage)
+
     # -- the task -------------------------------------------------------------------------------
 
     def tick(self) -> None:
@@ -167,7 +186,7 @@ class RemoteLogManager:
         try:
             policy = TieringPolicy.of(remote.info)
             if not remote.reconciled:
-                report.orphans_deleted += len(remote.reconcile(self.storage))
+                report.orphans_deleted += len(remote.reconcile(self.storage, self.clock() - self.orphan_grace_ms))
             for _ in remote.upload(self.storage):
                 report.uploaded += 1
                 if not remote.active or self._closed.is_set():

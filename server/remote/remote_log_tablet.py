@@ -3,8 +3,9 @@
 The manifest held here is the last one this server wrote or read, replaced whole (never mutated),
 so readers on RPC threads take it without a lock while the remote log task changes it. The task
 runs the steps in order, on one thread: :meth:`reconcile` (after a start or a failure: read the
-manifest, the truth, and delete what it does not name), :meth:`upload`, :meth:`retain_local`,
-:meth:`expire`. Storage is passed in rather than held, so the manager owns the one instance.
+manifest, the truth, checked against the local checkpoint, and delete the orphans past its range),
+:meth:`upload`, :meth:`retain_local`, :meth:`expire`; an operator's :meth:`repair` runs between
+passes. Storage is passed in rather than held, so the manager owns the one instance.
 """
 
 from __future__ import annotations
@@ -14,20 +15,17 @@ import threading
 from dataclasses import dataclass
 from typing import Iterator
 
-from lakelog.config import parse_duration_ms
-from lakelog.errors import InvalidConfigError
+from lakelog.errors import RemoteStorageError
 from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment, TableInfo
 from lakelog.remote_fs import RemoteLocation
+from lakelog.server.coordinator.table_properties import LOCAL_SEGMENTS, TTL, table_property
 from lakelog.server.log.log_tablet import LogTablet
-from lakelog.server.remote.manifest import RemoteLogManifest
+from lakelog.server.remote.manifest import MANIFEST_FILE, RemoteLogManifest, contiguous_run
+from lakelog.server.remote.remote_checkpoint import RemoteCheckpoint
 from lakelog.server.remote.remote_storage import RemoteLogStorage
 
 logger = logging.getLogger(__name__)
 
-LOCAL_SEGMENTS_PROPERTY = "table.log.tiered.local-segments"
-TTL_PROPERTY = "table.log.ttl"
-DEFAULT_LOCAL_SEGMENTS = 2
-DEFAULT_TTL = "7d"
 MAX_FETCH_SEGMENTS = 16
 
 
@@ -41,15 +39,12 @@ class TieringPolicy:
 
     @classmethod
     def of(cls, info: TableInfo) -> TieringPolicy:
-        properties = info.properties
-        try:
-            local_segments = int(properties.get(LOCAL_SEGMENTS_PROPERTY, DEFAULT_LOCAL_SEGMENTS))
-            ttl_ms = parse_duration_ms(properties.get(TTL_PROPERTY, DEFAULT_TTL))
-        except ValueError as exc:
-            raise InvalidConfigError(f"{info.path}: bad tiering property: {exc}") from None
-        if local_segments < 1:
-            raise InvalidConfigError(f"{info.path}: {LOCAL_SEGMENTS_PROPERTY} must be at least 1, not {local_segments}")
-        return cls(local_segments, ttl_ms, info.lake_enabled)
+        where = f"table {info.path}"
+        return cls(
+            table_property(where, info.properties, LOCAL_SEGMENTS),
+            table_property(where, info.properties, TTL),
+            info.lake_enabled,
+        )
 
 
 class RemoteLogTablet:
@@ -64,6 +59,7 @@ class RemoteLogTablet:
         self.failures = 0
         self.next_due = next_due
         self._manifest: RemoteLogManifest | None = None
+        self.manifest_error: RemoteStorageError | None = None  # set while the manifest cannot be trusted
         self._lock = threading.Lock()
 
     @property
@@ -79,18 +75,60 @@ class RemoteLogTablet:
         return manifest if manifest is not None else RemoteLogManifest()
 
     def manifest(self, storage: RemoteLogStorage) -> RemoteLogManifest:
-        """The manifest, read from remote storage the first time (after a restart)."""
+        """The manifest, read from remote storage the first time (after a restart); raises
+        RemoteStorageError while it is missing or damaged, so no reader skips the range silently."""
         manifest = self._manifest
         if manifest is None:
             with self._lock:
                 if self._manifest is None:
-                    self._manifest = storage.read_manifest(self.directory)
+                    self._manifest = self._read_manifest(storage)
                 manifest = self._manifest
         return manifest
 
+    def _read_manifest(self, storage: RemoteLogStorage) -> RemoteLogManifest:
+        """The manifest in remote storage, checked against the local checkpoint; fails closed
+        (RemoteStorageError naming the manifest, logged at ERROR once) when it cannot be trusted."""
+        manifest, problem = self._check_manifest(storage)
+        if problem:
+            error = RemoteStorageError(
+                f"{problem}: its remote segments are neither read nor deleted until "
+                f"`lakelog repair remote {self.info.path}` rebuilds it"
+            )
+            if self.manifest_error is None:
+                logger.error("%s", error.message)
+            self.manifest_error = error
+            raise error
+        self.manifest_error = None
+        return manifest
+
+    def _check_manifest(self, storage: RemoteLogStorage) -> tuple[RemoteLogManifest, str | None]:
+        """The manifest (empty if there is none) and what is wrong with it, if anything: damaged,
+        missing although this server wrote one or segment files lie beside it, or older than the
+        version this server wrote."""
+        location = f"{self.directory.uri}/{MANIFEST_FILE}"
+        data = storage.read_manifest(self.directory)
+        try:
+            manifest = None if data is None else RemoteLogManifest.from_json(data, location)
+        except RemoteStorageError as damaged:
+            return RemoteLogManifest(), f"{damaged.message} ({self.name})"
+        checkpoint = RemoteCheckpoint.load(self.tablet.directory)
+        found = f"remote manifest {location} of {self.name}"
+        if manifest is None and checkpoint is not None and checkpoint.version > 0:
+            return RemoteLogManifest(), f"{found} is missing, but this server wrote {checkpoint.describe()}"
+        if manifest is None and checkpoint is None:
+            segments = [item.name for item in storage.list_objects(self.directory) if item.is_dir]
+            if segments:
+                return RemoteLogManifest(), f"{found} is missing, but {len(segments)} segment directories lie beside it"
+        if manifest is not None and checkpoint is not None and manifest.version < checkpoint.version:
+            return manifest, f"{found} is version {manifest.version}, older than the {checkpoint.describe()} this server wrote"
+        return (manifest if manifest is not None else RemoteLogManifest()), None
+
     def _publish(self, manifest: RemoteLogManifest) -> None:
-        """Make a manifest the task read or wrote current. Under the lock, so a first read by a
-        reader still in flight cannot land after it and bring back an older version."""
+        """Make a manifest the task read or wrote current and checkpoint its range locally. Under
+        the lock, so a first read by a reader still in flight cannot land after it and bring back
+        an older version."""
+        if RemoteCheckpoint.of(manifest) != RemoteCheckpoint.load(self.tablet.directory):
+            RemoteCheckpoint.of(manifest).save(self.tablet.directory)
         with self._lock:
             self._manifest = manifest
 
@@ -117,16 +155,43 @@ class RemoteLogTablet:
 
     # -- maintenance (the remote log task's thread only) ----------------------------------------
 
-    def reconcile(self, storage: RemoteLogStorage) -> list[str]:
-        """Re-read the manifest and delete the segment files it does not name: an upload whose
-        manifest write failed or never happened (a crash) left them. Returns what was deleted."""
-        manifest = storage.read_manifest(self.directory)
+    def reconcile(self, storage: RemoteLogStorage, orphans_before_ms: int) -> list[str]:
+        """Re-read the manifest and delete the files past its range it does not name, last written
+        before ``orphans_before_ms``: an upload whose manifest write failed or never happened (a
+        crash) left them. Returns what was deleted."""
+        manifest = self._read_manifest(storage)
         self._publish(manifest)
-        orphans = storage.delete_orphans(self.directory, manifest)
+        orphans = storage.delete_orphans(self.directory, manifest, orphans_before_ms)
         if orphans:
             logger.info("%s deleted %d orphan remote files: %s", self.name, len(orphans), ", ".join(orphans))
         self.reconciled = True
         return orphans
+
+    def repair(self, storage: RemoteLogStorage) -> str:
+        """Rebuild the manifest from the segment files and their indexes (``lakelog repair remote``):
+        the contiguous run of whole segments that reaches furthest; says what it wrote and skipped."""
+        segments, skipped = [], []
+        for found in storage.list_objects(self.directory):
+            if found.is_dir:
+                try:
+                    segments.append(storage.segment_of(self.directory, found))
+                except RemoteStorageError as error:
+                    skipped.append(error.message)
+        checkpoint = RemoteCheckpoint.load(self.tablet.directory)
+        versions = [checkpoint.version if checkpoint else 0, self.known_manifest.version]
+        manifest = RemoteLogManifest(max(versions) + 1, contiguous_run(segments))
+        storage.write_manifest(self.directory, manifest)
+        self._publish(manifest)
+        self.manifest_error = None
+        self.reconciled = False  # the next pass deletes, past the grace period, what the run left out
+        summary = f"rebuilt {self.directory.uri}/{MANIFEST_FILE} of {self.name}: {RemoteCheckpoint.of(manifest).describe()}"
+        summary += f", {len(manifest.segments)} of {len(segments)} segments"
+        if checkpoint is not None and manifest.end_offset < checkpoint.end_offset:
+            summary += f"; WARNING: this server had uploaded up to offset {checkpoint.end_offset}"
+        if skipped:
+            summary += "; skipped: " + "; ".join(skipped)
+        logger.warning("%s", summary)
+        return summary
 
     def upload(self, storage: RemoteLogStorage) -> Iterator[RemoteLogSegment]:
         """Upload, oldest first, every rolled segment the manifest lacks, writing the manifest after
@@ -134,11 +199,15 @@ class RemoteLogTablet:
         manifest, so the caller counts progress even when a later one fails, and may stop early."""
         manifest = self.known_manifest
         high_watermark = self.tablet.high_watermark
-        pending = [
-            segment
-            for segment in self.tablet.segments[:-1]
-            if segment.base_offset >= manifest.end_offset and 0 < segment.size and segment.next_offset <= high_watermark
-        ]
+        pending = []
+        expected = manifest.end_offset if manifest.end_offset >= 0 else None
+        for segment in self.tablet.segments[:-1]:
+            if segment.base_offset < manifest.end_offset or not 0 < segment.size or segment.next_offset > high_watermark:
+                continue
+            if expected is not None and segment.base_offset != expected:
+                break  # a quarantined segment's hole: the manifest stays contiguous
+            pending.append(segment)
+            expected = segment.next_offset
         for segment in pending:
             entry = storage.upload_segment(self.directory, segment)
             manifest = manifest.appended(entry)

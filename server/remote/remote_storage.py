@@ -12,6 +12,8 @@ import threading
 import uuid
 from collections import OrderedDict
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, TypeVar
 
@@ -21,6 +23,7 @@ import pyarrow.fs as pafs
 from lakelog.config import Configuration
 from lakelog.errors import RemoteStorageError
 from lakelog.metadata import RemoteLogSegment, TablePath, remote_segment_file
+from lakelog.record.batch import HEADER_SIZE, read_header
 from lakelog.remote_fs import RemoteLocation, file_system
 from lakelog.server.log.segment import LogSegment
 from lakelog.server.remote.dense_index import DenseIndex, DenseIndexes, DenseOffsetIndex, DenseTimeIndex
@@ -30,6 +33,37 @@ UPLOAD_CHUNK_BYTES = 1 << 20
 INDEX_CACHE_BYTES = 64 << 20
 
 _Index = TypeVar("_Index", bound=DenseIndex)
+
+
+@dataclass
+class RemoteObject:
+    """A top-level entry of a bucket's remote dir: a segment dir (``<segment_id>/<start>.log`` and
+    its indexes) or a file (the manifest, a temporary manifest)."""
+
+    name: str
+    is_dir: bool
+    start_offset: int | None = None
+    sizes: dict[str, int] = field(default_factory=dict)
+    newest_ms: int | None = None
+    unknown_age: bool = False
+
+    @property
+    def suffixes(self) -> set[str]:
+        return set(self.sizes)
+
+    def add_file(self, relative: str, size: int | None, mtime: datetime | None) -> None:
+        if mtime is None:
+            self.unknown_age = True
+        else:
+            self.newest_ms = max(self.newest_ms or 0, int(mtime.timestamp() * 1000))
+        stem, dot, suffix = relative.partition(".")
+        if self.is_dir and stem.isdigit() and dot:
+            self.start_offset = int(stem)
+            self.sizes[f".{suffix}"] = size or 0
+
+    def written_before(self, ms: int) -> bool:
+        """True only when every file's age is known and older: an unknown age is never old enough."""
+        return not self.unknown_age and self.newest_ms is not None and self.newest_ms < ms
 
 
 def segment_file(tablet_dir: RemoteLocation, segment_id: str, start_offset: int, suffix: str) -> RemoteLocation:
@@ -102,6 +136,7 @@ class RemoteLogStorage:
         """Copy a rolled segment under a new id: its ``.log`` byte for byte, streamed in chunks,
         and dense indexes built from its batch headers. Nothing refers to the files until the
         caller puts the returned entry into the manifest."""
+        segment.verify()  # a damaged batch is never copied to the remote tier
         segment_id = uuid.uuid4().hex
         start = segment.base_offset
         indexes = DenseIndexes.build(start, segment.iter_batches())
@@ -117,27 +152,66 @@ class RemoteLogStorage:
     def delete_segment(self, tablet_dir: RemoteLocation, segment_id: str) -> None:
         self._delete(tablet_dir.child(segment_id), directory=True)
 
-    def delete_orphans(self, tablet_dir: RemoteLocation, manifest: RemoteLogManifest) -> list[str]:
-        """Delete everything in the tablet dir the manifest does not name (segments whose upload the
-        manifest never recorded, temporary manifests); returns the names deleted."""
-        keep = {MANIFEST_FILE, *(segment.segment_id for segment in manifest.segments)}
+    def list_objects(self, tablet_dir: RemoteLocation) -> list[RemoteObject]:
+        """Every top-level entry of a bucket's remote dir, segment dirs with the files under them."""
         with self._io("list", tablet_dir):
-            entries = self._fs.get_file_info(pafs.FileSelector(tablet_dir.path, allow_not_found=True))
-        orphans = [entry for entry in entries if entry.base_name not in keep]
-        for entry in orphans:
-            self._delete(tablet_dir.child(entry.base_name), entry.type == pafs.FileType.Directory)
-        return [entry.base_name for entry in orphans]
+            entries = self._fs.get_file_info(pafs.FileSelector(tablet_dir.path, allow_not_found=True, recursive=True))
+        objects: dict[str, RemoteObject] = {}
+        for entry in entries:
+            name, _, rest = entry.path[len(tablet_dir.path) + 1 :].partition("/")
+            found = objects.setdefault(name, RemoteObject(name, is_dir=bool(rest) or entry.type == pafs.FileType.Directory))
+            if entry.type == pafs.FileType.File:
+                found.add_file(rest, entry.size, entry.mtime)
+        return sorted(objects.values(), key=lambda o: o.name)
+
+    def delete_orphans(self, tablet_dir: RemoteLocation, manifest: RemoteLogManifest, older_than_ms: int) -> list[str]:
+        """Delete what the manifest does not name, but only objects newer than its range (a segment
+        starting at or past its end: an upload it never recorded; a temporary manifest) and last
+        written before ``older_than_ms`` (ms since the epoch), so an upload in flight or a manifest
+        that lags its objects never costs data. Returns the names deleted."""
+        keep = {MANIFEST_FILE, *(segment.segment_id for segment in manifest.segments)}
+        orphans = [
+            found
+            for found in self.list_objects(tablet_dir)
+            if found.name not in keep
+            and found.written_before(older_than_ms)
+            and (not found.is_dir or (found.start_offset is not None and found.start_offset >= manifest.end_offset))
+        ]
+        for found in orphans:
+            self._delete(tablet_dir.child(found.name), found.is_dir)
+        return [found.name for found in orphans]
+
+    def segment_of(self, tablet_dir: RemoteLocation, found: RemoteObject) -> RemoteLogSegment:
+        """The manifest entry of an uploaded segment rebuilt from its files: the dense offset index
+        locates its last batch, whose header gives the end offset; the time index its max timestamp."""
+        where = f"{tablet_dir.uri}/{found.name}"
+        if found.start_offset is None or not {".log", ".index", ".timeindex"} <= found.suffixes:
+            raise RemoteStorageError(f"{where}: not a whole uploaded segment (has {sorted(found.suffixes) or 'no files'})")
+        start = found.start_offset
+        stub = RemoteLogSegment(found.name, start, start, -1, found.sizes[".log"])
+        offsets, times = self.offset_index(tablet_dir, stub), self.time_index(tablet_dir, stub)
+        entries = len(offsets)
+        if not entries or entries != len(times) or offsets[0] != (0, 0):
+            raise RemoteStorageError(f"{where}: its indexes do not describe a segment starting at offset {start}")
+        last_offset, last_position = offsets[entries - 1]
+        log_file = segment_file(tablet_dir, found.name, start, ".log")
+        with self._io("read", log_file):
+            with self._fs.open_input_file(log_file.path) as stream:
+                raw = stream.read_at(HEADER_SIZE, last_position)
+        header = read_header(raw) if len(raw) == HEADER_SIZE else None
+        if header is None or header.base_offset != start + last_offset or last_position + header.size != stub.size_in_bytes:
+            raise RemoteStorageError(f"{where}: the last batch its index names does not end the .log file")
+        return RemoteLogSegment(found.name, start, header.next_offset, times[entries - 1][0], stub.size_in_bytes)
 
     def delete_table(self, path: TablePath, table_id: int) -> None:
         self._delete(self.table_dir(path, table_id), directory=True)
 
     # -- manifest -------------------------------------------------------------------------------
 
-    def read_manifest(self, tablet_dir: RemoteLocation) -> RemoteLogManifest:
-        """The bucket's manifest; an empty one (version 0) if none was ever written."""
-        location = tablet_dir.child(MANIFEST_FILE)
-        data = self._read(location)
-        return RemoteLogManifest() if data is None else RemoteLogManifest.from_json(data, location.uri)
+    def read_manifest(self, tablet_dir: RemoteLocation) -> bytes | None:
+        """The bucket's manifest as stored, None if there is none. Parsing is the caller's: a
+        damaged manifest is a metadata problem to fail closed on, not an outage to retry."""
+        return self._read(tablet_dir.child(MANIFEST_FILE))
 
     def write_manifest(self, tablet_dir: RemoteLocation, manifest: RemoteLogManifest) -> None:
         """Replace the manifest atomically: on a local file system a temporary file renamed over it,

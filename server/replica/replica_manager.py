@@ -30,6 +30,7 @@ from lakelog.errors import (
     NotLeaderError,
     OffsetOutOfRangeError,
     SchemaMismatchError,
+    ServerNotReadyError,
     TableNotExistError,
     UnknownBucketError,
 )
@@ -121,6 +122,22 @@ class ReplicaManager:
         self._data_arrived = threading.Condition()
         self._arrivals = 0
         self._closing = False
+        self._ready = threading.Event()
+
+    # readiness
+
+    def mark_ready(self) -> None:
+        """The coordinator has told this server its buckets and their lake offsets (registration)."""
+        self._ready.set()
+
+    def check_ready(self) -> None:
+        """Fetches and offset lookups wait for :meth:`mark_ready`: before it, a fetch below the local
+        start would be answered "out of range" where the lake holds the offset."""
+        if not self._ready.is_set():
+            raise ServerNotReadyError(
+                f"tablet server {self.server_id} is starting: it has not learned its buckets and lake offsets "
+                "from the coordinator yet; retry"
+            )
 
     # leadership
 
@@ -278,6 +295,12 @@ class ReplicaManager:
                     return self._read_below_local(request, tablet, enable_lake)
                 raise
             except CorruptRecordError as error:
+                remote = self._remote.fetch_info(request.table_id, request.bucket, request.fetch_offset)
+                if remote is not None:  # a quarantined segment the remote tier holds a copy of
+                    return BucketFetchResult(
+                        request.table_id, request.bucket, high_watermark=tablet.high_watermark,
+                        log_start_offset=earliest, remote_log_fetch_info=remote,
+                    )
                 raise CorruptRecordError(f"{self._name(info, request.bucket)}: {error.message}") from None
             records = project_records(read.records, fields) if fields and read.records else read.records
             return BucketFetchResult(request.table_id, request.bucket, records, read.high_watermark, earliest)
@@ -353,6 +376,15 @@ class ReplicaManager:
         """What GetServerTime answers: :meth:`LogManager.barrier_safe_time`, kept out of what the
         barrier holds forbid (see :mod:`barrier_holds`)."""
         return self.holds.safe_time(self._logs.barrier_safe_time())
+
+    def repair(self, table_id: int, bucket: int, local: bool, accept_truncation: bool) -> str:
+        """An operator's repair of a led bucket (``lakelog repair``); what it did, in words."""
+        _, tablet = self._tablet(table_id, bucket)
+        if not local:
+            return self._remote.repair(table_id, bucket)
+        if not accept_truncation:
+            raise InvalidRequestError("RepairLog: a local repair needs accept_truncation, the operator's word that the lost records stay lost")
+        return tablet.accept_truncation()
 
     def describe(self, table_id: int, bucket: int) -> BucketDescription:
         """One consistent look at a bucket: one tablet lookup, one manifest read."""

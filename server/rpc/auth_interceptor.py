@@ -56,6 +56,7 @@ RPC_ACTIONS: Mapping[str, Action] = {
     _TABLET + "GetServerTime": Action.READ,
     _TABLET + "OpenBarrierHold": Action.WRITE,
     _TABLET + "CloseBarrierHold": Action.WRITE,
+    _TABLET + "RepairLog": Action.ADMIN,
 }
 
 
@@ -103,20 +104,20 @@ class AuthInterceptor(grpc.ServerInterceptor):
             self.check(details.method, authorization)
         except (AuthenticationError, AuthorizationError) as error:
             log.warning("refused %s: %s", details.method, error.message)
-            return self._refusal(handler, details.method.rsplit("/", 1)[-1], error)
+            return refusal(handler, details.method.rsplit("/", 1)[-1], error, self._metrics)
         return handler
 
-    def _refusal(self, handler: grpc.RpcMethodHandler, method: str, error: LakelogError) -> grpc.RpcMethodHandler:
-        """A handler of the same kind as ``handler`` that answers ``error`` without parsing the request."""
 
-        def refuse(request: Any, context: grpc.ServicerContext) -> Any:
-            abort(context, error, self._metrics, method)
+def refusal(handler: grpc.RpcMethodHandler, method: str, error: LakelogError, metrics: ServerMetrics) -> grpc.RpcMethodHandler:
+    """A handler of the same kind as ``handler`` that answers ``error`` without parsing the request."""
 
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(refuse)
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(refuse)
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(refuse)
-        return grpc.stream_stream_rpc_method_handler(refuse)
+    def refuse(request: Any, context: grpc.ServicerContext) -> Any:
+        abort(context, error, metrics, method)
 
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(refuse)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(refuse)
+    if handler.stream_unary:
+        return grpc.stream_unary_rpc_method_handler(refuse)
+    return grpc.stream_stream_rpc_method_handler(refuse)

@@ -12,15 +12,16 @@ from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.channel import open_channel
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
 from lakelog.rpc.status import error_from_rpc
+from lakelog.server.rpc.cluster_secret import with_cluster_secret
 
 CALL_TIMEOUT_S = 10.0
 
 
 class CoordinatorClient:
-    def __init__(self, address: str, conf: Configuration) -> None:
+    def __init__(self, address: str, conf: Configuration, cluster_secret: str | None) -> None:
         self.address = address
         self._channel = open_channel(address, conf)
-        self._stub = CoordinatorServiceStub(self._channel)
+        self._stub = CoordinatorServiceStub(with_cluster_secret(self._channel, cluster_secret))
 
     def register(self, node: ServerNode) -> tuple[list[TableAssignment], list[LakeOffsets]]:
         """The buckets this server leads and what of them is already in the lake."""

@@ -13,6 +13,7 @@ from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.rpc.error_boundary import rpc_method
 from lakelog.server.rpc.grpc_server import add_servicer
+from lakelog.server.rpc.request_checks import check_lake_buckets
 
 
 class CoordinatorService(CoordinatorServiceServicer):
@@ -23,10 +24,6 @@ class CoordinatorService(CoordinatorServiceServicer):
 
     def register(self, server: grpc.Server) -> None:
         add_servicer(server, self, "CoordinatorService")
-
-    def set_node(self, node: ServerNode) -> None:
-        """The coordinator's own address is known only once its port is bound."""
-        self._node = node
 
     @rpc_method
     def CreateDatabase(self, request: pb.CreateDatabaseRequest, context: grpc.ServicerContext) -> pb.CreateDatabaseResponse:
@@ -50,7 +47,7 @@ class CoordinatorService(CoordinatorServiceServicer):
         except InvalidRequestError as exc:
             raise InvalidTableError(f"table {path}: {exc.message}") from None
         descriptor = TableDescriptor(
-            schema, request.bucket_count or 1, codec.properties_from_pb(list(request.properties)), request.comment
+            schema, request.bucket_count, codec.properties_from_pb(list(request.properties)), request.comment
         )
         table_id = self._coordinator.create_table(path, descriptor, request.ignore_if_exists)
         return pb.CreateTableResponse(table_id=table_id)
@@ -113,8 +110,13 @@ class CoordinatorService(CoordinatorServiceServicer):
     ) -> pb.CommitLakeTableSnapshotResponse:
         """Each table commits or fails on its own: the error goes in that table's response."""
         responses = []
-        for table in request.tables_req:
+        for index, table in enumerate(request.tables_req):
             try:
+                where = f"CommitLakeTableSnapshot: tables_req[{index}]"
+                if table.snapshot_id < 0:
+                    raise InvalidRequestError(f"{where}.snapshot_id {table.snapshot_id} is negative")
+                info = self._coordinator.table_by_id(table.table_id)
+                check_lake_buckets(f"{where}.buckets_req", table.buckets_req, info.buckets)
                 snapshot = codec.lake_snapshot_from_pb(table.snapshot_id, table.buckets_req)
                 commit = self._coordinator.commit_lake_snapshot(table.table_id, snapshot)
                 self.metrics.record_lake_commit(str(commit.path), commit.records_added)

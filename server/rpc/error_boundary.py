@@ -15,7 +15,9 @@ from typing import Any, Callable, Protocol, TypeVar
 
 import grpc
 
-from lakelog.errors import LakelogError, UnknownServerError
+from google.protobuf.message import Message
+
+from lakelog.errors import InvalidRequestError, LakelogError, UnknownServerError
 from lakelog.rpc.status import ERROR_CODE_KEY, status_code
 from lakelog.server.metrics.server_metrics import ServerMetrics
 
@@ -30,6 +32,28 @@ class InstrumentedService(Protocol):
     metrics: ServerMetrics
 
 
+class MalformedRequest:
+    """What a request that does not parse as its message deserializes to: grpc would answer INTERNAL
+    before any handler ran; :func:`rpc_method` answers INVALID_ARGUMENT naming the method instead."""
+
+    def __init__(self, message_name: str, reason: str) -> None:
+        self.message_name = message_name
+        self.reason = reason
+
+
+def lenient_parser(message_type: type[Message]) -> Callable[[bytes], Message | MalformedRequest]:
+    """A request deserializer that never raises: bytes that are not a ``message_type`` become a
+    :class:`MalformedRequest` for the handler's boundary to refuse."""
+
+    def parse(data: bytes) -> Message | MalformedRequest:
+        try:
+            return message_type.FromString(data)
+        except Exception as exc:  # noqa: BLE001 - any parse failure (DecodeError, bad UTF-8, depth) is bad input
+            return MalformedRequest(message_type.__name__, f"{type(exc).__name__}: {exc}")
+
+    return parse
+
+
 def rpc_method(handler: Handler) -> Handler:
     method = handler.__name__
 
@@ -37,6 +61,8 @@ def rpc_method(handler: Handler) -> Handler:
     def wrapper(self: InstrumentedService, request: Any, context: grpc.ServicerContext) -> Any:
         started = time.perf_counter()
         try:
+            if isinstance(request, MalformedRequest):
+                raise InvalidRequestError(f"{method}: the request is not a valid {request.message_name} ({request.reason})")
             return handler(self, request, context)
         except LakelogError as error:
             abort(context, error, self.metrics, method)

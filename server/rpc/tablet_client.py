@@ -10,16 +10,18 @@ from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.channel import ChannelPool
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
+from lakelog.server.rpc.cluster_secret import with_cluster_secret
 
 NOTIFY_TIMEOUT_S = 10.0
 
 
 class GrpcTabletNotifier:
-    def __init__(self, conf: Configuration) -> None:
+    def __init__(self, conf: Configuration, cluster_secret: str | None) -> None:
         self._channels = ChannelPool(conf)
+        self._secret = cluster_secret
 
     def _stub(self, node: ServerNode) -> TabletServiceStub:
-        return TabletServiceStub(self._channels.get(node.address))
+        return TabletServiceStub(with_cluster_secret(self._channels.get(node.address), self._secret))
 
     def notify_leaders(self, node: ServerNode, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None:
         request = pb.NotifyLeaderAndIsrRequest(

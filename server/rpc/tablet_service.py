@@ -16,6 +16,7 @@ from lakelog.server.replica.replica_manager import BucketFetch, FetchParams, Rep
 from lakelog.server.rpc.error_boundary import rpc_method
 from lakelog.server.rpc.fetch_response import encode_fetch_response
 from lakelog.server.rpc.grpc_server import add_servicer
+from lakelog.server.rpc.request_checks import check_notified_offsets
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ class TabletService(TabletServiceServicer):
     @rpc_method
     def FetchLog(self, request: pb.FetchLogRequest, context: grpc.ServicerContext) -> bytes:
         """Answers a serialized ``FetchLogResponse`` (see :mod:`fetch_response`)."""
+        self._replicas.check_ready()
         buckets = [
             BucketFetch(table.table_id, b.bucket_id, b.fetch_offset, b.max_fetch_bytes)
             for table in request.tables_req
@@ -91,6 +93,7 @@ class TabletService(TabletServiceServicer):
 
     @rpc_method
     def ListOffsets(self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext) -> pb.ListOffsetsResponse:
+        self._replicas.check_ready()
         if request.offset_type not in tuple(OffsetType):
             raise InvalidRequestError(f"unknown offset_type {request.offset_type}")
         spec = OffsetSpec(OffsetType(request.offset_type), request.start_timestamp)
@@ -127,6 +130,22 @@ class TabletService(TabletServiceServicer):
         return pb.DescribeLogBucketsResponse(buckets=responses)
 
     @rpc_method
+    def RepairLog(self, request: pb.RepairLogRequest, context: grpc.ServicerContext) -> pb.RepairLogResponse:
+        if request.tier not in pb.RepairTier.values():
+            raise InvalidRequestError(f"RepairLog: unknown tier {request.tier}")
+        responses = []
+        for bucket in request.bucket_id:
+            try:
+                summary = self._replicas.repair(
+                    request.table_id, bucket, request.tier == pb.REPAIR_LOCAL, request.accept_truncation
+                )
+                responses.append(pb.PbRepairLogRespForBucket(bucket_id=bucket, summary=summary))
+            except LakelogError as error:
+                self.metrics.count_error("RepairLog", error)
+                responses.append(pb.PbRepairLogRespForBucket(bucket_id=bucket, error_code=error.code, error_message=error.message))
+        return pb.RepairLogResponse(buckets=responses)
+
+    @rpc_method
     def GetServerTime(self, request: pb.GetServerTimeRequest, context: grpc.ServicerContext) -> pb.GetServerTimeResponse:
         return pb.GetServerTimeResponse(server_time_ms=self._replicas.server_time())
 
@@ -152,5 +171,7 @@ class TabletService(TabletServiceServicer):
     def NotifyLakeTableOffset(
         self, request: pb.NotifyLakeTableOffsetRequest, context: grpc.ServicerContext
     ) -> pb.NotifyLakeTableOffsetResponse:
+        tables = {info.table_id: info.buckets for info, _ in self._replicas.led_tables()}
+        check_notified_offsets("NotifyLakeTableOffset", request.notify_buckets_req, tables)
         self._replicas.lake.update(codec.lake_offsets_from_pb(request))
         return pb.NotifyLakeTableOffsetResponse()

@@ -25,6 +25,8 @@ TABLE_PROPERTIES = {
 }
 
 
+CLUSTER_SECRET = {"cluster.secret": "walk-cluster-secret"}  # the two processes are one cluster
+
 class Cluster:
     def __init__(self, root: Path, moto: MotoS3, spark: Any) -> None:
         self.root = root
@@ -47,7 +49,7 @@ class Cluster:
 
     def start_coordinator(self) -> None:
         self.coordinator = ServerProcess(
-            {"data.dir": str(self.root / "coordinator"), "server.port": self.coordinator_port}, ("coordinator",)
+            {"data.dir": str(self.root / "coordinator"), "server.port": self.coordinator_port, **CLUSTER_SECRET}, ("coordinator",)
         ).start()
 
     def start_tablet(self) -> None:
@@ -57,6 +59,7 @@ class Cluster:
                 "server.port": self.tablet_port,
                 "coordinator.address": self.address,
                 "tablet-server.id": 1,
+                **CLUSTER_SECRET,
                 "log.segment.max-bytes": "48kb",
                 "remote.data.dir": self.remote_dir,
                 "remote.log.task-interval": "1h",

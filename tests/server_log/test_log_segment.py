@@ -118,3 +118,34 @@ def test_sanity_check_trusts_intact_files(segment: LogSegment, tmp_path: Path) -
     assert (reopened.next_offset, reopened.first_timestamp, reopened.max_timestamp) == (140, 1000, 1090)
     assert reopened.offset_index.entries == segment.offset_index.entries
     reopened.close()
+
+
+def flip(path: Path, position: int) -> None:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.pwrite(fd, bytes([os.pread(fd, 1, position)[0] ^ 0x01]), position)
+    finally:
+        os.close(fd)
+
+
+def test_a_flipped_base_offset_is_named_as_a_damaged_header_not_served(segment: LogSegment) -> None:
+    """The base offset is stamped by the server, outside the CRC: reads check offsets continue."""
+    batch_size = segment.size // 10
+    flip(segment.path, 4 * batch_size + 7)  # the low byte of batch 4's base offset: 116 -> 117
+    with pytest.raises(CorruptRecordError, match=rf"{segment.path} at byte {4 * batch_size}: batch offset 117, expected 116"):
+        segment.read(3 * batch_size, 1 << 20, segment.size)
+    with pytest.raises(CorruptRecordError, match="do not hold offset 116"):
+        segment.read(4 * batch_size, 1 << 20, segment.size, holding=116)
+    assert segment.read(0, 4 * batch_size, segment.size, holding=100)  # the batches before it still serve
+    with pytest.raises(CorruptRecordError, match="batch offset 117, expected 116"):
+        segment.verify()
+    segment.close()
+
+
+def test_verify_names_the_first_crc_mismatch(segment: LogSegment) -> None:
+    segment.verify()
+    batch_size = segment.size // 10
+    flip(segment.path, 7 * batch_size + batch_size - 3)
+    with pytest.raises(CorruptRecordError, match=rf"{segment.path} at byte {7 * batch_size}: CRC mismatch in batch at offset 128"):
+        segment.verify(chunk_bytes=batch_size)
+    segment.close()

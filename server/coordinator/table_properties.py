@@ -1,0 +1,96 @@
+"""The ``table.*`` properties lakelog understands: each parsed and range-checked in one place, at
+create time (so a typo or ``local-segments=0`` is refused with the key and value named, not found
+later by a background task) and again wherever a server reads them.
+
+Keys outside ``table.`` are the user's own and pass through; sizes are bounded so one request cannot
+store megabytes in the coordinator's metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from lakelog.config import parse_duration_ms
+from lakelog.errors import InvalidRequestError, InvalidTableError
+from lakelog.metadata import DATALAKE_ENABLED, DATALAKE_FORMAT
+
+LOCAL_SEGMENTS = "table.log.tiered.local-segments"
+TTL = "table.log.ttl"
+MAX_COMMENT_BYTES = 64 << 10
+MAX_PROPERTIES = 256
+MAX_KEY_BYTES = 256
+MAX_VALUE_BYTES = 4 << 10
+
+
+def _boolean(text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return text.lower() == "true"
+
+
+def _iceberg(text: str) -> str:
+    if text != "iceberg":
+        raise ValueError("the only lake format is iceberg")
+    return text
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be at least 1")
+    return value
+
+
+def _positive_duration(text: str) -> int:
+    value = parse_duration_ms(text)
+    if value < 1:
+        raise ValueError("must be at least 1ms")
+    return value
+
+
+@dataclass(frozen=True)
+class TableProperty:
+    parse: Callable[[str], Any]
+    default: str
+
+
+TABLE_PROPERTIES: Mapping[str, TableProperty] = {
+    DATALAKE_ENABLED: TableProperty(_boolean, "false"),
+    DATALAKE_FORMAT: TableProperty(_iceberg, "iceberg"),
+    LOCAL_SEGMENTS: TableProperty(_positive_int, "2"),
+    TTL: TableProperty(_positive_duration, "7d"),
+}
+
+
+def table_property(where: str, properties: Mapping[str, str], key: str) -> Any:
+    """The parsed value of ``key`` (its default when unset); a bad one raises InvalidTableError
+    naming ``where`` (the table), the key and the value."""
+    spec = TABLE_PROPERTIES[key]
+    value = properties.get(key, spec.default)
+    try:
+        return spec.parse(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidTableError(f"{where}: table property {key}={value!r}: {exc}") from None
+
+
+def validate_table_properties(where: str, properties: Mapping[str, str], comment: str) -> None:
+    """Refuse unknown ``table.*`` keys, bad values and oversized properties or comments."""
+    check_comment(where, comment)
+    if len(properties) > MAX_PROPERTIES:
+        raise InvalidTableError(f"{where}: {len(properties)} properties, at most {MAX_PROPERTIES}")
+    for key, value in properties.items():
+        if len(key.encode()) > MAX_KEY_BYTES or len(value.encode()) > MAX_VALUE_BYTES:
+            raise InvalidTableError(
+                f"{where}: table property {key[:64]!r} is too large (keys up to {MAX_KEY_BYTES} bytes, values up to {MAX_VALUE_BYTES})"
+            )
+        if key.startswith("table.") and key not in TABLE_PROPERTIES:
+            raise InvalidTableError(f"{where}: unknown table property {key!r} (known: {', '.join(sorted(TABLE_PROPERTIES))})")
+    for key in TABLE_PROPERTIES:
+        table_property(where, properties, key)
+
+
+def check_comment(where: str, comment: str) -> None:
+    size = len(comment.encode())
+    if size > MAX_COMMENT_BYTES:
+        raise InvalidRequestError(f"{where}: comment of {size} bytes, at most {MAX_COMMENT_BYTES}")
