@@ -29,7 +29,7 @@ from lakelog.security.tokens import hash_token
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from tests.certificates import CertificateAuthority
-from tests.conftest import LAKE_TABLE, create_table, expire_remote, produce_orders
+from tests.conftest import TIERED_TABLE, create_table, expire_remote, produce_orders
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -37,9 +37,6 @@ SCREENSHOT = "status-page.png"
 BUCKETS = 2
 RECORDS = 24_000
 TABLE = "shop.orders"
-# Small segments; the remote task runs only when the test says so.
-TIERED_SERVER = {"metrics.port": 0, "log.segment.max-bytes": "64kb", "remote.log.task-interval": "1h"}
-TIERED_TABLE = {**LAKE_TABLE, "table.log.ttl": "1h", "table.log.tiered.local-segments": "1"}
 # The page refreshes every 3 s: a change must show within a few refreshes.
 SEEN_WITHIN_S = 20
 
@@ -139,15 +136,15 @@ def _wait_to_scale(view: StatusView, conn: lakelog.Connection, path: lakelog.Tab
 
 
 def test_bars_grow_as_tiering_runs_without_a_reload(
-    server_factory: Callable[..., ServerProcess], browser: WebDriver, spark: Any, tmp_path: Path
+    tiered_server: ServerProcess, browser: WebDriver, spark: Any, tmp_path: Path
 ) -> None:
-    server = server_factory(**TIERED_SERVER)
+    server = tiered_server
     assert server.tablet is not None
-    remote = server.tablet.remote
     with lakelog.connect(server.address) as conn:
+        # Rolled segments in remote storage, the newest one on local disk only, nothing in the lake.
         table = create_table(conn, buckets=BUCKETS, properties=TIERED_TABLE)
         produce_orders(table, 0, RECORDS)
-        assert remote.run_once().uploaded > 0
+        assert server.tablet.remote.run_once().uploaded > 0
 
         view = StatusView(browser, server.status_url)
         assert browser.title == "lakelog status"
@@ -178,7 +175,7 @@ def test_bars_grow_as_tiering_runs_without_a_reload(
 
         # Remote retention drops what the lake holds: the remote bars shrink from the left.
         widths = view.widths("remote")
-        assert expire_remote(remote).expired > 0
+        assert expire_remote(server.tablet.remote).expired > 0
         view.wait_for(lambda: all(now < before for now, before in zip(view.widths("remote"), widths)), "remote bars shrinking")
         _wait_to_scale(view, conn, table.path)
     assert (tmp_path / SCREENSHOT).read_bytes().startswith(b"\x89PNG")
