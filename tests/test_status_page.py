@@ -28,8 +28,10 @@ from lakelog.metadata import BucketInfo
 from lakelog.security.tokens import hash_token
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
+from lakelog.server.status.lake_lag_history import HOUR_MS, LakeLagHistory
 from tests.certificates import CertificateAuthority
-from tests.conftest import TIERED_TABLE, create_table, expire_remote, produce_orders
+from tests.conftest import TIERED_TABLE, create_table, expire_remote, order_rows, produce_orders
+from tests.test_liveness import tablet_server
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -179,6 +181,49 @@ def test_bars_grow_as_tiering_runs_without_a_reload(
         view.wait_for(lambda: all(now < before for now, before in zip(view.widths("remote"), widths)), "remote bars shrinking")
         _wait_to_scale(view, conn, table.path)
     assert (tmp_path / SCREENSHOT).read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_coordinator_apart_asks_its_tablet_servers_and_marks_a_silent_ones_buckets(tmp_path: Path, browser: WebDriver) -> None:
+    coordinator = ServerProcess(
+        {"data.dir": str(tmp_path / "c"), "server.port": 0, "metrics.port": 0, "coordinator.tablet-server.heartbeat-timeout": "1s"},
+        ("coordinator",),
+    ).start()
+    tablets = {server_id: tablet_server(tmp_path, coordinator, server_id) for server_id in (1, 2)}
+    try:
+        with lakelog.connect(coordinator.address) as conn:
+            table = create_table(conn, buckets=BUCKETS)
+            with table.new_append().create_writer() as writer:
+                for bucket in range(BUCKETS):
+                    writer.append_arrow(order_rows(0, 100 * (bucket + 1)), bucket=bucket)
+            leaders = {bucket: info.leader for bucket, info in conn.admin.describe_buckets(table.path).items()}
+        assert sorted(leaders.values()) == [1, 2]
+        view = StatusView(browser, coordinator.status_url)
+        for bucket, row in view.buckets().items():
+            assert f"leader {leaders[bucket]}" in row["text"] and f"high watermark {100 * (bucket + 1)}" in row["text"]
+            assert row["tiers"]["local"] == {"share": [0, 1], "label": f"0 – {100 * (bucket + 1)}"}
+
+        silent = leaders[1]
+        tablets.pop(silent).stop()
+        view.wait_for(lambda: f"leader {silent} unavailable" in view.buckets()[1]["text"], "the silent server's bucket marked")
+        assert "high watermark 100" in view.buckets()[0]["text"], "the other server's bucket still shown"
+        assert f"server {silent}" in view.text(".chip.down")
+    finally:
+        for process in (*tablets.values(), coordinator):
+            process.stop(0)
+
+
+def test_lake_lag_history_keeps_the_last_hour_per_table() -> None:
+    history = LakeLagHistory(interval_ms=10_000)
+    start = 1_700_000_000_000
+    for minute in range(90):
+        for sample in range(6):
+            now = start + minute * 60_000 + sample * 10_000
+            history.record(now, {"shop.orders": minute * 100, "shop.lines": None} if minute < 80 else {"shop.orders": 5})
+    last = start + 90 * 60_000 - 10_000
+    kept = history.samples("shop.orders", last)
+    assert len(kept) == HOUR_MS // 10_000 and kept[0][0] > last - HOUR_MS and kept[-1] == (last, 5)
+    assert history.samples("shop.orders", last + HOUR_MS // 2) == kept[len(kept) // 2 :], "older than an hour: gone"
+    assert history.samples("shop.lines", now) == [], "a dropped table is forgotten"
 
 
 # ---------------------------------------------------------------- same auth as the gRPC read calls
