@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import socket
 import ssl
 import urllib.error
 import urllib.request
@@ -260,6 +261,8 @@ def test_with_auth_the_page_needs_a_read_token_over_tls(server_factory: Callable
     assert server.status_url.startswith("https://")
     trusted = ssl.create_default_context(cafile=str(ca.ca_file))
     data_url = server.status_url + ".json"
+    # A client that connects and never says a word must not hold up everyone else.
+    silent = socket.create_connection(("127.0.0.1", server.metrics_port))
     for url in (server.status_url, data_url):
         status, headers, body = _get(url, context=trusted)
         assert status == 401 and headers["WWW-Authenticate"].startswith("Basic"), "a browser asks for the token"
@@ -275,3 +278,4 @@ def test_with_auth_the_page_needs_a_read_token_over_tls(server_factory: Callable
     assert "connect-src 'self'" in headers["Content-Security-Policy"], "the page loads nothing from elsewhere"
     with pytest.raises(OSError):  # no plaintext answer: the handshake fails
         urllib.request.urlopen(server.status_url.replace("https://", "http://"), timeout=10)
+    silent.close()
