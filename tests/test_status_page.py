@@ -239,24 +239,48 @@ def _get(url: str, authorization: str | None = None, context: ssl.SSLContext | N
         return error.code, dict(error.headers), error.read()
 
 
+GRANTS = {"reader": ["read"], "writer": ["write"], "admin": ["admin", "write", "read"], "servers": ["internal", "read"]}
+
+
+def _auth_config(tmp_path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """A server config with auth on (metrics too) and the tokens of :data:`GRANTS` by name."""
+    tokens = {name: secrets.token_urlsafe(24) for name in GRANTS}
+    tokens_file = tmp_path / "tokens.json"
+    tokens_file.write_text(json.dumps({name: {"sha256": hash_token(tokens[name]), "actions": actions} for name, actions in GRANTS.items()}))
+    config = {
+        "metrics.port": "0",
+        "security.auth.enabled": "true",
+        "security.auth.tokens-file": str(tokens_file),
+        "security.auth.token": tokens["servers"],
+    }
+    return config, tokens
+
+
+def test_a_browser_given_a_read_token_sees_the_page(server_factory: Callable[..., ServerProcess], browser: WebDriver, tmp_path: Path) -> None:
+    config, tokens = _auth_config(tmp_path)
+    server = server_factory(**config)
+    with lakelog.connect(server.address, {"security.auth.token": tokens["admin"]}) as conn:
+        create_table(conn, buckets=BUCKETS)
+    browser.get(server.status_url)
+    assert browser.title != "lakelog status" and not browser.find_elements(By.CSS_SELECTOR, ".bucket"), "no token, no page"
+    # What a person types into the browser's prompt, given in the address here (any user name).
+    view = StatusView(browser, server.status_url.replace("http://", f"http://anyone:{tokens['reader']}@"))
+    view.wait_for(lambda: view.text("#updated").startswith("updated "), "a refresh with the token")
+    assert browser.execute_script("return document.getElementById('error').hidden") is True, "its refreshes carry the token too"
+
+
 def test_with_auth_the_page_needs_a_read_token_over_tls(server_factory: Callable[..., ServerProcess], tmp_path: Path) -> None:
     ca = CertificateAuthority(tmp_path / "ca", "status-test")
     cert = ca.issue("server")
-    tokens = {name: secrets.token_urlsafe(24) for name in ("reader", "writer", "servers")}
-    actions = {"reader": ["read"], "writer": ["write"], "servers": ["internal", "read"]}
-    tokens_file = tmp_path / "tokens.json"
-    tokens_file.write_text(json.dumps({name: {"sha256": hash_token(token), "actions": actions[name]} for name, token in tokens.items()}))
+    config, tokens = _auth_config(tmp_path)
     server = server_factory(
+        **config,
         **{
-            "metrics.port": 0,
             "security.tls.enabled": "true",
             "security.tls.cert-file": str(cert.cert_file),
             "security.tls.key-file": str(cert.key_file),
             "security.tls.ca-file": str(ca.ca_file),
-            "security.auth.enabled": "true",
-            "security.auth.tokens-file": str(tokens_file),
-            "security.auth.token": tokens["servers"],
-        }
+        },
     )
     assert server.status_url.startswith("https://")
     trusted = ssl.create_default_context(cafile=str(ca.ca_file))
