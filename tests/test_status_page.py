@@ -32,7 +32,7 @@ from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from lakelog.server.status.lake_lag_history import HOUR_MS, LakeLagHistory
 from tests.certificates import CertificateAuthority
 from tests.conftest import TIERED_TABLE, create_table, expire_remote, order_rows, produce_orders
-from tests.test_liveness import tablet_server
+from tests.test_liveness import coordinator_apart, tablet_server
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -185,10 +185,7 @@ def test_bars_grow_as_tiering_runs_without_a_reload(
 
 
 def test_a_coordinator_apart_asks_its_tablet_servers_and_marks_a_silent_ones_buckets(tmp_path: Path, browser: WebDriver) -> None:
-    coordinator = ServerProcess(
-        {"data.dir": str(tmp_path / "c"), "server.port": 0, "metrics.port": 0, "coordinator.tablet-server.heartbeat-timeout": "1s"},
-        ("coordinator",),
-    ).start()
+    coordinator = coordinator_apart(tmp_path)
     tablets = {server_id: tablet_server(tmp_path, coordinator, server_id) for server_id in (1, 2)}
     try:
         with lakelog.connect(coordinator.address) as conn:
