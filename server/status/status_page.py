@@ -57,13 +57,13 @@ class StatusPage:
         return self._serve(environ, start_response, "application/json", lambda: json.dumps(self._status.snapshot()).encode())
 
     def _serve(self, environ: dict[str, Any], start_response: StartResponse, content_type: str, body: Callable[[], bytes]) -> Iterable[bytes]:
-        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
-            return _answer(start_response, "405 Method Not Allowed", b"GET only\n", [("Allow", "GET, HEAD")])
+        if environ.get("REQUEST_METHOD") != "GET":
+            return _answer(start_response, "405 Method Not Allowed", b"GET only\n", extra=[("Allow", "GET")])
         refusal = self._refusal(environ.get("HTTP_AUTHORIZATION"), environ.get("PATH_INFO", ""))
         if refusal is not None:
             status, message = refusal
-            return _answer(start_response, status, f"{message}\n".encode(), [_CHALLENGE] if status.startswith("401") else [])
-        return _answer(start_response, "200 OK", body(), [("Content-Type", content_type)])
+            return _answer(start_response, status, f"{message}\n".encode(), extra=[_CHALLENGE] if status.startswith("401") else [])
+        return _answer(start_response, "200 OK", body(), content_type)
 
     def _refusal(self, authorization: str | None, path: str) -> tuple[str, str] | None:
         """``(HTTP status, reason)`` when the request may not see the page, else ``None``."""
@@ -91,7 +91,12 @@ def _as_bearer(authorization: str | None) -> str | None:
     return f"Bearer {token}"
 
 
-def _answer(start_response: StartResponse, status: str, body: bytes, headers: list[tuple[str, str]]) -> Iterable[bytes]:
-    plain = [("Content-Type", "text/plain; charset=utf-8")] if not any(name == "Content-Type" for name, _ in headers) else []
-    start_response(status, [*plain, *headers, ("Content-Length", str(len(body))), *_HEADERS])
+def _answer(
+    start_response: StartResponse,
+    status: str,
+    body: bytes,
+    content_type: str = "text/plain; charset=utf-8",
+    extra: list[tuple[str, str]] | None = None,
+) -> Iterable[bytes]:
+    start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body))), *(extra or []), *_HEADERS])
     return [body]
