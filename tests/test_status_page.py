@@ -25,10 +25,11 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 import lakelog
-from lakelog.metadata import BucketInfo
+from lakelog.metadata import BucketInfo, LakeBucketOffset, LakeSnapshot
 from lakelog.security.tokens import hash_token
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
+from lakelog.server.status.cluster_status import ClusterStatus
 from lakelog.server.status.lake_lag_history import HOUR_MS, LakeLagHistory
 from tests.certificates import CertificateAuthority
 from tests.conftest import TIERED_TABLE, create_table, expire_remote, order_rows, produce_orders
@@ -208,6 +209,29 @@ def test_a_coordinator_apart_asks_its_tablet_servers_and_marks_a_silent_ones_buc
     finally:
         for process in (*tablets.values(), coordinator):
             process.stop(0)
+
+
+def test_cluster_status_is_plain_python_over_the_coordinator(server_factory: Callable[..., ServerProcess]) -> None:
+    """What the page shows, without HTTP: per bucket the tiers in percent of the high watermark, the
+    lake's lag from its newest record (clock fixed at 10 s) and the records not in the lake."""
+    server = server_factory()
+    assert server.coordinator is not None
+    with lakelog.connect(server.address) as conn:
+        table = create_table(conn, buckets=BUCKETS, properties=TIERED_TABLE)
+        with table.new_append().create_writer() as writer:
+            for bucket in range(BUCKETS):
+                writer.append_arrow(order_rows(0, 100), bucket=bucket)
+        conn.admin.commit_lake_snapshot(table.path, LakeSnapshot(7, {0: LakeBucketOffset(0, 60, 1_000), 1: LakeBucketOffset(0, 25, 4_000)}))
+    status = ClusterStatus(server.coordinator.coordinator, server.coordinator.tablets, clock=lambda: 10_000)
+    status.sample()
+    (shown,) = status.snapshot()["tables"]
+    assert shown["lake"] == {"snapshot_id": 7, "lag_ms": 6_000, "offsets_behind": 40 + 75, "lag_history": [(10_000, 6_000)] * 2}
+    assert [bucket["high_watermark"] for bucket in shown["buckets"]] == [100, 100]
+    assert [bucket["tiers"]["lake"] for bucket in shown["buckets"]] == [
+        {"start": 0, "end": 60, "left_pct": 0.0, "width_pct": 60.0},
+        {"start": 0, "end": 25, "left_pct": 0.0, "width_pct": 25.0},
+    ]
+    assert [bucket["tiers"]["remote"] for bucket in shown["buckets"]] == [None, None], "nothing uploaded: no remote bar"
 
 
 def test_lake_lag_history_keeps_the_last_hour_per_table() -> None:
