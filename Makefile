@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The status page's browser test drives Debian's headless Chromium through its chromedriver.
+CHROMEDRIVER := /usr/bin/chromedriver
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYTHONUNBUFFERED := 1
 
@@ -18,8 +20,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m lakelog demo
 
-test: $(STAMP)
+test: $(STAMP) $(CHROMEDRIVER)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Only when missing (a file target): installs Debian's chromium and chromium-driver, needs root.
+$(CHROMEDRIVER):
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver > /dev/null
 
 # Regenerate lakelog/rpc/*_pb2*.py from proto/.
 proto: $(STAMP)

@@ -1,5 +1,5 @@
-"""The coordinator role: the SQLite metadata store, the lake configuration, tablet server liveness
-and the coordinator logic behind its service."""
+"""The coordinator role: the SQLite metadata store, the lake configuration, tablet server liveness,
+the coordinator logic behind its service and the status page."""
 
 from __future__ import annotations
 
@@ -13,13 +13,17 @@ from prometheus_client.registry import Collector
 from lakelog.config import Configuration
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import ServerNode
+from lakelog.security.tokens import TokenStore
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore
 from lakelog.server.coordinator.tablet_liveness import TabletLiveness
+from lakelog.server.metrics.metrics_endpoint import WsgiApp
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.rpc.coordinator_service import CoordinatorService
 from lakelog.server.rpc.tablet_client import GrpcTabletNotifier
+from lakelog.server.status.cluster_status import ClusterStatus
+from lakelog.server.status.status_page import StatusPage
 
 # How often the coordinator looks for silent tablet servers, at most: a down server is reported
 # within the heartbeat timeout plus this.
@@ -29,11 +33,12 @@ LIVENESS_CHECK_S = 1.0
 class CoordinatorRole:
     def __init__(self, conf: Configuration, data_dir: Path, cluster_secret: str | None) -> None:
         self.store = MetadataStore(data_dir / "coordinator" / "metadata.db")
-        self._notifier = GrpcTabletNotifier(conf, cluster_secret)
+        self.tablets = GrpcTabletNotifier(conf, cluster_secret)
         lake = LakeTables(LakeConfig.from_configuration(conf, data_dir))
         timeout_ms = conf.get("coordinator.tablet-server.heartbeat-timeout")
-        self.coordinator = Coordinator(self.store, self._notifier, lake, timeout_ms)
+        self.coordinator = Coordinator(self.store, self.tablets, lake, timeout_ms)
         self._check_interval_s = min(LIVENESS_CHECK_S, timeout_ms / 4000)
+        self._status: ClusterStatus | None = None
         self._stop = threading.Event()
         self._checker = threading.Thread(target=self._check_liveness, name="liveness-check", daemon=True)
         self._checker.start()
@@ -46,10 +51,18 @@ class CoordinatorRole:
         metrics.registry.register(_LivenessCollector(self.coordinator.liveness))
         return CoordinatorService(self.coordinator, node, metrics)
 
+    def status_pages(self, tokens: TokenStore | None) -> dict[str, WsgiApp]:
+        """The status page's routes (``tokens``: ``None`` when auth is off); sampling the lake lag
+        for its line starts here, so a coordinator without the page does not sample."""
+        self._status = ClusterStatus(self.coordinator, self.tablets).start()
+        return StatusPage(self._status, tokens).routes()
+
     def close(self) -> None:
+        if self._status is not None:
+            self._status.close()
         self._stop.set()
         self._checker.join()
-        self._notifier.close()
+        self.tablets.close()
         self.store.close()
 
 

@@ -76,6 +76,13 @@ class ServerProcess:
         """The port of the Prometheus endpoint, -1 when ``metrics.port`` turned it off."""
         return self._metrics_endpoint.port if self._metrics_endpoint else -1
 
+    @property
+    def status_url(self) -> str:
+        """The coordinator's status page, served with the metrics (empty when they are off)."""
+        if self._metrics_endpoint is None or self.coordinator is None:
+            return ""
+        return self._metrics_endpoint.url.removesuffix("/metrics") + "/status"
+
     def start(self) -> "ServerProcess":
         credentials = server_credentials(self.conf)  # read first: a bad key or file fails before anything opens
         auth = AuthInterceptor.from_configuration(self.conf, self.metrics)
@@ -121,8 +128,14 @@ class ServerProcess:
         log.info("lakelog %s listening on %s (data dir %s)", "+".join(self.roles), self.address, self.data_dir)
         self._log_security(credentials is not None, auth)
         if self.conf.get("metrics.port") >= 0:
-            self._metrics_endpoint = MetricsEndpoint(self.metrics.registry, self.conf.get("metrics.host"), self.conf.get("metrics.port"))
+            pages = self.coordinator.status_pages(auth.tokens if auth else None) if self.coordinator else {}
+            tls = (self.conf.get("security.tls.cert-file"), self.conf.get("security.tls.key-file")) if credentials else None
+            self._metrics_endpoint = MetricsEndpoint(
+                self.metrics.registry, self.conf.get("metrics.host"), self.conf.get("metrics.port"), pages, tls
+            )
             log.info("Prometheus metrics at %s", self._metrics_endpoint.url)
+            if pages:
+                log.info("status page at %s", self.status_url)
         if self.tablet:
             coordinator_address = self.conf.get("coordinator.address") or self.address
             self.tablet.join(ServerNode(node_id, self.host, self.port), coordinator_address)

@@ -142,6 +142,16 @@ from tests.s3 import moto_s3, s3_outage  # noqa: E402,F401 - fixtures shared by 
 LAKE_TABLE = {"table.datalake.enabled": "true"}
 # Small segments uploaded at once, one kept locally: most of a bucket is read from remote storage.
 REMOTE_TIER = {"log.segment.max-bytes": "256kb", "remote.log.task-interval": "200ms"}
+# Metrics (and the status page) on, small segments; the remote task runs only when a test says so
+# (run_once, expire_remote).
+TIERED_SERVER = {"metrics.port": 0, "log.segment.max-bytes": "64kb", "remote.log.task-interval": "1h"}
+# One local segment kept once uploaded; remote segments expire an hour after the lake holds them.
+TIERED_TABLE = {**LAKE_TABLE, "table.log.ttl": "1h", "table.log.tiered.local-segments": "1"}
+
+
+@pytest.fixture
+def tiered_server(server_factory: Callable[..., ServerProcess]) -> ServerProcess:
+    return server_factory(**TIERED_SERVER)
 
 
 @pytest.fixture(scope="session")

@@ -12,13 +12,14 @@ import importlib.metadata
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,8 +29,11 @@ import lakelog
 from lakelog.cli.main import main
 from lakelog.cli.produce_command import Progress
 from lakelog.cli.schema_text import format_schema, parse_schema
+from lakelog.cli.tier_bars import BAR_WIDTH
 from lakelog.errors import InvalidTableError
+from lakelog.metadata import LakeBucketOffset, LakeSnapshot
 from lakelog.server.server_process import ServerProcess
+from tests.conftest import LAKE_TABLE, create_table, produce_orders
 
 RICH_SCHEMA_TEXT = (
     "id:int64 not null,name:string,amount:decimal(10,2),price:float64,qty:int32,"
@@ -222,13 +226,43 @@ def test_describe_list_and_drop(cli: Cli) -> None:
     assert "inventory.items" in described and "buckets:    2" in described
     assert any(line.split() == ["sku", "string", "no"] for line in described.splitlines())
     assert "owner = ops" in described
-    bucket_rows = [line.split() for line in described.split("\nbuckets (")[1].splitlines()[3:]]
+    bucket_section, tiers_section = described.split("\nbuckets (")[1].split("\n\ntiers (")
+    bucket_rows = [line.split() for line in bucket_section.splitlines()[3:]]
     assert bucket_rows == [["0", "0", "0", "0", "—", "—", "—", "—"], ["1", "0", "0", "0", "—", "—", "—", "—"]], "an empty tier is —"
+    assert [line.split("|")[1:] for line in tiers_section.splitlines()[1:]] == [[" " * BAR_WIDTH, "  —"]] * 6, "empty lanes"
 
     assert "inventory.items" in cli.ok("table", "list").splitlines()
     assert cli.ok("table", "list", "inventory").splitlines() == ["inventory.items"]
     assert cli.ok("table", "drop", "inventory.items").strip() == "dropped table inventory.items"
     assert cli.ok("table", "list", "inventory").splitlines() == []
+
+
+def test_describe_draws_each_buckets_tiers_to_scale(server_factory: Callable[..., ServerProcess], capsys: pytest.CaptureFixture[str]) -> None:
+    """The status page's bars in the terminal: a lane per tier, BAR_WIDTH columns for offsets
+    [0, high watermark), each within a column of its tier's offsets, labelled with them."""
+    server = server_factory(**{"log.segment.max-bytes": "64kb", "remote.log.task-interval": "1h"})
+    assert server.tablet is not None
+    with lakelog.connect(server.address) as conn:
+        table = create_table(conn, "bars", properties={**LAKE_TABLE, "table.log.tiered.local-segments": "1"})
+        produce_orders(table, 0, 8000)
+        assert server.tablet.remote.run_once().uploaded > 0
+        conn.admin.commit_lake_snapshot(table.path, LakeSnapshot(1, {0: LakeBucketOffset(0, 4000, 1)}))
+        info = conn.admin.describe_buckets(table.path)[0]
+    assert info.high_watermark == 8000 and 0 < info.local_log_start_offset <= info.remote_log_end_offset < 8000
+
+    described = Cli(server, capsys).ok("table", "describe", "shop.bars")
+    legend, *lanes = described.split("\ntiers (")[1].splitlines()
+    assert legend == "each bar spans offsets 0 to the bucket's high watermark; ~ lake, # remote, = local):"
+    (lake_name, lake, lake_label), (remote_name, remote, remote_label), (local_name, local, local_label) = (
+        lane.split("|") for lane in lanes
+    )
+    assert (lake_name.split(), remote_name.split(), local_name.split()) == (["bucket", "0", "lake"], ["remote"], ["local"])
+    assert lake == "~" * (BAR_WIDTH // 2) + " " * (BAR_WIDTH // 2) and lake_label.strip() == "0 – 4,000"
+    column = 8000 / BAR_WIDTH
+    assert re.fullmatch(r"#+ +", remote) and abs(remote.count("#") - info.remote_log_end_offset / column) <= 1
+    assert remote_label.strip() == f"0 – {info.remote_log_end_offset:,}"
+    assert re.fullmatch(r" +=+", local) and abs(local.count(" ") - info.local_log_start_offset / column) <= 1
+    assert local_label.strip() == f"{info.local_log_start_offset:,} – 8,000"
 
 
 def test_errors_exit_1_with_a_clear_message(cli: Cli, tmp_path: Path) -> None:

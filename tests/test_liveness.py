@@ -28,6 +28,12 @@ def wait_until(condition: Callable[[], Any], what: str, timeout_s: float = 30.0)
     return result
 
 
+def coordinator_apart(tmp_path: Path) -> ServerProcess:
+    """A coordinator on its own, metrics on, that calls a tablet server down after 1 s of silence."""
+    conf = {"data.dir": str(tmp_path / "c"), "server.port": 0, "metrics.port": 0, "coordinator.tablet-server.heartbeat-timeout": "1s"}
+    return ServerProcess(conf, ("coordinator",)).start()
+
+
 def tablet_server(tmp_path: Path, coordinator: ServerProcess, server_id: int) -> ServerProcess:
     conf = {
         "data.dir": str(tmp_path / f"t{server_id}"),
@@ -43,10 +49,7 @@ def test_a_silent_tablet_server_is_down_and_its_buckets_unavailable_until_it_ret
     tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
     caplog.set_level(logging.INFO, logger="lakelog.server.coordinator.tablet_liveness")
-    coordinator = ServerProcess(
-        {"data.dir": str(tmp_path / "c"), "server.port": 0, "metrics.port": 0, "coordinator.tablet-server.heartbeat-timeout": "1s"},
-        ("coordinator",),
-    ).start()
+    coordinator = coordinator_apart(tmp_path)
     tablets = {i: tablet_server(tmp_path, coordinator, i) for i in (1, 2)}
     try:
         with lakelog.connect(coordinator.address) as conn:

@@ -19,14 +19,11 @@ from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
-from tests.conftest import LAKE_TABLE, create_table, expire_remote, produce_orders, scan_all
+from tests.conftest import LAKE_TABLE, TIERED_TABLE, create_table, expire_remote, produce_orders, scan_all
 
 BUCKETS = 2
 RECORDS = 24_000
 TABLE = "shop.orders"
-# Small segments; the remote task runs only when the test says so (run_once, expire_remote).
-TIERED_SERVER = {"metrics.port": 0, "log.segment.max-bytes": "64kb", "remote.log.task-interval": "1h"}
-TIERED_TABLE = {**LAKE_TABLE, "table.log.ttl": "1h", "table.log.tiered.local-segments": "1"}
 
 
 class Scrape:
@@ -58,9 +55,9 @@ def _fetch_delta(before: Scrape, after: Scrape, name: str, tier: str) -> float:
 
 
 def test_counters_and_gauges_follow_data_through_every_tier(
-    server_factory: Callable[..., ServerProcess], spark: Any
+    tiered_server: ServerProcess, spark: Any
 ) -> None:
-    server = server_factory(**TIERED_SERVER)
+    server = tiered_server
     assert server.tablet is not None
     remote = server.tablet.remote
     with lakelog.connect(server.address) as conn:

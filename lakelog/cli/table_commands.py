@@ -15,6 +15,7 @@ from lakelog.cli.common_args import add_connection_arguments, add_table_argument
 from lakelog.cli.output_format import NONE_TEXT, add_output_argument, counted, offset_or_none, offset_text, print_json
 from lakelog.cli.schema_text import format_type, parse_schema
 from lakelog.cli.text_table import render_table
+from lakelog.cli.tier_bars import LEGEND, bucket_lines
 from lakelog.errors import InvalidTableError
 from lakelog.metadata import BucketInfo, TableDescriptor, TableInfo
 
@@ -123,6 +124,8 @@ def _describe(args: argparse.Namespace) -> int:
     if down:
         lost = sum(not b.leader_available for b in buckets.values())
         print(f"\n{lost} of {len(buckets)} buckets unavailable: tablet server(s) {', '.join(map(str, down))} down or unreachable")
+    print(f"\ntiers (each bar spans offsets 0 to the bucket's high watermark; {LEGEND}):")
+    print(_indent("\n".join(line for bucket, b in buckets.items() for line in bucket_lines(bucket, b))))
     return 0
 
 

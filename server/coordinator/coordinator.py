@@ -165,6 +165,10 @@ class Coordinator:
             raise DatabaseNotExistError(f"database {database!r} does not exist")
         return [info.path.table for info in self._store.tables_in(database)]
 
+    def tables(self) -> list[TableInfo]:
+        """Every table, by id (the status page lists them all)."""
+        return self._store.all_tables()
+
     def table(self, path: TablePath) -> TableInfo:
         info = self._store.table_by_path(path)
         if info is None:

@@ -81,6 +81,11 @@ class AuthInterceptor(grpc.ServerInterceptor):
     def token_count(self) -> int:
         return len(self._tokens)
 
+    @property
+    def tokens(self) -> TokenStore:
+        """The accepted tokens, for the HTTP pages that share them (the status page)."""
+        return self._tokens
+
     def check(self, method: str, authorization: str | None) -> None:
         """Raises AuthenticationError or AuthorizationError unless the call may proceed."""
         if method.startswith(HEALTH_PREFIX):

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+import logging
+from typing import Iterable, Sequence
+
+import grpc
 
 from lakelog.config import Configuration
-from lakelog.metadata import LakeOffsets, ServerNode, TableAssignment
+from lakelog.metadata import BucketInfo, LakeOffsets, ServerNode, TableAssignment
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.channel import ChannelPool
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.server.rpc.cluster_secret import with_cluster_secret
 
+log = logging.getLogger(__name__)
+
 NOTIFY_TIMEOUT_S = 10.0
+# The status page asks on every refresh: a slow server must not hold the page for long.
+DESCRIBE_TIMEOUT_S = 5.0
 
 
 class GrpcTabletNotifier:
@@ -33,6 +40,17 @@ class GrpcTabletNotifier:
     def notify_lake_offsets(self, node: ServerNode, offsets: Sequence[LakeOffsets]) -> None:
         request = codec.lake_offsets_to_pb(offsets)
         self._stub(node).NotifyLakeTableOffset(request, timeout=NOTIFY_TIMEOUT_S)
+
+    def describe_buckets(self, node: ServerNode, table_id: int, buckets: Iterable[int]) -> dict[int, BucketInfo]:
+        """The buckets ``node`` described; one it answered with an error, or all when it could not
+        be reached, are left out (the caller shows them as unavailable)."""
+        request = pb.DescribeLogBucketsRequest(table_id=table_id, bucket_id=list(buckets))
+        try:
+            response = self._stub(node).DescribeLogBuckets(request, timeout=DESCRIBE_TIMEOUT_S)
+        except grpc.RpcError as error:
+            log.debug("tablet server %d at %s did not describe table %d: %s", node.server_id, node.address, table_id, error)
+            return {}
+        return {item.bucket_id: codec.bucket_info_from_pb(item) for item in response.buckets if not item.error_code}
 
     def close(self) -> None:
         self._channels.close()
