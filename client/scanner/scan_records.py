@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterator
+import itertools
+from typing import Any, Iterator, NamedTuple
 
 import pyarrow as pa
 
-from lakelog.record.meta_columns import BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN
+from lakelog.record.meta_columns import META_COLUMNS, OFFSET_COLUMN, TIMESTAMP_COLUMN
 
 APPEND_ONLY = "+A"
 
 
-@dataclass(frozen=True, slots=True)
-class ScanRecord:
+class ScanRecord(NamedTuple):
+    """One record as a poll returns it; a named tuple (like kafka-python's ConsumerRecord) because a
+    poll builds one per row, and a tuple is the cheapest Python object to build."""
+
     bucket: int
     offset: int
     timestamp: int
@@ -70,9 +72,9 @@ class ScanRecords:
 
 
 def _rows(table: pa.Table, bucket: int) -> Iterator[ScanRecord]:
-    data = table.to_pylist()
-    for row in data:
-        offset = row.pop(OFFSET_COLUMN)
-        timestamp = row.pop(TIMESTAMP_COLUMN)
-        row.pop(BUCKET_COLUMN)
-        yield ScanRecord(bucket, offset, timestamp, APPEND_ONLY, row)
+    """Rows built column-wise by Arrow: the table's own columns as dicts, the offsets and
+    timestamps as plain lists, zipped into records without a Python step per field."""
+    rows = table.select([name for name in table.column_names if name not in META_COLUMNS]).to_pylist()
+    offsets = table.column(OFFSET_COLUMN).to_pylist()
+    timestamps = table.column(TIMESTAMP_COLUMN).to_pylist()
+    return map(ScanRecord, itertools.repeat(bucket), offsets, timestamps, itertools.repeat(APPEND_ONLY), rows)
