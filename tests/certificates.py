@@ -50,8 +50,11 @@ class CertificateAuthority:
         self.ca_file = directory / f"{name}-ca.pem"
         self.ca_file.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, name: str, alternative_names: tuple[x509.GeneralName, ...] = LOOPBACK_NAMES) -> ServerCertificate:
-        """A server certificate (and its key) for ``alternative_names``, signed by this CA."""
+    def issue(
+        self, name: str, alternative_names: tuple[x509.GeneralName, ...] = LOOPBACK_NAMES, valid_days: float = 30
+    ) -> ServerCertificate:
+        """A server certificate (and its key) for ``alternative_names``, signed by this CA, valid
+        from a day ago for ``valid_days`` from now (negative: expired that long ago)."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         cert = (
@@ -60,8 +63,8 @@ class CertificateAuthority:
             .issuer_name(self._name)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=30))
+            .not_valid_before(now - datetime.timedelta(days=max(1, 1 - valid_days)))
+            .not_valid_after(now + datetime.timedelta(days=valid_days))
             .add_extension(x509.SubjectAlternativeName(list(alternative_names)), critical=False)
             .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .sign(self._key, hashes.SHA256())

@@ -541,3 +541,27 @@ def test_tiering_and_reads_of_every_tier_with_tls_and_auth(
         with reader.get_table(table.path).new_scan().create_log_scanner() as scanner:
             scanner.subscribe_from_beginning()
             assert sorted(scan_all(scanner, 60_000).column("id").to_pylist()) == list(range(60_000))
+
+
+def test_a_server_refuses_an_expired_certificate_and_warns_before_expiry(
+    server_factory: Callable[..., ServerProcess], security: Security, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    expired = security.ca.issue("expired", valid_days=-2)
+    with pytest.raises(InvalidConfigError, match=rf"the certificate in {expired.cert_file} expired on .* renew it"):
+        server_factory(
+            tmp_path / "expired",
+            **security.server_config(
+                tmp_path / "expired", **{"security.tls.cert-file": str(expired.cert_file), "security.tls.key-file": str(expired.key_file)}
+            ),
+        )
+    assert not (tmp_path / "expired" / "coordinator").exists(), "nothing is opened for a server that cannot serve"
+
+    soon = security.ca.issue("soon", valid_days=5)
+    with caplog.at_level(logging.WARNING, logger="lakelog.security.tls"):
+        server = server_factory(
+            tmp_path / "soon",
+            **security.server_config(tmp_path / "soon", **{"security.tls.cert-file": str(soon.cert_file), "security.tls.key-file": str(soon.key_file)}),
+        )
+    assert f"the certificate in {soon.cert_file} expires on" in caplog.text and "in 4 day(s)" in caplog.text
+    with lakelog.connect(server.address, security.client_config()) as conn:
+        assert conn.admin.list_databases() == []
