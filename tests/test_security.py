@@ -9,11 +9,13 @@ import re
 import secrets
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import grpc
+from cryptography import x509
 import pytest
 from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message import Message
@@ -565,3 +567,42 @@ def test_a_server_refuses_an_expired_certificate_and_warns_before_expiry(
     assert f"the certificate in {soon.cert_file} expires on" in caplog.text and "in 4 day(s)" in caplog.text
     with lakelog.connect(server.address, security.client_config()) as conn:
         assert conn.admin.list_databases() == []
+
+
+def test_tls_failures_say_what_is_wrong(server_factory: Callable[..., ServerProcess], security: Security, tmp_path: Path) -> None:
+    def refusal(server: ServerProcess, config: dict[str, Any]) -> LakelogError:
+        with lakelog.connect(server.address, {"client.request-timeout": "2s", **config}) as conn:
+            with pytest.raises(LakelogError) as refused:
+                conn.admin.list_databases()
+        return refused.value
+
+    started: list[ServerProcess] = []
+
+    def tls_server(name: str, cert: ServerCertificate) -> ServerProcess:
+        """A coordinator alone: an embedded tablet server could not register with a certificate
+        that does not name its address, or has expired."""
+        files = {"security.tls.cert-file": str(cert.cert_file), "security.tls.key-file": str(cert.key_file)}
+        started.append(ServerProcess(security.server_config(tmp_path / name, **files), ("coordinator",)).start())
+        return started[-1]
+
+    server = tls_server("ok", security.cert)
+    error = refusal(server, {})
+    assert isinstance(error, lakelog.ServerUnreachableError) and "if it uses TLS, set security.tls.enabled=true" in str(error)
+    error = refusal(server, security.client_config(ca_file=security.other_ca.ca_file))
+    assert isinstance(error, TlsError) and "not signed by the CA of security.tls.ca-file" in str(error)
+
+    plaintext = server_factory(tmp_path / "plain")
+    error = refusal(plaintext, security.client_config())
+    assert isinstance(error, TlsError) and "it does not speak TLS (a plaintext server)" in str(error)
+
+    elsewhere = tls_server("elsewhere", security.ca.issue("elsewhere", (x509.DNSName("elsewhere.example"),)))
+    error = refusal(elsewhere, security.client_config())
+    assert isinstance(error, TlsError) and "its certificate does not name the address dialled" in str(error)
+
+    valid_s = 3  # valid when the server starts, expired when the client dials
+    expiring = tls_server("expiring", security.ca.issue("expiring", valid_days=valid_s / 86_400))
+    time.sleep(valid_s + 1)
+    error = refusal(expiring, security.client_config())
+    assert isinstance(error, TlsError) and "its certificate has expired: the server needs a renewed one" in str(error)
+    for process in started:
+        process.stop(0)

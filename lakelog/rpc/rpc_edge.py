@@ -19,6 +19,7 @@ Result = TypeVar("Result")
 class RpcEdge:
     def __init__(self, conf: Configuration) -> None:
         self.timeout_s = conf.get("client.request-timeout") / 1000
+        self._plaintext = not conf.get("security.tls.enabled")
         self._channels = ChannelPool(conf)
 
     def channel(self, address: str) -> grpc.Channel:
@@ -29,7 +30,7 @@ class RpcEdge:
         try:
             return method(request, timeout=timeout_s or self.timeout_s)
         except grpc.RpcError as exc:
-            raise error_from_rpc(exc, target) from None
+            raise error_from_rpc(exc, target, self._plaintext) from None
 
     def call_async(
         self,
@@ -47,7 +48,7 @@ class RpcEdge:
             try:
                 response = future.result()
             except grpc.RpcError as exc:
-                on_done(error_from_rpc(exc, target))
+                on_done(error_from_rpc(exc, target, self._plaintext))
                 return
             try:
                 result: Result | LakelogError = convert(response)

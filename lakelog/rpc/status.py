@@ -10,8 +10,19 @@ import grpc
 from lakelog import errors
 
 ERROR_CODE_KEY = "lakelog-error-code"
-# How grpc core reports a failed TLS handshake in a call's details (wrong CA, wrong name, plaintext peer).
-_TLS_FAILURE = re.compile(r"handshake failed|SSL_ERROR|CERTIFICATE_VERIFY_FAILED", re.IGNORECASE)
+# How grpc core words a failed TLS handshake in a call's details, first match wins: what it means.
+_TLS_FAILURES = (
+    (re.compile(r"WRONG_VERSION_NUMBER", re.IGNORECASE), "it does not speak TLS (a plaintext server): enable TLS on it, or set security.tls.enabled=false here"),
+    (re.compile(r"certificate has expired", re.IGNORECASE), "its certificate has expired: the server needs a renewed one"),
+    (re.compile(r"not yet valid", re.IGNORECASE), "its certificate is not valid yet (a clock off, or a certificate issued for later)"),
+    (re.compile(r"Hostname Verification|not in peer certificate", re.IGNORECASE), "its certificate does not name the address dialled"),
+    (
+        re.compile(r"handshake failed|SSL_ERROR|CERTIFICATE_VERIFY_FAILED", re.IGNORECASE),
+        "its certificate is not signed by the CA of security.tls.ca-file (or the system's roots)",
+    ),
+)
+# A TLS server closes a plaintext client's connection at once.
+_CLOSED_AT_CONNECT = re.compile(r"Socket closed", re.IGNORECASE)
 # How grpc core says that no connection was made, so the call never left this process.
 _NOT_CONNECTED = re.compile(r"failed to connect to all addresses|connection refused|DNS resolution failed", re.IGNORECASE)
 
@@ -56,23 +67,26 @@ def status_code(error: errors.LakelogError) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
-def error_from_rpc(exc: grpc.RpcError, target: str) -> errors.LakelogError:
-    """Turn a failed call into the lakelog error it carries; transport failures become NetworkError."""
+def error_from_rpc(exc: grpc.RpcError, target: str, plaintext: bool = False) -> errors.LakelogError:
+    """Turn a failed call into the lakelog error it carries; transport failures become NetworkError.
+    ``plaintext``: the caller dialled without TLS, so a connection closed at once may mean a TLS server."""
     code = exc.code() if hasattr(exc, "code") else None
     details = exc.details() if hasattr(exc, "details") else str(exc)
     trailing = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
     for key, value in trailing or ():
         if key == ERROR_CODE_KEY:
             return errors.error_from_code(int(value), details or "")
-    if code == grpc.StatusCode.UNAVAILABLE and _TLS_FAILURE.search(details or ""):
-        return errors.TlsError(
-            f"TLS handshake with {target} failed: its certificate is not signed by the CA of "
-            f"security.tls.ca-file or does not name this address, or it does not speak TLS ({details})"
-        )
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN):
+        for pattern, meaning in _TLS_FAILURES:
+            if pattern.search(details or ""):
+                return errors.TlsError(f"TLS handshake with {target} failed: {meaning} ({details})")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return errors.RequestTimeoutError(f"request to {target} timed out: {details}")
     if code == grpc.StatusCode.UNAVAILABLE and _NOT_CONNECTED.search(details or ""):
-        return errors.ServerUnreachableError(f"cannot reach {target}: {details}")
+        hint = ""
+        if plaintext and _CLOSED_AT_CONNECT.search(details or ""):
+            hint = " (it closed the connection at once, as a TLS server does to a plaintext client: if it uses TLS, set security.tls.enabled=true)"
+        return errors.ServerUnreachableError(f"cannot reach {target}: {details}{hint}")
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN):
         return errors.NetworkError(f"cannot reach {target}: {details}")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
