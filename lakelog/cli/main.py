@@ -17,12 +17,13 @@ from lakelog.cli import (
     produce_command,
     scan_command,
     server_commands,
+    spark_connect_command,
     table_commands,
     tier_command,
 )
 from lakelog.errors import LakelogError
 
-COMMAND_MODULES = [server_commands, config_command, demo_command, table_commands, produce_command, scan_command, offsets_command, tier_command]
+COMMAND_MODULES = [server_commands, config_command, demo_command, table_commands, produce_command, scan_command, offsets_command, tier_command, spark_connect_command]
 
 
 def build_parser() -> argparse.ArgumentParser:
