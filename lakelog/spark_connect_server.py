@@ -29,7 +29,8 @@ _POLL_S = 0.2
 
 
 class SparkConnectServer:
-    """Start with :meth:`start`, then :meth:`wait` or :meth:`stop`; also a context manager."""
+    """Start with :meth:`start`, then :meth:`wait` or :meth:`stop`; also a context manager. Port 0
+    picks a free one."""
 
     def __init__(
         self,
@@ -64,6 +65,8 @@ class SparkConnectServer:
     def start(self, timeout_s: float = 120.0) -> "SparkConnectServer":
         """Launch the JVM and return once it accepts connections. Raises InvalidConfigError when the
         port is taken, LakelogError when the server exits or is not up within ``timeout_s``."""
+        if self.port == 0:
+            self.port = _free_port(self._connect_host())
         self._refuse_a_taken_port()
         import pyspark
 
@@ -99,7 +102,7 @@ class SparkConnectServer:
             process.wait()
 
     def __enter__(self) -> "SparkConnectServer":
-        return self.start()
+        return self if self._process is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -119,3 +122,9 @@ class SparkConnectServer:
         if self._accepts_connections():
             raise InvalidConfigError(f"port {self.port} on {self._connect_host()} is in use: pick another with --port")
 
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
