@@ -28,7 +28,7 @@ from lakelog.server.server_process import ServerProcess
 from lakelog.spark.read_options import parse_read_options
 from lakelog.spark.spark_schema import spark_schema
 from tests.conftest import ORDERS_SCHEMA, create_table, order_rows, scan_all
-from tests.test_lake_read import BUCKETS, TieredLog, _build
+from tests.test_lake_read import BUCKETS, TieredLog, _build, tier_in_process
 from tests.test_lake_schema import SUPPORTED
 
 META = ["__bucket", "__offset", "__timestamp"]
@@ -36,7 +36,7 @@ META = ["__bucket", "__offset", "__timestamp"]
 
 @pytest.fixture(scope="module")
 def tiered(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredLog]:
-    built = _build(tmp_path_factory.mktemp("spark-reader"), spark, {}, nullcontext)
+    built = _build(tmp_path_factory.mktemp("spark-reader"), tier_in_process(spark), {}, nullcontext)
     yield built
     built.server.stop(0)
 
