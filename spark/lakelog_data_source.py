@@ -11,10 +11,10 @@ records at a time, never a whole bucket.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from lakelog.client.connection import connect
@@ -23,6 +23,7 @@ from lakelog.record.meta_columns import META_COLUMNS
 from lakelog.errors import InvalidConfigError
 from lakelog.metadata import TableInfo
 from lakelog.spark.bucket_ranges import BucketRange, plan_ranges
+from lakelog.spark.pushed_filters import PushedFilters
 from lakelog.spark.read_options import COLUMNS, ReadOptions, parse_read_options
 from lakelog.spark.spark_schema import spark_arrow_schema, spark_schema
 
@@ -69,6 +70,12 @@ class LakelogReader(DataSourceReader):
         self._names = schema.names
         self._columns = [name for name in schema.names if name not in META_COLUMNS]
         self._arrow_schema = spark_arrow_schema(schema)
+        self._pushed = PushedFilters.none()
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        """Filters on ``__bucket``, ``__offset`` and ``__timestamp`` narrow the ranges read
+        (:mod:`lakelog.spark.pushed_filters`); the others are left to Spark."""
+        return list(self._pushed.push(filters))
 
     def partitions(self) -> list[InputPartition]:
         """One partition per piece of a bucket's range (an empty list reads nothing: Spark then
@@ -78,7 +85,7 @@ class LakelogReader(DataSourceReader):
         with connect(options.bootstrap, options.client_config) as conn:
             info = conn.admin.get_table_info(options.path)
             _projected(info, self._names, "the DataFrame schema")
-            ranges = plan_ranges(conn.admin, info, options.start, options.end, options.max_records_per_partition)
+            ranges = plan_ranges(conn.admin, info, options.start, options.end, options.max_records_per_partition, self._pushed)
         return [InputPartition(piece) for piece in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
