@@ -15,6 +15,7 @@ COPY client client
 COPY lake lake
 COPY tiering tiering
 COPY spark spark
+COPY pyspark_lakelog.py ./
 RUN pip install --no-cache-dir ".[all]"
 
 # Spark's driver and its local workers talk over loopback inside the container.

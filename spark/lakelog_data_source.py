@@ -57,6 +57,15 @@ class LakelogDataSource(DataSource):
         return spark_schema(columns)
 
     def reader(self, schema: StructType) -> "LakelogReader":
+        return FilteringLakelogReader(parse_read_options(self.options), schema)
+
+
+class FoundLakelogDataSource(LakelogDataSource):
+    """The source Spark finds by itself (module ``pyspark_lakelog``), with no :func:`register` call:
+    it takes no filters, since Spark refuses a source that does while
+    ``spark.sql.python.filterPushdown.enabled`` is off, and nothing here could turn it on."""
+
+    def reader(self, schema: StructType) -> "LakelogReader":
         return LakelogReader(parse_read_options(self.options), schema)
 
 
@@ -71,11 +80,6 @@ class LakelogReader(DataSourceReader):
         self._columns = [name for name in schema.names if name not in META_COLUMNS]
         self._arrow_schema = spark_arrow_schema(schema)
         self._pushed = PushedFilters.none()
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        """Filters on ``__bucket``, ``__offset`` and ``__timestamp`` narrow the ranges read
-        (:mod:`lakelog.spark.pushed_filters`); the others are left to Spark."""
-        return list(self._pushed.push(filters))
 
     def partitions(self) -> list[InputPartition]:
         """One partition per piece of a bucket's range (an empty list reads nothing: Spark then
@@ -98,3 +102,10 @@ class LakelogReader(DataSourceReader):
             with (scan.project(self._columns) if self._columns else scan).create_log_scanner() as scanner:
                 for polled in read_offset_range(scanner, options.path, piece.bucket, piece.start, piece.end):
                     yield from polled.select(self._names).cast(self._arrow_schema).to_batches()
+
+
+class FilteringLakelogReader(LakelogReader):
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        """Filters on ``__bucket``, ``__offset`` and ``__timestamp`` narrow the ranges read
+        (:mod:`lakelog.spark.pushed_filters`); the others are left to Spark."""
+        return list(self._pushed.push(filters))

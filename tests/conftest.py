@@ -159,12 +159,16 @@ def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     mode under the tests that use the classic ``spark`` fixture."""
     port = free_port()
     log = tmp_path_factory.mktemp("spark-connect") / "server.log"
+    # The repository on its Python path, as site-packages is after a regular install: Spark finds
+    # module pyspark_lakelog with pkgutil.iter_modules, which cannot see an editable install's modules.
+    python_path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")]))
     with log.open("w") as sink:
         proc = subprocess.Popen(
             [sys.executable, "-m", "lakelog", "spark-connect", "--port", str(port), "--master", "local[2]"],
             stdout=subprocess.PIPE,
             stderr=sink,
             text=True,
+            env={**os.environ, "PYTHONPATH": python_path},
         )
     assert proc.stdout is not None
     ready = proc.stdout.readline()

@@ -115,6 +115,36 @@ def test_a_client_without_a_jvm_reads_every_tier_through_spark_connect(tiered: T
         _assert_rows(mine, tiered.rows(bucket), PROJECTION)
 
 
+FOUND_SOURCE_CLIENT = textwrap.dedent(
+    """
+    import sys
+    address, spark_master, table, bucket, start = sys.argv[1:]
+    from pyspark.sql.connect.session import SparkSession
+    spark = SparkSession.builder.remote(spark_master).getOrCreate()
+    frame = spark.read.format("lakelog").option("bootstrap", address).load(table)  # no lakelog.spark.register()
+    rows = frame.where(f"__bucket = {bucket} AND __offset >= {start}").select("__offset", "id").collect()
+    print(",".join(f"{row[0]}:{row[1]}" for row in rows))
+    spark.stop()
+    """
+)
+
+
+def test_format_lakelog_works_without_register_through_spark_connect(tiered: TieredLog, spark_connect: str) -> None:
+    """Spark finds the source in module ``pyspark_lakelog`` by itself (the Connect server's Spark)."""
+    start = tiered.lake_only_end(1) - 5
+    result = subprocess.run(
+        [sys.executable, "-c", FOUND_SOURCE_CLIENT, tiered.server.address, spark_connect, str(tiered.path), "1", str(start)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **NO_JAVA},
+    )
+    assert result.returncode == 0, "\n".join(line for line in result.stderr.splitlines() if not line.startswith("\tat "))[-3000:]
+    got = sorted(tuple(map(int, pair.split(":"))) for pair in result.stdout.strip().split(","))
+    want = tiered.rows(1, start)
+    assert got == list(zip(want.column("__offset").to_pylist(), want.column("id").to_pylist()))
+
+
 def test_a_second_server_on_a_taken_port_is_a_clear_error(spark_connect: str) -> None:
     port = spark_connect.rsplit(":", 1)[1]
     result = subprocess.run(
