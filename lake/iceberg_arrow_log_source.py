@@ -9,8 +9,8 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 from pyiceberg.table import Table
 
-from lakelog.lake.iceberg_log_source import FileRange, IcebergLogSource
-from lakelog.lake.iceberg_file_reader import read_lake_file
+from lakelog.lake.iceberg_file_reader import FileRange, read_lake_file
+from lakelog.lake.iceberg_log_source import IcebergLogSource
 
 
 class IcebergArrowLogSource(IcebergLogSource):

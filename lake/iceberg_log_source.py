@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
-from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import pyarrow as pa
@@ -22,20 +21,12 @@ from lakelog.config import Configuration
 from lakelog.errors import InvalidTimestampError, LakeError
 from lakelog.lake.lake_catalog import LakeCatalog
 from lakelog.lake_config import LakeConfig
+from lakelog.lake.iceberg_file_reader import FileRange
 from lakelog.lake.iceberg_scan_planner import SnapshotFiles
 from lakelog.metadata import TableInfo
 
 from lakelog.log_source import FetchContext, LogSource, LookupContext
 from lakelog.record.meta_columns import OFFSET_COLUMN, TIMESTAMP_COLUMN, with_meta_fields
-
-
-@dataclass(frozen=True, slots=True)
-class FileRange:
-    """Offsets ``[start, end)`` of the data file at ``path``."""
-
-    path: str
-    start: int
-    end: int
 
 
 class IcebergLogSource(LogSource):

@@ -20,49 +20,23 @@ from __future__ import annotations
 
 import functools
 import threading
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
-from pyiceberg.io import load_file_io
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from lakelog.config import Configuration
-from lakelog.lake.iceberg_file_reader import read_lake_file
-from lakelog.lake.iceberg_log_source import FileRange, IcebergLogSource
+from lakelog.lake.iceberg_file_reader import FileRange
+from lakelog.lake.iceberg_log_source import IcebergLogSource
+from lakelog.lake.spark_file_task import IPC_COLUMN, LakeRead, read_files_in_task
 from lakelog.lake.lake_catalog import LakeCatalog, lake_call
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import TableInfo
 from lakelog.spark_session import spark_session
 
 APP_NAME = "lakelog-lake-reader"
-IPC_COLUMN = "ipc"
 _END = object()
-
-
-@dataclass(frozen=True)
-class LakeRead:
-    """What the tasks of one read need (pickled with them): partition i reads ``files[i]``."""
-
-    io_properties: Mapping[str, str]
-    files: Sequence[FileRange]
-    log_schema: pa.Schema
-    batch_rows: int
-
-
-def read_files_in_task(read: LakeRead, indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """A ``mapInArrow`` function over file indexes: each batch of a file becomes one row holding
-    its IPC stream."""
-    for numbers in indexes:
-        for index in numbers.column(0).to_pylist():
-            file = read.files[index]
-            io = load_file_io(dict(read.io_properties), file.path)
-            for batch in read_lake_file(io, file.path, read.log_schema, file.start, file.end, read.batch_rows):
-                sink = pa.BufferOutputStream()
-                with pa.ipc.new_stream(sink, batch.schema) as writer:
-                    writer.write_batch(batch)
-                yield pa.record_batch([pa.array([sink.getvalue().to_pybytes()], pa.binary())], names=[IPC_COLUMN])
 
 
 def _each(what: str, rows: Iterator[Any]) -> Iterator[Any]:
