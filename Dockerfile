@@ -15,6 +15,7 @@ COPY client client
 COPY lake lake
 COPY tiering tiering
 COPY spark spark
+COPY pyspark_lakelog.py ./
 RUN pip install --no-cache-dir ".[all]"
 
 # Not root: a user of its own, owning the data directory (a named volume mounted there starts with

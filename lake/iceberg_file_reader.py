@@ -7,6 +7,7 @@ skipped by their Parquet statistics, and nothing beyond one row group is held at
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
 import pyarrow as pa
@@ -17,6 +18,15 @@ from pyiceberg.io import FileIO
 from lakelog.errors import LakeDataError, LakeError
 from lakelog.lake.log_rows import to_log_rows
 from lakelog.record.meta_columns import OFFSET_COLUMN
+
+
+@dataclass(frozen=True, slots=True)
+class FileRange:
+    """Offsets ``[start, end)`` of the data file at ``path``."""
+
+    path: str
+    start: int
+    end: int
 
 
 def read_lake_file(

@@ -2,8 +2,8 @@
 
 The coordinator creates lake tables through it, in one catalog it keeps open.
 
-``client.lake.source`` picks the LogSource: ``iceberg`` (default) reads through PySpark,
-``iceberg-arrow`` in-process. Each is imported only when chosen, so a client without PySpark can
+``client.lake.source`` picks the LogSource (the client resolves ``auto`` before it gets here):
+``iceberg`` reads through PySpark, ``iceberg-arrow`` in-process. Each is imported only when chosen, so a client without PySpark can
 still use ``iceberg-arrow``, and a missing library surfaces as the ImportError that makes the
 client fall back to reading without the lake.
 """

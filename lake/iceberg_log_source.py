@@ -1,7 +1,7 @@
 """What both Iceberg LogSources share: the lake table at a snapshot, planning, timestamp lookups.
 
-They differ only in where a planned data file is read (:meth:`IcebergLogSource.read_file`): in
-this process, or in a Spark task. The catalog is the connection's (shared by every LogSource and
+They differ only in where the planned data files of a read are read
+(:meth:`IcebergLogSource.read_files`): one after the other in this process, or in one Spark job. The catalog is the connection's (shared by every LogSource and
 the admin of one connection) and opens on first use, so creating a LogSource (every scanner of a
 lake-enabled table does) costs nothing until the lake is actually read. Each lake snapshot is
 planned once (:class:`~lakelog.lake.iceberg_scan_planner.SnapshotFiles`).
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,6 +21,7 @@ from lakelog.config import Configuration
 from lakelog.errors import InvalidTimestampError, LakeError
 from lakelog.lake.lake_catalog import LakeCatalog
 from lakelog.lake_config import LakeConfig
+from lakelog.lake.iceberg_file_reader import FileRange
 from lakelog.lake.iceberg_scan_planner import SnapshotFiles
 from lakelog.metadata import TableInfo
 
@@ -48,9 +49,9 @@ class IcebergLogSource(LogSource):
         self._lock = threading.Lock()
 
     @abstractmethod
-    def read_file(self, table: Table, path: str, log_schema: pa.Schema, start: int, end: int) -> Iterator[pa.RecordBatch]:
-        """Rows of data file ``path`` with offsets in ``[start, end)``, as batches of ``log_schema``
-        (see :func:`lakelog.lake.iceberg_file_reader.read_lake_file`)."""
+    def read_files(self, table: Table, files: Sequence[FileRange], log_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        """The rows of ``files`` (each within its offset range), file after file, as batches of
+        ``log_schema`` (see :func:`lakelog.lake.iceberg_file_reader.read_lake_file`)."""
 
     def fetch_log_records(self, context: FetchContext) -> Iterator[pa.RecordBatch]:
         schema = self.table_info.schema
@@ -58,17 +59,19 @@ class IcebergLogSource(LogSource):
         log_schema = with_meta_fields(pa.schema(fields))
         table = self.table_at(context.lake_snapshot_id)
         start, end = context.fetch_start_offset, context.log_end_offset_of_snapshot
-        for file in self._files.bucket_files(table, context.lake_snapshot_id, context.bucket, start, end):
-            yield from self.read_file(table, file.path, log_schema, max(start, file.first_offset), min(end, file.last_offset + 1))
+        files = self._files.bucket_files(table, context.lake_snapshot_id, context.bucket, start, end)
+        ranges = [FileRange(file.path, max(start, file.first_offset), min(end, file.last_offset + 1)) for file in files]
+        yield from self.read_files(table, ranges, log_schema)
 
     def lookup_log_offset_by_timestamp(self, context: LookupContext) -> int:
         """Files hold offsets in order and timestamps never decrease with offsets, so the answer is
-        in the first file (by offset) whose largest timestamp reaches ``context.timestamp``."""
+        in the first file (by offset) whose largest timestamp reaches ``context.timestamp``: only
+        that one is read."""
         table = self.table_at(context.lake_snapshot_id)
         meta_only = with_meta_fields(pa.schema([]))
         files = self._files.bucket_files(table, context.lake_snapshot_id, context.bucket, min_timestamp_ms=context.timestamp)
-        for file in files:
-            for batch in self.read_file(table, file.path, meta_only, file.first_offset, file.last_offset + 1):
+        for file in files[:1]:
+            for batch in self.read_files(table, [FileRange(file.path, file.first_offset, file.last_offset + 1)], meta_only):
                 index = pc.index(pc.greater_equal(batch.column(TIMESTAMP_COLUMN), context.timestamp), True).as_py()
                 if index >= 0:
                     return int(batch.column(OFFSET_COLUMN)[index].as_py())

@@ -178,9 +178,19 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ),
     ConfigOption("client.scanner.offset-reset", _choice("error", "earliest", "latest"), "error", "What a scanner does at an offset no tier can serve."),
     ConfigOption("client.lake.enabled", parse_bool, True, "Read lake tiers through a LogSource plugin."),
-    ConfigOption("client.lake.source", _choice("iceberg", "iceberg-arrow"), "iceberg", "Which lake LogSource reads Iceberg."),
+    ConfigOption(
+        "client.lake.source",
+        _choice("auto", "iceberg", "iceberg-arrow"),
+        "auto",
+        "Which lake LogSource reads Iceberg: iceberg (PySpark), iceberg-arrow (in-process), or auto: iceberg when a Spark endpoint is known (lake.spark.master, own or advertised), else iceberg-arrow.",
+    ),
     ConfigOption("client.lake.batch-rows", int, 65_536, "Rows per batch a lake LogSource reads; bounds a lake read's memory with the scanner's few batches of read-ahead."),
-    ConfigOption("lake.spark.master", str, "local[*]", "Spark master of the PySpark lake LogSource."),
+    ConfigOption(
+        "lake.spark.master",
+        str,
+        "",
+        "Spark of the PySpark lake LogSource and the tiering job (sc://HOST:PORT, spark://..., local[*]); a coordinator advertises its own to clients and jobs that set none. Unset: local[*] when Spark is used.",
+    ),
 )
 
 PASS_THROUGH_PREFIXES = ("datalake.iceberg.", "remote.fs.")

@@ -1,4 +1,5 @@
-"""Which lake a cluster tiers into: the format and the PyIceberg catalog properties.
+"""Which lake a cluster tiers into: the format and the PyIceberg catalog properties, and the Spark
+(``lake.spark.master``) that reads and tiers it.
 
 The servers read it from ``datalake.format`` and ``datalake.iceberg.*``; the coordinator hands the
 non-secret part to clients and tiering jobs (GetLakeConfig), so they need only the bootstrap
@@ -9,7 +10,7 @@ This module imports no PyIceberg: a plain client and a server with no lake table
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit, urlunsplit
@@ -56,13 +57,21 @@ def _without_password(value: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+def _without_secret_parameters(master: str) -> str:
+    """``sc://host:15002/;token=…;user_id=x`` -> ``sc://host:15002/;user_id=x``: a Spark Connect
+    address leaves the server without the parameters that hold a secret."""
+    base, *parameters = master.split(";")
+    return ";".join([base, *(p for p in parameters if not is_secret(p.partition("=")[0]))])
+
+
 @dataclass(frozen=True)
 class LakeConfig:
-    """``format`` (``iceberg``) and the PyIceberg catalog properties (``type``, ``uri``, ``warehouse``,
-    ``s3.endpoint``, ...)."""
+    """``format`` (``iceberg``), the PyIceberg catalog properties (``type``, ``uri``, ``warehouse``,
+    ``s3.endpoint``, ...) and ``spark_master``, the coordinator's ``lake.spark.master`` ('' when unset)."""
 
     format: str = ICEBERG
     catalog_properties: Mapping[str, str] = field(default_factory=dict)
+    spark_master: str = ""
 
     @classmethod
     def from_configuration(cls, conf: Configuration, data_dir: Path) -> "LakeConfig":
@@ -74,7 +83,7 @@ class LakeConfig:
             properties.setdefault("type", "sql")
             properties["uri"] = f"sqlite:///{lake_dir / 'catalog.db'}"
             properties.setdefault("warehouse", (lake_dir / "warehouse").as_uri())
-        return cls(conf.get("datalake.format"), properties)
+        return cls(conf.get("datalake.format"), properties, conf.get("lake.spark.master"))
 
     @property
     def default_sqlite_path(self) -> Path | None:
@@ -83,12 +92,18 @@ class LakeConfig:
         return Path(uri[len("sqlite:///") :]) if uri.startswith("sqlite:///") else None
 
     def public(self) -> "LakeConfig":
-        """What may leave the server: secrets dropped, passwords cut out of URIs."""
-        return LakeConfig(
-            self.format,
-            {key: _without_password(value) for key, value in self.catalog_properties.items() if not is_secret(key)},
+        """What may leave the server: secrets dropped, passwords and tokens cut out of URIs."""
+        return replace(
+            self,
+            catalog_properties={key: _without_password(value) for key, value in self.catalog_properties.items() if not is_secret(key)},
+            spark_master=_without_secret_parameters(self.spark_master),
         )
 
     def with_overrides(self, overrides: Mapping[str, str]) -> "LakeConfig":
         """This config with a job's own properties (its credentials) on top."""
-        return LakeConfig(self.format, {**self.catalog_properties, **overrides})
+        return replace(self, catalog_properties={**self.catalog_properties, **overrides})
+
+    def spark_master_for(self, conf: Configuration) -> str:
+        """The Spark a client or a job uses: its own ``lake.spark.master``, else the one the cluster
+        advertises; '' when neither is set."""
+        return conf.get("lake.spark.master") or self.spark_master

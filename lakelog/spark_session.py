@@ -17,9 +17,13 @@ APP_NAME = "lakelog-tier"
 def spark_session(master: str | None = None, app_name: str = APP_NAME) -> "SparkSession":
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name)
     if master and master.startswith("sc://"):
-        return builder.remote(master).getOrCreate()
+        # Spark Connect's own builder: pyspark's generic one would switch the whole process to
+        # Connect mode, and refuse outright when a classic session already runs in it.
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        return ConnectSession.builder.remote(master).appName(app_name).getOrCreate()
+    builder = SparkSession.builder.appName(app_name)
     under_spark_submit = "PYSPARK_GATEWAY_PORT" in os.environ
     if master or not under_spark_submit:
         master = master or DEFAULT_MASTER

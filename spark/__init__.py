@@ -13,6 +13,12 @@ if TYPE_CHECKING:
 __all__ = ["LakelogDataSource", "register"]
 
 
+# Spark refuses a Python data source that takes filters unless this is on.
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
 def register(spark: "SparkSession") -> None:
-    """Make ``format("lakelog")`` known to ``spark`` (once per session; again is harmless)."""
+    """Make ``format("lakelog")`` known to ``spark`` and let it take filters on ``__bucket``,
+    ``__offset`` and ``__timestamp`` (once per session; again is harmless)."""
+    spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     spark.dataSource.register(LakelogDataSource)

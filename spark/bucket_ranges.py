@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from lakelog.client.admin import Admin
 from lakelog.errors import InvalidConfigError
 from lakelog.metadata import OffsetSpec, TableInfo
+from lakelog.record.meta_columns import OFFSET_COLUMN, TIMESTAMP_COLUMN
+from lakelog.spark.pushed_filters import UNBOUNDED, PushedFilters
 from lakelog.spark.read_options import OffsetBound
 from lakelog.client.scanner.offset_range import split_range
 
@@ -43,13 +45,28 @@ def resolve_bound(admin: Admin, info: TableInfo, bound: OffsetBound) -> dict[int
     return {**offsets, **bound.per_bucket}
 
 
-def plan_ranges(admin: Admin, info: TableInfo, start: OffsetBound, end: OffsetBound, max_records: int) -> list[BucketRange]:
-    """The pieces to read, bucket by bucket in offset order; buckets with nothing to read have none."""
+def plan_ranges(
+    admin: Admin, info: TableInfo, start: OffsetBound, end: OffsetBound, max_records: int, pushed: PushedFilters | None = None
+) -> list[BucketRange]:
+    """The pieces to read, bucket by bucket in offset order; buckets with nothing to read have none.
+    ``pushed`` narrows the options' ranges by the filters Spark pushed down."""
+    pushed = pushed or PushedFilters.none()
     latest = admin.list_offsets(info.path, spec=OffsetSpec.latest())
     starts = resolve_bound(admin, info, start)
-    ends = resolve_bound(admin, info, end)
+    ends = {bucket: min(offset, latest[bucket]) for bucket, offset in resolve_bound(admin, info, end).items()}
+    low, high = pushed.bounds[OFFSET_COLUMN]
+    starts = {bucket: max(offset, low) for bucket, offset in starts.items()}
+    ends = {bucket: min(offset, high) for bucket, offset in ends.items()}
+    low_ms, high_ms = pushed.bounds[TIMESTAMP_COLUMN]
+    if (low_ms, high_ms) != UNBOUNDED:
+        # First offsets at or past each timestamp bound: timestamps never decrease within a bucket.
+        at_low = admin.list_offsets(info.path, spec=OffsetSpec.timestamp(low_ms)) if low_ms > UNBOUNDED[0] else starts
+        at_high = admin.list_offsets(info.path, spec=OffsetSpec.timestamp(high_ms)) if high_ms < UNBOUNDED[1] else ends
+        starts = {bucket: max(offset, at_low[bucket]) for bucket, offset in starts.items()}
+        ends = {bucket: min(offset, at_high[bucket]) for bucket, offset in ends.items()}
     return [
         BucketRange(bucket, s, e)
         for bucket in range(info.buckets)
-        for s, e in split_range(starts[bucket], min(ends[bucket], latest[bucket]), max_records)
+        if pushed.bucket_wanted(bucket)
+        for s, e in split_range(starts[bucket], ends[bucket], max_records)
     ]

@@ -11,10 +11,10 @@ records at a time, never a whole bucket.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from lakelog.client.connection import connect
@@ -23,6 +23,7 @@ from lakelog.record.meta_columns import META_COLUMNS
 from lakelog.errors import InvalidConfigError
 from lakelog.metadata import TableInfo
 from lakelog.spark.bucket_ranges import BucketRange, plan_ranges
+from lakelog.spark.pushed_filters import PushedFilters
 from lakelog.spark.read_options import COLUMNS, ReadOptions, parse_read_options
 from lakelog.spark.spark_schema import spark_arrow_schema, spark_schema
 
@@ -56,6 +57,15 @@ class LakelogDataSource(DataSource):
         return spark_schema(columns)
 
     def reader(self, schema: StructType) -> "LakelogReader":
+        return FilteringLakelogReader(parse_read_options(self.options), schema)
+
+
+class FoundLakelogDataSource(LakelogDataSource):
+    """The source Spark finds by itself (module ``pyspark_lakelog``), with no :func:`register` call:
+    it takes no filters, since Spark refuses a source that does while
+    ``spark.sql.python.filterPushdown.enabled`` is off, and nothing here could turn it on."""
+
+    def reader(self, schema: StructType) -> "LakelogReader":
         return LakelogReader(parse_read_options(self.options), schema)
 
 
@@ -69,6 +79,7 @@ class LakelogReader(DataSourceReader):
         self._names = schema.names
         self._columns = [name for name in schema.names if name not in META_COLUMNS]
         self._arrow_schema = spark_arrow_schema(schema)
+        self._pushed = PushedFilters.none()
 
     def partitions(self) -> list[InputPartition]:
         """One partition per piece of a bucket's range (an empty list reads nothing: Spark then
@@ -78,7 +89,7 @@ class LakelogReader(DataSourceReader):
         with connect(options.bootstrap, options.client_config) as conn:
             info = conn.admin.get_table_info(options.path)
             _projected(info, self._names, "the DataFrame schema")
-            ranges = plan_ranges(conn.admin, info, options.start, options.end, options.max_records_per_partition)
+            ranges = plan_ranges(conn.admin, info, options.start, options.end, options.max_records_per_partition, self._pushed)
         return [InputPartition(piece) for piece in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -91,3 +102,10 @@ class LakelogReader(DataSourceReader):
             with (scan.project(self._columns) if self._columns else scan).create_log_scanner() as scanner:
                 for polled in read_offset_range(scanner, options.path, piece.bucket, piece.start, piece.end):
                     yield from polled.select(self._names).cast(self._arrow_schema).to_batches()
+
+
+class FilteringLakelogReader(LakelogReader):
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        """Filters on ``__bucket``, ``__offset`` and ``__timestamp`` narrow the ranges read
+        (:mod:`lakelog.spark.pushed_filters`); the others are left to Spark."""
+        return list(self._pushed.push(filters))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -134,7 +136,7 @@ class ServerSubprocess:
                 self.kill()
 
 
-from tests.s3 import moto_s3, s3_outage  # noqa: E402,F401 - fixtures shared by every test module
+from tests.s3 import free_port, moto_s3, s3_outage  # noqa: E402,F401 - fixtures shared by every test module
 
 
 # ---------------------------------------------------------------- the lake tier
@@ -162,6 +164,35 @@ def spark() -> Iterator[Any]:
     session = spark_session("local[2]", "lakelog-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`lakelog spark-connect` in its own process (local[2]), shared by every test that reaches Spark
+    through it; its ``sc://`` address. At the end it must stop cleanly on SIGTERM and free its port.
+    Connect sessions live in subprocesses only: one in this process would switch PySpark to Connect
+    mode under the tests that use the classic ``spark`` fixture."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("spark-connect") / "server.log"
+    # The repository on its Python path, as site-packages is after a regular install: Spark finds
+    # module pyspark_lakelog with pkgutil.iter_modules, which cannot see an editable install's modules.
+    python_path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")]))
+    with log.open("w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "lakelog", "spark-connect", "--port", str(port), "--master", "local[2]"],
+            stdout=subprocess.PIPE,
+            stderr=sink,
+            text=True,
+            env={**os.environ, "PYTHONPATH": python_path},
+        )
+    assert proc.stdout is not None
+    ready = proc.stdout.readline()
+    assert f"ready on sc://127.0.0.1:{port}" in ready, f"spark-connect said {ready!r}; its log: {log.read_text()[-3000:]}"
+    yield f"sc://127.0.0.1:{port}"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 0, log.read_text()[-3000:]
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0, "the Spark Connect server still listens after SIGTERM"
 
 
 def produce_orders(table: lakelog.Table, start: int, count: int, batch: int = 2000) -> None:

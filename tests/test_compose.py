@@ -23,10 +23,10 @@ from lakelog.config import Configuration
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
-EXPECTED_SERVICES = {"minio", "minio-buckets", "iceberg-rest", "coordinator", "tablet-server-1", "tablet-server-2", "tiering", "prometheus"}
+EXPECTED_SERVICES = {"minio", "minio-buckets", "iceberg-rest", "coordinator", "tablet-server-1", "tablet-server-2", "tiering", "prometheus", "spark-connect"}
 SERVERS = {"coordinator", "tablet-server-1", "tablet-server-2"}
 # Keys whose values are addresses other containers must resolve: each host must be a service.
-ADDRESS_KEYS = ("coordinator.address", "remote.fs.s3.endpoint", "datalake.iceberg.uri", "datalake.iceberg.s3.endpoint")
+ADDRESS_KEYS = ("coordinator.address", "remote.fs.s3.endpoint", "datalake.iceberg.uri", "datalake.iceberg.s3.endpoint", "lake.spark.master")
 # ${VAR}, ${VAR:-default}, ${VAR-default}; $$ escapes a dollar for the container's own shell.
 INTERPOLATION = re.compile(r"(?<!\$)\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<default>:?-[^}]*)?\}")
 ESCAPED_VARIABLE = re.compile(r"\$\$\{?(?P<name>[A-Za-z_][A-Za-z0-9_]*)")
@@ -78,7 +78,7 @@ def _configuration(service: dict[str, Any], args: argparse.Namespace) -> Configu
         mounts = _bind_mounts(service)
         assert config in mounts, f"--config {config} is not a file the service mounts"
         file = mounts[config]
-    return Configuration.load(file, args.set)
+    return Configuration.load(file, getattr(args, "set", []))
 
 
 def test_the_compose_file_has_every_service(services: dict[str, dict[str, Any]]) -> None:
@@ -91,7 +91,7 @@ def test_the_compose_file_has_every_service(services: dict[str, dict[str, Any]])
 
 def test_every_lakelog_command_parses_with_the_real_cli(services: dict[str, dict[str, Any]]) -> None:
     commands = _lakelog_services(services)
-    assert set(commands) == {"coordinator", "tablet-server-1", "tablet-server-2", "tiering"}
+    assert set(commands) == {"coordinator", "tablet-server-1", "tablet-server-2", "spark-connect", "tiering"}
     parsed = {name: _parse(argv) for name, argv in commands.items()}
     assert parsed["coordinator"].command == "coordinator"
     assert {parsed[f"tablet-server-{i}"].server_id for i in (1, 2)} == {1, 2}
@@ -100,12 +100,24 @@ def test_every_lakelog_command_parses_with_the_real_cli(services: dict[str, dict
 
 def test_every_config_key_loads(services: dict[str, dict[str, Any]]) -> None:
     for name, argv in _lakelog_services(services).items():
-        conf = _configuration(services[name], _parse(argv))  # raises InvalidConfigError on an unknown key or bad value
+        args = _parse(argv)
+        if not hasattr(args, "set"):
+            continue  # spark-connect: Spark settings (--conf), no lakelog keys
+        conf = _configuration(services[name], args)  # raises InvalidConfigError on an unknown key or bad value
         assert conf.items(), f"{name} configures nothing"
     coordinator = _configuration(services["coordinator"], _parse(_lakelog_services(services)["coordinator"]))
     assert coordinator.get("datalake.iceberg.type") == "rest"
     tablet = _configuration(services["tablet-server-1"], _parse(_lakelog_services(services)["tablet-server-1"]))
     assert tablet.get("remote.data.dir").startswith("s3://")
+
+
+def test_the_coordinator_advertises_the_spark_connect_service(services: dict[str, dict[str, Any]]) -> None:
+    commands = _lakelog_services(services)
+    connect = _parse(commands["spark-connect"])
+    assert connect.command == "spark-connect" and connect.host == "0.0.0.0", "reachable from the other containers"
+    coordinator = _configuration(services["coordinator"], _parse(commands["coordinator"]))
+    assert coordinator.get("lake.spark.master") == f"sc://spark-connect:{connect.port}"
+    assert _parse(commands["tiering"]).spark_master is None, "the tiering job uses the Spark the coordinator advertises"
 
 
 def test_every_address_names_a_service_and_every_bucket_is_created(services: dict[str, dict[str, Any]]) -> None:

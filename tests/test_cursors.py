@@ -18,7 +18,7 @@ import lakelog
 from lakelog.errors import OffsetOutOfRangeError
 from lakelog.server.server_process import ServerProcess
 from tests.conftest import create_table, expire_remote, order_rows
-from tests.test_lake_read import BUCKETS, TieredLog, _build
+from tests.test_lake_read import BUCKETS, TieredLog, _build, tier_in_process
 
 ROWS_PER_BATCH = 500
 
@@ -96,7 +96,7 @@ def test_offset_reset_on_an_offset_no_tier_serves(
 @pytest.fixture(scope="module")
 def tiered(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredLog]:
     """test_lake_read's log: the oldest offsets only in the lake, then remote, then local."""
-    built = _build(tmp_path_factory.mktemp("cursors"), spark, {}, nullcontext)
+    built = _build(tmp_path_factory.mktemp("cursors"), tier_in_process(spark), {}, nullcontext)
     yield built
     built.server.stop(0)
 

@@ -82,7 +82,20 @@ def _produce(table: lakelog.Table, first_batch: int, batches: int) -> None:
             time.sleep(0.002)
 
 
-def _build(data_dir: Path, spark: Any, lake_conf: dict[str, str], outage: Callable[[], Any]) -> TieredLog:
+Tier = Callable[[str, lakelog.TablePath], None]
+
+
+def tier_in_process(spark: Any) -> Tier:
+    """One round of the tiering job in this process, on the shared SparkSession."""
+
+    def tier(address: str, path: lakelog.TablePath) -> None:
+        with TieringJob(TieringOptions(address, tables=(path,)), spark=spark) as job:
+            job.run_round()
+
+    return tier
+
+
+def _build(data_dir: Path, tier: Tier, lake_conf: dict[str, str], outage: Callable[[], Any]) -> TieredLog:
     conf = {
         "data.dir": str(data_dir),
         "server.port": 0,
@@ -98,14 +111,15 @@ def _build(data_dir: Path, spark: Any, lake_conf: dict[str, str], outage: Callab
     properties = {"table.datalake.enabled": "true", "table.log.ttl": "1h", "table.log.tiered.local-segments": "1"}
     with lakelog.connect(server.address, {"client.lake.enabled": "false"}) as conn:
         table = create_table(conn, buckets=BUCKETS, properties=properties)
-        with TieringJob(TieringOptions(server.address, tables=(table.path,)), spark=spark) as job:
-            first = 0
-            for rounds, batches in enumerate(ROUNDS):
-                _produce(table, first, batches)
-                first += batches
-                remote.run_once()
-                if rounds < 2:
-                    assert job.run_round().records == batches * ROWS_PER_BATCH * BUCKETS
+        first = 0
+        for rounds, batches in enumerate(ROUNDS):
+            _produce(table, first, batches)
+            first += batches
+            remote.run_once()
+            if rounds < 2:
+                tier(server.address, table.path)
+                lake_ends = {info.lake_log_end_offset for info in conn.admin.describe_buckets(table.path).values()}
+                assert lake_ends == {first * ROWS_PER_BATCH}, "a round tiers everything produced"
         truth = log_rows(server.address, table.path)
         assert expire_remote(remote, days=2).expired > 0
         buckets = conn.admin.describe_buckets(table.path)
@@ -131,7 +145,7 @@ def tiered(request: pytest.FixtureRequest, spark: Any, tmp_path_factory: pytest.
             finally:
                 warehouse.with_name("warehouse-away").rename(warehouse)
 
-        built = _build(data_dir, spark, {}, outage)
+        built = _build(data_dir, tier_in_process(spark), {}, outage)
     else:
         moto_s3: MotoS3 = request.getfixturevalue("moto_s3")  # also sets the AWS_* credentials every client uses
 
@@ -148,7 +162,7 @@ def tiered(request: pytest.FixtureRequest, spark: Any, tmp_path_factory: pytest.
             "datalake.iceberg.s3.endpoint": moto_s3.endpoint,
             "datalake.iceberg.s3.region": "us-east-1",
         }
-        built = _build(data_dir, spark, lake_conf, outage)
+        built = _build(data_dir, tier_in_process(spark), lake_conf, outage)
     yield built
     built.server.stop(0)
 

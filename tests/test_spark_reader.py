@@ -28,7 +28,7 @@ from lakelog.server.server_process import ServerProcess
 from lakelog.spark.read_options import parse_read_options
 from lakelog.spark.spark_schema import spark_schema
 from tests.conftest import ORDERS_SCHEMA, create_table, order_rows, scan_all
-from tests.test_lake_read import BUCKETS, TieredLog, _build
+from tests.test_lake_read import BUCKETS, TieredLog, _build, tier_in_process
 from tests.test_lake_schema import SUPPORTED
 
 META = ["__bucket", "__offset", "__timestamp"]
@@ -36,7 +36,7 @@ META = ["__bucket", "__offset", "__timestamp"]
 
 @pytest.fixture(scope="module")
 def tiered(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredLog]:
-    built = _build(tmp_path_factory.mktemp("spark-reader"), spark, {}, nullcontext)
+    built = _build(tmp_path_factory.mktemp("spark-reader"), tier_in_process(spark), {}, nullcontext)
     yield built
     built.server.stop(0)
 
@@ -137,6 +137,49 @@ def test_a_timestamp_range_is_half_open(tiered: TieredLog, scanned: pa.Table, sp
     stamps = scanned.column("__timestamp")
     want = scanned.filter(pc.and_(pc.greater_equal(stamps, start_ms), pc.less(stamps, end_ms)))
     assert 0 < want.num_rows < scanned.num_rows
+    _assert_same_rows(_sorted_arrow(frame), want)
+
+
+# ---------------------------------------------------------------- filter pushdown
+
+
+def _contiguous(rows: pa.Table) -> int:
+    """How many offsets ``rows`` span (they are one bucket's, in order, with no gap)."""
+    offsets = rows.column("__offset").to_pylist()
+    assert offsets == list(range(offsets[0], offsets[-1] + 1))
+    return len(offsets)
+
+
+def test_offset_and_bucket_filters_narrow_the_ranges_read(tiered: TieredLog, scanned: pa.Table, spark: Any) -> None:
+    start, end = tiered.lake_only_end(1) - 10, tiered.buckets[1].local_log_start_offset + 5
+    frame = _read(spark, tiered.server.address, maxRecordsPerPartition="1000", columns="id").where(
+        f"__bucket = 1 AND __offset >= {start} AND __offset < {end} AND id % 2 = 0"
+    )
+    # Without pushdown every bucket's whole history would be planned: sum(ceil(hw / 1000)) partitions.
+    assert frame.rdd.getNumPartitions() == math.ceil((end - start) / 1000)
+    offsets, ids = scanned.column("__offset"), scanned.column("id")
+    want = scanned.filter(
+        pc.and_(
+            pc.and_(pc.equal(scanned.column("__bucket"), 1), pc.equal(pc.bit_wise_and(ids, 1), 0)),
+            pc.and_(pc.greater_equal(offsets, start), pc.less(offsets, end)),
+        )
+    )
+    assert want.num_rows > 0
+    _assert_same_rows(_sorted_arrow(frame), want.select(["id", *META]))
+
+
+def test_timestamp_filters_become_offset_ranges(tiered: TieredLog, scanned: pa.Table, spark: Any) -> None:
+    """From a timestamp only the lake holds to one on local disk, both ends inclusive, buckets by IN."""
+    start_ms = tiered.timestamps(0)[tiered.lake_only_end(0) // 2]
+    end_ms = tiered.timestamps(0)[tiered.buckets[0].local_log_start_offset + 1]
+    frame = _read(spark, tiered.server.address, maxRecordsPerPartition="1000").where(
+        f"__timestamp >= {start_ms} AND __timestamp <= {end_ms} AND __bucket IN (0)"
+    )
+    stamps = scanned.column("__timestamp")
+    want = scanned.filter(
+        pc.and_(pc.equal(scanned.column("__bucket"), 0), pc.and_(pc.greater_equal(stamps, start_ms), pc.less_equal(stamps, end_ms)))
+    )
+    assert frame.rdd.getNumPartitions() == math.ceil(_contiguous(want) / 1000)
     _assert_same_rows(_sorted_arrow(frame), want)
 
 

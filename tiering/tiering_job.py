@@ -136,7 +136,9 @@ class TieringJob:
             if not self._conn.admin.get_table_info(path).lake_enabled:
                 raise LakeError(f"table {path} is not lake-enabled (table.datalake.enabled=true)")
         self._owns_spark = spark is None
-        self._spark = spark if spark is not None else spark_session(options.spark_master)
+        # --spark-master, else the job's own lake.spark.master, else the Spark the cluster advertises.
+        master = options.spark_master or self.lake_config.spark_master_for(self._conn.config) or None
+        self._spark = spark if spark is not None else spark_session(master)
         self._cleaned: set[TablePath] = set()
         self._rounds = 0
         self._total_records = 0

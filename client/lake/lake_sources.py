@@ -4,6 +4,11 @@ A table gets one when it is lake-enabled, ``client.lake.enabled`` is true and a 
 ``table.datalake.format`` loads. Otherwise the client never sets ``enable_lake`` and behaves as a
 client from before lake reads existed; when that is because no plugin loads, one line says why,
 once per table, so a user wondering why old offsets are out of range finds the reason.
+
+Plugins get a client config with nothing left to guess: ``client.lake.source=auto`` resolved (the
+PySpark ``iceberg`` source when a Spark endpoint is known, the client's own ``lake.spark.master``
+or the one the cluster advertises; ``iceberg-arrow`` otherwise, or when PySpark cannot load) and
+``lake.spark.master`` filled in from the cluster's when the client has none.
 """
 
 from __future__ import annotations
@@ -26,6 +31,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+AUTO, SPARK_SOURCE, ARROW_SOURCE = "auto", "iceberg", "iceberg-arrow"
+
+
+def _with(conf: Configuration, values: dict[str, str]) -> Configuration:
+    return Configuration({**conf.items(), **values})
+
+
 class _Unavailable(Exception):
     """Why no plugin can read a format; cached, so it is said once."""
 
@@ -37,6 +49,7 @@ class LakeSources:
         self._conf = conf
         self._fetch_lake_config = lake_config
         self._lake_config: LakeConfig | None = None
+        self._plugin_conf: Configuration | None = None
         self._catalog: LakeCatalog | None = None
         self._catalog_lock = threading.Lock()
         self._storages: dict[str, LakeStorage | _Unavailable] = {}
@@ -61,10 +74,28 @@ class LakeSources:
 
     def _create(self, info: TableInfo) -> LogSource:
         storage = self._storage(info.properties.get(DATALAKE_FORMAT) or ICEBERG)
+        conf = self._resolved_conf()
         try:
-            return storage.create_log_source(info, self.lake_config(), self._conf, catalog=self.lake_catalog)
+            return storage.create_log_source(info, self.lake_config(), conf, catalog=self.lake_catalog)
         except ImportError as exc:
+            if self._conf.get("client.lake.source") == AUTO and conf.get("client.lake.source") != ARROW_SOURCE:
+                log.info("client.lake.source=auto: PySpark cannot load (%s); reading the lake with %s instead", exc, ARROW_SOURCE)
+                self._plugin_conf = _with(conf, {"client.lake.source": ARROW_SOURCE})
+                return self._create(info)
             raise _Unavailable(f"the {type(storage).__name__} lake plugin cannot load: {exc}") from None
+
+    def _resolved_conf(self) -> Configuration:
+        """This client's config with ``auto`` resolved and the advertised Spark filled in; decided
+        (and said, for ``auto``) once per connection."""
+        if self._plugin_conf is None:
+            master = self.lake_config().spark_master_for(self._conf)
+            source = self._conf.get("client.lake.source")
+            if source == AUTO:
+                source = SPARK_SOURCE if master else ARROW_SOURCE
+                why = f"Spark at {master}" if master else "no Spark endpoint known (lake.spark.master)"
+                log.info("client.lake.source=auto: reading the lake with %s (%s)", source, why)
+            self._plugin_conf = _with(self._conf, {"client.lake.source": source, "lake.spark.master": master})
+        return self._plugin_conf
 
     def _storage(self, lake_format: str) -> LakeStorage:
         found = self._storages.get(lake_format)

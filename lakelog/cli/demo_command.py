@@ -1,10 +1,13 @@
 """`lakelog demo`: the README's main job, the whole story on the embedded default.
 
-It starts an embedded server in a fresh directory, creates a lake-enabled table, produces records,
-rolls and uploads segments to remote storage, tiers them into Iceberg with the PySpark job, expires
+It starts a Spark Connect server and an embedded lakelog server that advertises it
+(``lake.spark.master``), creates a lake-enabled table, produces records, rolls and uploads segments
+to remote storage, tiers them into Iceberg with the PySpark job through Spark Connect, expires
 what the lake now holds from remote and local storage, produces more, then reads everything back
 from offset 0 through one scanner and prints which tier served how many records; last, a timestamp
-lookup that only the lake can answer. It checks every step and exits non-zero if anything is off.
+lookup that only the lake can answer. The demo process itself runs no JVM: its Spark work (tiering,
+and the lake reads of the default ``auto`` source) runs in the Connect server. It checks every step
+and exits non-zero if anything is off.
 
 The background tasks of a real deployment (uploads and expiry every ``remote.log.task-interval``,
 ``lakelog tier`` rounds) are run here one pass at a time, so the story is deterministic.
@@ -16,7 +19,8 @@ import argparse
 import sys
 import tempfile
 import time
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +33,8 @@ from lakelog.metadata import OffsetSpec, TableDescriptor, TablePath
 SCHEMA = pa.schema([("order_id", pa.int64()), ("customer", pa.string()), ("amount", pa.float64())])
 PATH = TablePath("demo", "orders")
 CHUNK = 5_000
+# A read that brings nothing for this long has stalled (the first lake batch through Spark takes seconds).
+IDLE_LIMIT_S = 120
 
 
 def register(subparsers: Any) -> None:
@@ -36,8 +42,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--records", type=int, default=1_000_000, help="records to produce (default 1,000,000)")
     parser.add_argument("--buckets", type=int, default=4)
     parser.add_argument("--data-dir", help="keep the data here (default: a fresh temporary directory)")
-    parser.add_argument("--lake-source", choices=["iceberg", "iceberg-arrow"], default="iceberg",
-                        help="how the client reads the lake (default: iceberg, backed by PySpark)")
+    parser.add_argument("--lake-source", choices=["auto", "iceberg", "iceberg-arrow"], default="auto",
+                        help="how the client reads the lake (default: auto, i.e. iceberg through the demo's Spark Connect server)")
     parser.set_defaults(handler=_run)
 
 
@@ -70,11 +76,16 @@ def _read_back(table: Table, expected: int) -> tuple[dict[str, int], int]:
         scanner.subscribe(bucket, 0)
     next_offset = {bucket: 0 for bucket in range(table.info.buckets)}
     seen = 0
-    began = time.monotonic()
-    while seen < expected:
-        polled = scanner.poll_arrow(timeout_ms=5000)
+    began = progress = time.monotonic()
+    first_records_s = None
+    while seen < expected and time.monotonic() - progress < IDLE_LIMIT_S:
+        polled = scanner.poll_arrow(timeout_ms=1000)
         if polled.num_rows == 0:
-            break
+            continue
+        progress = time.monotonic()
+        if first_records_s is None:
+            first_records_s = progress - began
+            print(f"   first records after {first_records_s:.1f}s", flush=True)
         stats = polled.group_by("__bucket").aggregate([("__offset", "min"), ("__offset", "max"), ("__offset", "count")])
         for row in stats.to_pylist():
             bucket, first, last, count = row["__bucket"], row["__offset_min"], row["__offset_max"], row["__offset_count"]
@@ -90,24 +101,46 @@ def _read_back(table: Table, expected: int) -> tuple[dict[str, int], int]:
     return tiers, seen
 
 
+def _server_config(data_dir: str, spark_master: str) -> dict[str, str | int]:
+    return {
+        "data.dir": data_dir,
+        "server.port": 0,
+        "log.segment.max-bytes": "128kb",
+        "remote.log.task-interval": "1h",
+        "lake.spark.master": spark_master,  # advertised: the tiering job and the client use it
+    }
+
+
+@contextmanager
+def _connect_session_closed(address: str) -> Iterator[None]:
+    """Stops this process's Spark Connect session on the way out, while the server still runs: a
+    session left open retries its exit-time clean-up call against a stopped server for minutes."""
+    try:
+        yield
+    finally:
+        from lakelog.spark_session import spark_session
+
+        spark_session(address).stop()
+
+
 def _run(args: argparse.Namespace) -> int:
     from lakelog.server.server_process import ServerProcess
-    from lakelog.spark_session import spark_session
+    from lakelog.spark_connect_server import SparkConnectServer
     from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 
     configure_logging("WARNING")
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="lakelog-demo-")
     first, second = args.records * 3 // 4, args.records - args.records * 3 // 4
-    config = {
-        "data.dir": data_dir,
-        "server.port": 0,
-        "log.segment.max-bytes": "128kb",
-        "remote.log.task-interval": "1h",
-    }
-    with ServerProcess(config) as server, connect(server.address, {"client.lake.source": args.lake_source}) as conn:
+    print("starting a Spark Connect server (lakelog spark-connect)", flush=True)
+    with (
+        SparkConnectServer(port=0, master="local[2]") as spark,
+        _connect_session_closed(spark.address),
+        ServerProcess(_server_config(data_dir, spark.address)) as server,
+        connect(server.address, {"client.lake.source": args.lake_source}) as conn,
+    ):
         assert server.tablet is not None
         remote = server.tablet.remote
-        print(f"embedded lakelog server on {server.address}, data in {data_dir}")
+        print(f"embedded lakelog server on {server.address} (lake.spark.master={spark.address}), data in {data_dir}")
         properties = {"table.datalake.enabled": "true", "table.log.ttl": "1ms", "table.log.tiered.local-segments": "2"}
         conn.admin.create_database(PATH.database, ignore_if_exists=True)
         conn.admin.create_table(PATH, TableDescriptor(SCHEMA, args.buckets, properties), ignore_if_exists=True)
@@ -123,9 +156,8 @@ def _run(args: argparse.Namespace) -> int:
         report = remote.run_once()
         print(f"   uploaded {report.uploaded} segments, deleted {report.deleted_local} local ones")
 
-        _step("tier the log into Iceberg with the PySpark job (one round)")
-        spark = spark_session("local[2]")
-        with TieringJob(TieringOptions(bootstrap=server.address), spark=spark) as job:
+        _step("tier the log into Iceberg with the PySpark job (one round, through Spark Connect)")
+        with TieringJob(TieringOptions(bootstrap=server.address)) as job:
             round_report = job.run_round()
         print(f"   tiered {round_report.records:,} records ({round_report.bytes:,} bytes)")
 
@@ -167,6 +199,5 @@ def _run(args: argparse.Namespace) -> int:
         )
         print(f"   first offsets with timestamp >= {probe_ms}: {found}")
         print(f"   answered by the lake: {'yes' if in_lake else 'no'}")
-        spark.stop()
         ok = read == args.records and tiers["lake"] > 0 and in_lake
         return 0 if ok else 1

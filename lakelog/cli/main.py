@@ -23,6 +23,7 @@ from lakelog.cli import (
     repair_command,
     scan_command,
     server_commands,
+    spark_connect_command,
     table_commands,
     tier_command,
 )
@@ -33,7 +34,7 @@ from lakelog.version import __version__
 
 COMMAND_MODULES = [
     server_commands, config_command, demo_command, table_commands, produce_command, scan_command, offsets_command, tier_command,
-    health_command, repair_command,
+    health_command, repair_command, spark_connect_command,
 ]
 
 

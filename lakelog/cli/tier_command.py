@@ -55,7 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--once", action="store_true", help="run one round and exit")
     parser.add_argument("--interval", type=_duration, default=10_000, metavar="DURATION", help="time between rounds (default 10s)")
     parser.add_argument(
-        "--spark-master", metavar="URL", help="local[*] (default), spark://HOST:PORT, sc://HOST:PORT (Spark Connect); under spark-submit, its master"
+        "--spark-master",
+        metavar="URL",
+        help="local[*], spark://HOST:PORT or sc://HOST:PORT (Spark Connect); default: lake.spark.master (the job's, else the"
+        " coordinator's), else local[*]; under spark-submit, its master",
     )
     parser.add_argument("--max-records-per-round", type=_positive, metavar="N", help="records a round tiers per table at most, shared fairly by the buckets")
     add_output_argument(parser)

@@ -138,12 +138,14 @@ def lake_offsets_from_pb(message: pb.NotifyLakeTableOffsetRequest) -> list[LakeO
 
 def lake_config_to_pb(config: LakeConfig) -> pb.GetLakeConfigResponse:
     return pb.GetLakeConfigResponse(
-        datalake_format=config.format, catalog_properties=properties_to_pb(dict(config.catalog_properties))
+        datalake_format=config.format,
+        catalog_properties=properties_to_pb(dict(config.catalog_properties)),
+        spark_master=config.spark_master,
     )
 
 
 def lake_config_from_pb(message: pb.GetLakeConfigResponse) -> LakeConfig:
-    return LakeConfig(message.datalake_format, properties_from_pb(list(message.catalog_properties)))
+    return LakeConfig(message.datalake_format, properties_from_pb(list(message.catalog_properties)), message.spark_master)
 
 
 def bucket_info_to_pb(bucket: int, info: BucketInfo, local_segments: int, remote_segments: int) -> pb.PbLogBucketInfo:

@@ -1,0 +1,188 @@
+"""Spark Connect as the way clients and the tiering job reach Spark (SPEC sections 6, 8 and 12).
+
+Real parts: `lakelog spark-connect` (the session-shared ``spark_connect`` fixture, a JVM started
+from the installed pyspark), a coordinator started with ``lake.spark.master=sc://…``, and a tiering
+job and a client that run in their own processes with ``JAVA_HOME`` pointing nowhere: they can only
+succeed without a JVM of their own, through the Connect server the coordinator advertises.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import lakelog
+from lakelog.server.server_process import ServerProcess
+from tests.conftest import LAKE_TABLE, create_table
+from tests.test_lake_read import BUCKETS, PROJECTION, TieredLog, _assert_rows, _build
+
+# Neither process may start a JVM: with this, one that tried would fail.
+NO_JAVA = {"JAVA_HOME": "/nonexistent-java"}
+AUTO_LOG = "lakelog.client.lake.lake_sources"
+
+
+def _tier_through_the_advertised_spark(address: str, path: lakelog.TablePath) -> None:
+    """`lakelog tier --once` with no --spark-master: it must use the coordinator's."""
+    command = [sys.executable, "-m", "lakelog", "tier", "--bootstrap", address, "--once", "--table", str(path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, **NO_JAVA})
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def tiered(spark_connect: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredLog]:
+    """Two tiering rounds through Spark Connect (two data files per bucket), then the remote TTL: the
+    oldest offsets only in the lake, the next in remote segments, the newest on local disk."""
+    data_dir = tmp_path_factory.mktemp("connect-lake")
+    built = _build(data_dir, _tier_through_the_advertised_spark, {"lake.spark.master": spark_connect}, nullcontext)
+    yield built
+    built.server.stop(0)
+
+
+CONNECT_CLIENT = textwrap.dedent(
+    """
+    import json, logging, os, sys
+    address, path, columns, out = sys.argv[1:]
+    logging.basicConfig(level=logging.INFO, format="LOG %(name)s %(message)s")
+    import pyarrow.parquet as pq
+    import lakelog
+    from tests.conftest import scan_all
+
+    path = lakelog.TablePath(*path.split("."))
+    with lakelog.connect(address) as conn:  # no client.lake.source, no lake.spark.master: auto + advertised
+        total = sum(conn.admin.list_offsets(path).values())
+        with conn.get_table(path).new_scan().project(columns.split(",")).create_log_scanner() as scanner:
+            scanner.subscribe_from_beginning()
+            pq.write_table(scan_all(scanner, total), out)
+            tiers = scanner.records_by_tier()
+
+    import pyspark
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    children = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            if pid.isdigit() and int(fields[1]) == os.getpid():
+                children.append(open(f"/proc/{pid}/comm").read().strip())
+        except (OSError, IndexError):
+            pass
+    session = ConnectSession._get_default_session()  # made on the lake reader's thread, so not this one's active session
+    print(json.dumps({
+        "tiers": tiers,
+        "connect_session": session is not None and type(session).__module__,
+        "py4j_gateway": pyspark.SparkContext._gateway is not None,
+        "children": children,
+    }))
+    """
+)
+
+
+def test_a_client_without_a_jvm_reads_every_tier_through_spark_connect(tiered: TieredLog, tmp_path: Path) -> None:
+    out = tmp_path / "read.parquet"
+    result = subprocess.run(
+        [sys.executable, "-c", CONNECT_CLIENT, tiered.server.address, str(tiered.path), ",".join(PROJECTION), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **NO_JAVA},
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report["connect_session"] == "pyspark.sql.connect.session", result.stdout + result.stderr[-3000:]
+    assert not report["py4j_gateway"] and "java" not in report["children"], report
+    assert report["tiers"]["lake"] > 0 and report["tiers"]["remote"] > 0 and report["tiers"]["local"] > 0, report
+    chosen = [line for line in result.stderr.splitlines() if line.startswith(f"LOG {AUTO_LOG} client.lake.source=auto")]
+    assert len(chosen) == 1 and "with iceberg (Spark at sc://127.0.0.1:" in chosen[0], result.stderr[-3000:]
+
+    got = pq.read_table(out)
+    assert got.num_rows == tiered.truth.num_rows
+    for bucket in range(BUCKETS):
+        mine = got.filter(pc.equal(got.column("__bucket"), bucket))
+        assert mine.column("__offset").to_pylist() == list(range(tiered.buckets[bucket].high_watermark))
+        _assert_rows(mine, tiered.rows(bucket), PROJECTION)
+
+
+FOUND_SOURCE_CLIENT = textwrap.dedent(
+    """
+    import sys
+    address, spark_master, table, bucket, start = sys.argv[1:]
+    from pyspark.sql.connect.session import SparkSession
+    spark = SparkSession.builder.remote(spark_master).getOrCreate()
+    frame = spark.read.format("lakelog").option("bootstrap", address).load(table)  # no lakelog.spark.register()
+    rows = frame.where(f"__bucket = {bucket} AND __offset >= {start}").select("__offset", "id").collect()
+    print(",".join(f"{row[0]}:{row[1]}" for row in rows))
+    spark.stop()
+    """
+)
+
+
+def test_format_lakelog_works_without_register_through_spark_connect(tiered: TieredLog, spark_connect: str) -> None:
+    """Spark finds the source in module ``pyspark_lakelog`` by itself (the Connect server's Spark)."""
+    start = tiered.lake_only_end(1) - 5
+    result = subprocess.run(
+        [sys.executable, "-c", FOUND_SOURCE_CLIENT, tiered.server.address, spark_connect, str(tiered.path), "1", str(start)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **NO_JAVA},
+    )
+    assert result.returncode == 0, "\n".join(line for line in result.stderr.splitlines() if not line.startswith("\tat "))[-3000:]
+    got = sorted(tuple(map(int, pair.split(":"))) for pair in result.stdout.strip().split(","))
+    want = tiered.rows(1, start)
+    assert got == list(zip(want.column("__offset").to_pylist(), want.column("id").to_pylist()))
+
+
+def test_a_second_server_on_a_taken_port_is_a_clear_error(spark_connect: str) -> None:
+    port = spark_connect.rsplit(":", 1)[1]
+    result = subprocess.run(
+        [sys.executable, "-m", "lakelog", "spark-connect", "--port", port], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert f"port {port} on 127.0.0.1 is in use" in result.stderr
+
+
+# ---------------------------------------------------------------- client.lake.source=auto
+
+
+def _chosen_source(server: ServerProcess, caplog: pytest.LogCaptureFixture, **config: Any) -> list[str]:
+    """What an auto client says it picked, on creating a scanner of a lake-enabled table."""
+    with caplog.at_level(logging.INFO, logger=AUTO_LOG), lakelog.connect(server.address, config) as conn:
+        table = create_table(conn, properties=LAKE_TABLE)
+        for _ in range(2):  # said once per connection
+            conn.get_table(table.path).new_scan().create_log_scanner().close()
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("client.lake.source=auto")]
+
+
+@pytest.mark.parametrize(
+    "server_master, client_config, picked",
+    [
+        ("", {}, "iceberg-arrow (no Spark endpoint known (lake.spark.master))"),
+        ("", {"lake.spark.master": "local[1]"}, "iceberg (Spark at local[1])"),
+        ("sc://127.0.0.1:1/;token=s3cr3t;user_id=me", {}, "iceberg (Spark at sc://127.0.0.1:1/;user_id=me)"),
+        ("sc://127.0.0.1:1", {"lake.spark.master": "sc://127.0.0.1:2"}, "iceberg (Spark at sc://127.0.0.1:2)"),
+    ],
+    ids=["nothing known", "the client's own", "advertised, token kept on the server", "the client's beats the advertised"],
+)
+def test_auto_picks_the_pyspark_source_only_when_a_spark_endpoint_is_known(
+    server_factory: Callable[..., ServerProcess],
+    caplog: pytest.LogCaptureFixture,
+    server_master: str,
+    client_config: dict[str, str],
+    picked: str,
+) -> None:
+    server = server_factory(**({"lake.spark.master": server_master} if server_master else {}))
+    assert _chosen_source(server, caplog, **client_config) == [f"client.lake.source=auto: reading the lake with {picked}"]
+
