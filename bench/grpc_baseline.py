@@ -63,7 +63,7 @@ def decode(response: bytes) -> list[pa.RecordBatch]:
     """Every batch's Arrow IPC body, as lakelog's client decodes it (without its checks and columns)."""
     view = memoryview(response)
     return [
-        pa.ipc.open_stream(pa.py_buffer(view[pos + rb.HEADER_SIZE : pos + header.size])).read_next_batch()
+        pa.ipc.open_stream(rb.body(view, pos, header)).read_next_batch()
         for pos, header in rb.iter_headers(view)
     ]
 
