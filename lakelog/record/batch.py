@@ -198,13 +198,65 @@ def body(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> 
     return aligned
 
 
-def decode_body(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> pa.RecordBatch:
-    """The Arrow batch inside a lakelog batch (zero-copy over an aligned ``buf``)."""
-    reader = pa.ipc.open_stream(body(buf, pos, header))
-    batches = list(reader)
+class BodyDecoder:
+    """Decodes the Arrow bodies of batches that share a schema, parsing their schema message once.
+
+    Every body is a whole IPC stream: schema message, record batch message, end-of-stream marker.
+    Opening a stream reader per batch re-parses the schema each time, which costs more than the
+    batch itself for small batches; here a body whose schema message is byte-equal to the last one
+    seen has only its batch message read. Anything else (dictionaries, another layout, damage)
+    goes through a full stream reader, which decodes it or says what is wrong.
+    """
+
+    def __init__(self) -> None:
+        self._schema_message = b""
+        self._schema: pa.Schema | None = None
+
+    def decode(self, buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> pa.RecordBatch:
+        """The Arrow batch inside a lakelog batch (zero-copy over an aligned ``buf``)."""
+        stream = body(buf, pos, header)
+        view = memoryview(stream).cast("B")  # an Arrow buffer's view is of signed bytes, unequal to bytes
+        if len(view) > _IPC_PREFIX.size:
+            marker, length = _IPC_PREFIX.unpack_from(view)
+            split = _IPC_PREFIX.size + length
+            if marker == _IPC_CONTINUATION and split < len(view):
+                try:
+                    return self._decode_batch_message(stream, view, split)
+                except (pa.ArrowInvalid, _NotOneBatch):
+                    pass
+        return _decode_stream(stream, header)
+
+    def _decode_batch_message(self, stream: pa.Buffer, view: memoryview, split: int) -> pa.RecordBatch:
+        if self._schema is None or view[:split] != self._schema_message:
+            self._schema = pa.ipc.read_schema(stream.slice(0, split))
+            self._schema_message = bytes(view[:split])
+        message = pa.ipc.read_message(stream.slice(split))
+        body_size = 0 if message.body is None else message.body.size
+        end = split + _IPC_PREFIX.size + message.metadata.size + body_size
+        if message.type != "record batch" or view[end:] != _IPC_END:
+            raise _NotOneBatch
+        return pa.ipc.read_record_batch(message, self._schema)
+
+
+class _NotOneBatch(Exception):
+    """A body that is not exactly schema, one record batch, end: left to the full stream reader."""
+
+
+_IPC_PREFIX = struct.Struct("<4si")
+_IPC_CONTINUATION = b"\xff\xff\xff\xff"
+_IPC_END = _IPC_CONTINUATION + bytes(4)
+
+
+def _decode_stream(stream: pa.Buffer, header: BatchHeader) -> pa.RecordBatch:
+    batches = list(pa.ipc.open_stream(stream))
     if len(batches) != 1:
         raise CorruptRecordError(f"batch at offset {header.base_offset} holds {len(batches)} Arrow batches, not 1")
     return batches[0]
+
+
+def decode_body(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> pa.RecordBatch:
+    """The Arrow batch inside one lakelog batch (zero-copy over an aligned ``buf``)."""
+    return BodyDecoder().decode(buf, pos, header)
 
 
 def decode_schema(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> pa.Schema:
