@@ -216,14 +216,12 @@ class BodyDecoder:
         """The Arrow batch inside a lakelog batch (zero-copy over an aligned ``buf``)."""
         stream = body(buf, pos, header)
         view = memoryview(stream).cast("B")  # an Arrow buffer's view is of signed bytes, unequal to bytes
-        if len(view) > _IPC_PREFIX.size:
-            marker, length = _IPC_PREFIX.unpack_from(view)
-            split = _IPC_PREFIX.size + length
-            if marker == _IPC_CONTINUATION and split < len(view):
-                try:
-                    return self._decode_batch_message(stream, view, split)
-                except (pa.ArrowInvalid, _NotOneBatch):
-                    pass
+        split = _schema_message_end(view)
+        if split:
+            try:
+                return self._decode_batch_message(stream, view, split)
+            except (pa.ArrowInvalid, _NotOneBatch):
+                pass
         return _decode_stream(stream, header)
 
     def _decode_batch_message(self, stream: pa.Buffer, view: memoryview, split: int) -> pa.RecordBatch:
@@ -245,6 +243,24 @@ class _NotOneBatch(Exception):
 _IPC_PREFIX = struct.Struct("<4si")
 _IPC_CONTINUATION = b"\xff\xff\xff\xff"
 _IPC_END = _IPC_CONTINUATION + bytes(4)
+
+
+def _schema_message_end(view: memoryview) -> int:
+    """Where the schema message opening an IPC stream ends, 0 if the stream does not open with one
+    in the usual framing (continuation marker, length) or nothing follows it."""
+    if len(view) <= _IPC_PREFIX.size:
+        return 0
+    marker, length = _IPC_PREFIX.unpack_from(view)
+    end = _IPC_PREFIX.size + length
+    return end if marker == _IPC_CONTINUATION and 0 < length and end < len(view) else 0
+
+
+def schema_message(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes | None:
+    """The bytes of the schema message opening the batch's body (equal bytes, equal schemas), None
+    when the body does not open with one in the usual framing: a cheap key for a schema check."""
+    view = memoryview(buf)[pos + HEADER_SIZE : pos + HEADER_SIZE + header.body_length]
+    end = _schema_message_end(view)
+    return bytes(view[:end]) if end else None
 
 
 def _decode_stream(stream: pa.Buffer, header: BatchHeader) -> pa.RecordBatch:
