@@ -52,6 +52,10 @@ _TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 _CRC_OFFSET = CRC_START - _CRC.size
 _BUFFER_ALIGNMENT = 8  # what Arrow IPC guarantees inside a body, and what compute kernels check
+# An IPC message starts with a continuation marker and its metadata length; a stream ends with a marker and 0.
+_IPC_PREFIX = struct.Struct("<4si")
+_IPC_CONTINUATION = b"\xff\xff\xff\xff"
+_IPC_END = _IPC_CONTINUATION + bytes(4)
 # Given explicitly: without options pyarrow reads two environment variables per stream it opens.
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions()
 
@@ -238,11 +242,6 @@ class BodyDecoder:
 
 class _NotOneBatch(Exception):
     """A body that is not exactly schema, one record batch, end: left to the full stream reader."""
-
-
-_IPC_PREFIX = struct.Struct("<4si")
-_IPC_CONTINUATION = b"\xff\xff\xff\xff"
-_IPC_END = _IPC_CONTINUATION + bytes(4)
 
 
 def _schema_message_end(view: memoryview) -> int:
