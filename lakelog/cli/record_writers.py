@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import base64
 import struct
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any, BinaryIO, Protocol
@@ -26,6 +28,7 @@ from lakelog.errors import InvalidRequestError
 
 OUTPUT_FORMATS = ("jsonl", "csv", "parquet", "arrow")
 BINARY_FORMATS = frozenset(("parquet", "arrow"))
+FORMAT_THREADS = 2  # JSON text is made on this many threads while the next batch is polled or written
 PARQUET_ROW_GROUP_ROWS = 1 << 17  # scan polls are small; row groups this big keep the file readable fast
 _OFFSET = struct.Struct("<i")
 _NULL = pa.scalar(None, pa.string())
@@ -34,6 +37,8 @@ _EMPTY, _WHOLE, _QUOTE = pa.scalar(""), pa.scalar(".0"), pa.scalar('"')
 
 class RecordWriter(Protocol):
     def write(self, batch: pa.RecordBatch) -> None: ...
+    def flush(self) -> None:
+        """Everything written so far out to the sink, as far as the format allows (after each poll)."""
     def finish(self) -> None: ...
 
 
@@ -49,18 +54,28 @@ def open_writer(fmt: str, sink: BinaryIO, schema: pa.Schema) -> RecordWriter:
 
 
 class JsonLinesWriter:
-    """One JSON object per record, keys in column order; flushed per batch, so ``--follow`` streams."""
+    """One JSON object per record, keys in column order. Batches are turned into text on
+    :data:`FORMAT_THREADS` threads (Arrow compute releases the GIL) and written in order."""
 
     def __init__(self, sink: BinaryIO) -> None:
         self._sink = sink
+        self._pool = ThreadPoolExecutor(FORMAT_THREADS, thread_name_prefix="lakelog-jsonl")
+        self._pending: deque[Future[memoryview]] = deque()
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
-            self._sink.write(json_lines(batch))
-            self._sink.flush()
+            self._pending.append(self._pool.submit(json_lines, batch))
+        while len(self._pending) > FORMAT_THREADS:
+            self._sink.write(self._pending.popleft().result())
+
+    def flush(self) -> None:
+        while self._pending:
+            self._sink.write(self._pending.popleft().result())
+        self._sink.flush()
 
     def finish(self) -> None:
-        pass
+        self.flush()
+        self._pool.shutdown()
 
 
 def json_lines(batch: pa.RecordBatch) -> memoryview:
@@ -136,6 +151,8 @@ class CsvWriter:
 
     def write(self, batch: pa.RecordBatch) -> None:
         self._writer.write_batch(batch)
+
+    def flush(self) -> None:
         self._sink.flush()
 
     def finish(self) -> None:
@@ -161,13 +178,16 @@ class ParquetWriter:
             self._writer.write_table(pa.Table.from_batches(self._pending), row_group_size=self._rows)
         self._pending, self._rows = [], 0
 
+    def flush(self) -> None:
+        """Nothing: a Parquet file is readable only once its footer is written, by :meth:`finish`."""
+
     def finish(self) -> None:
         self._flush()
         self._writer.close()
 
 
 class ArrowStreamWriter:
-    """An Arrow IPC stream (``.arrows``), flushed per batch, so ``--follow`` streams."""
+    """An Arrow IPC stream (``.arrows``); flushed per poll, so ``--follow`` streams."""
 
     def __init__(self, sink: BinaryIO, schema: pa.Schema) -> None:
         self._sink = sink
@@ -175,6 +195,8 @@ class ArrowStreamWriter:
 
     def write(self, batch: pa.RecordBatch) -> None:
         self._writer.write_batch(batch)
+
+    def flush(self) -> None:
         self._sink.flush()
 
     def finish(self) -> None:

@@ -117,6 +117,7 @@ def _stream(
             remaining -= table.num_rows
         for chunk in table.select(names).to_batches(max_chunksize=CHUNK_ROWS):
             output.write(chunk)
+        output.flush()
     output.finish()
 
 
@@ -145,8 +146,10 @@ class TableOutput:
     def write(self, batch: pa.RecordBatch) -> None:
         columns = [_python_values(batch.column(name), _cell) for name in self._names]
         sys.stdout.write("\n".join(self._table.render(list(zip(*columns)))) + "\n")
-        sys.stdout.flush()
         self._printed = True
+
+    def flush(self) -> None:
+        sys.stdout.flush()
 
     def finish(self) -> None:
         if not self._printed:  # an empty scan still shows which columns it would have printed
