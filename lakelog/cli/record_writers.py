@@ -139,15 +139,12 @@ def _json_default(value: Any) -> Any:
     return converted
 
 
-class CsvWriter:
-    """A header line, then one line per record, as Arrow's CSV writer spells values."""
+class _BatchStreamWriter:
+    """A pyarrow writer that streams batch by batch (CSV, Arrow IPC); flushed per poll, so ``--follow`` streams."""
 
-    def __init__(self, sink: BinaryIO, schema: pa.Schema) -> None:
-        nested = [field.name for field in schema if pa.types.is_nested(field.type)]
-        if nested:
-            raise InvalidRequestError(f"CSV has no form for nested column(s) {nested}; use --output jsonl, parquet or arrow")
+    def __init__(self, sink: BinaryIO, writer: Any) -> None:
         self._sink = sink
-        self._writer = pa_csv.CSVWriter(sink, schema)
+        self._writer = writer
 
     def write(self, batch: pa.RecordBatch) -> None:
         self._writer.write_batch(batch)
@@ -157,6 +154,16 @@ class CsvWriter:
 
     def finish(self) -> None:
         self._writer.close()
+
+
+class CsvWriter(_BatchStreamWriter):
+    """A header line, then one line per record, as Arrow's CSV writer spells values."""
+
+    def __init__(self, sink: BinaryIO, schema: pa.Schema) -> None:
+        nested = [field.name for field in schema if pa.types.is_nested(field.type)]
+        if nested:
+            raise InvalidRequestError(f"CSV has no form for nested column(s) {nested}; use --output jsonl, parquet or arrow")
+        super().__init__(sink, pa_csv.CSVWriter(sink, schema))
 
 
 class ParquetWriter:
@@ -171,9 +178,9 @@ class ParquetWriter:
         self._pending.append(batch)
         self._rows += batch.num_rows
         if self._rows >= PARQUET_ROW_GROUP_ROWS:
-            self._flush()
+            self._write_row_group()
 
-    def _flush(self) -> None:
+    def _write_row_group(self) -> None:
         if self._pending:
             self._writer.write_table(pa.Table.from_batches(self._pending), row_group_size=self._rows)
         self._pending, self._rows = [], 0
@@ -182,22 +189,12 @@ class ParquetWriter:
         """Nothing: a Parquet file is readable only once its footer is written, by :meth:`finish`."""
 
     def finish(self) -> None:
-        self._flush()
+        self._write_row_group()
         self._writer.close()
 
 
-class ArrowStreamWriter:
-    """An Arrow IPC stream (``.arrows``); flushed per poll, so ``--follow`` streams."""
+class ArrowStreamWriter(_BatchStreamWriter):
+    """An Arrow IPC stream (``.arrows``)."""
 
     def __init__(self, sink: BinaryIO, schema: pa.Schema) -> None:
-        self._sink = sink
-        self._writer = pa.ipc.new_stream(sink, schema)
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        self._writer.write_batch(batch)
-
-    def flush(self) -> None:
-        self._sink.flush()
-
-    def finish(self) -> None:
-        self._writer.close()
+        super().__init__(sink, pa.ipc.new_stream(sink, schema))
