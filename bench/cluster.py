@@ -1,6 +1,6 @@
-"""What every benchmark runs against: moto's S3 server (its own process), an embedded lakelog
-server whose remote storage is that S3 and whose lake is a SQLite Iceberg catalog, all in a temp
-directory outside the repo; plus the steps that move a table's records into a tier.
+"""What every benchmark runs against: moto's S3 server and an embedded lakelog server, each in a
+process of its own, the server's remote storage that S3 and its lake a SQLite Iceberg catalog, all
+in a temp directory outside the repo; plus the steps that move a table's records into a tier.
 
 Background remote passes are off (``remote.log.task-interval`` 1h): a benchmark moves data between
 tiers itself, one pass at a time, as ``lakelog demo`` does, so nothing moves while it measures.
@@ -30,14 +30,14 @@ from lakelog.lake_config import LakeConfig
 from lakelog.lake.snapshot_summary import latest_lake_snapshot
 from lakelog.lake.table_layout import data_location, new_data_file_path
 from lakelog.metadata import LakeSnapshot, OffsetSpec, TableDescriptor, TablePath
-from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.lake_commit import commit_files, next_offsets
 from lakelog.client.scanner.offset_range import split_range
 from lakelog.tiering.split_planner import TieringSplit
 from lakelog.tiering.split_writer import WriterSettings, write_split
 
-from bench import data
+from bench import data, server_host
 from bench.measure import progress
+from bench.server_host import HostedServer
 
 DATABASE = "bench"
 S3_BUCKET = "lakelog-bench"
@@ -109,14 +109,15 @@ class BenchCluster:
         self.directory = Path(tempfile.mkdtemp(prefix="lakelog-bench-"))
         self.segment_bytes = segment_bytes
         self.s3 = MotoServer()
-        self._servers: list[ServerProcess] = []
+        self._servers: list[HostedServer] = []
         self.server = self.start_server("sync")
         self.conn = lakelog.connect(self.server.address, self.client_config())
         self.conn.admin.create_database(DATABASE, ignore_if_exists=True)
         self._spark: Any = None
 
-    def start_server(self, flush_mode: str) -> ServerProcess:
-        """Another embedded server (coordinator + tablet server) with its own data dir; stopped by :meth:`close`."""
+    def start_server(self, flush_mode: str) -> HostedServer:
+        """Another embedded server (coordinator + tablet server) in its own process with its own data
+        dir; stopped by :meth:`close`."""
         name = f"server-{len(self._servers)}-{flush_mode}"
         config = {
             "data.dir": str(self.directory / name),
@@ -127,7 +128,7 @@ class BenchCluster:
             "remote.data.dir": f"s3://{S3_BUCKET}/{name}",
             **self.s3.settings(),
         }
-        server = ServerProcess(config).start()
+        server = HostedServer(config)
         self._servers.append(server)
         return server
 
@@ -135,7 +136,7 @@ class BenchCluster:
         """A client's config: it reads remote segments from this S3 itself, with its own settings."""
         return {**self.s3.settings(), **(extra or {})}
 
-    def connect(self, extra: dict[str, Any] | None = None, server: ServerProcess | None = None) -> lakelog.Connection:
+    def connect(self, extra: dict[str, Any] | None = None, server: HostedServer | None = None) -> lakelog.Connection:
         return lakelog.connect((server or self.server).address, self.client_config(extra))
 
     # tables
@@ -150,7 +151,7 @@ class BenchCluster:
     def drop(self, table: lakelog.Table) -> None:
         """Drop the table, so later remote passes neither upload nor keep its data."""
         self.conn.admin.drop_table(table.path)
-        self.server.tablet.remote.run_once()  # deletes the dropped table's remote files
+        self.server.call(server_host.remote_pass)  # deletes the dropped table's remote files
 
     @staticmethod
     def produce(table: lakelog.Table, count: int, start: int = 0) -> None:
@@ -160,22 +161,9 @@ class BenchCluster:
 
     # moving records between tiers
 
-    def tablets(self, table: lakelog.Table) -> list[Any]:
-        """The server's LogTablets of ``table``'s buckets."""
-        logs = self.server.tablet.logs
-        return [logs.get(table.info.table_id, bucket) for bucket in range(table.info.buckets)]
-
     def to_remote(self, table: lakelog.Table) -> None:
-        """Roll every bucket and upload what is rolled; local copies go (one, empty, segment stays)
-        and, for a lake table, remote segments the lake holds expire (``table.log.ttl`` 1ms)."""
-        for tablet in self.tablets(table):
-            tablet.roll()
-        remote = self.server.tablet.remote
-        time.sleep(0.01)  # past the 1ms TTL of the newest record
-        for _ in range(2):  # the first pass uploads, the second trims and expires what it uploaded
-            report = remote.run_once()
-            if report.errors:
-                raise report.errors[0]
+        """Roll every bucket and upload what is rolled (:func:`bench.server_host.to_remote`)."""
+        self.server.call(server_host.to_remote, table.info.table_id, table.info.buckets)
 
     def to_lake(self, table: lakelog.Table, files_per_bucket: int | None = None) -> None:
         """Copy the records not yet in the lake into it as ``files_per_bucket`` data files per bucket
@@ -229,7 +217,7 @@ class BenchCluster:
         if self._spark is not None:
             self._spark.stop()
         for server in reversed(self._servers):
-            server.stop(0)
+            server.stop()
         self.s3.stop()
         shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -242,5 +230,4 @@ class BenchCluster:
 
 def log_bytes(table: lakelog.Table, cluster: BenchCluster) -> int:
     """Bytes of the table's record batches on the server's disk: what a full scan moves."""
-    return sum(segment.size for tablet in cluster.tablets(table) for segment in tablet.segments)
-
+    return cluster.server.call(server_host.log_bytes, table.info.table_id, table.info.buckets)

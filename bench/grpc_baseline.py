@@ -1,5 +1,5 @@
-"""The ceiling lakelog's local tier and produce path are measured against: a bare grpcio service in
-this process, bytes in and bytes out through a generic handler (no protobuf, no lakelog code).
+"""The ceiling lakelog's local tier and produce path are measured against: a bare grpcio service (run
+in a process of its own by bench/server_host.py, as lakelog's server is), bytes in and bytes out through a generic handler (no protobuf, no lakelog code).
 
 Fetch: the server returns pre-captured responses, each the record batches one lakelog FetchLog
 would return (the same bytes, cut at the same sizes), and the client decodes every batch's Arrow
@@ -63,7 +63,7 @@ def decode(response: bytes) -> list[pa.RecordBatch]:
     """Every batch's Arrow IPC body, as lakelog's client decodes it (without its checks and columns)."""
     view = memoryview(response)
     return [
-        pa.ipc.open_stream(pa.py_buffer(view[pos + rb.HEADER_SIZE : pos + header.size])).read_next_batch()
+        pa.ipc.open_stream(rb.body(view, pos, header)).read_next_batch()
         for pos, header in rb.iter_headers(view)
     ]
 

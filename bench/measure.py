@@ -2,8 +2,9 @@
 
 Each benchmark is several runs and reports the median, because the machine (2 cores, shared) is
 noisy; latencies are per call, reported as p50 and p99. A path that misses its target is run once
-more under py-spy, which samples every thread of this process (the embedded server's gRPC threads
-included, unlike a main-thread profiler), and its top self-time frames go into the report.
+more under py-spy, which samples every thread of this process and of its children (the server
+processes' gRPC threads included, unlike a main-thread profiler), and its top self-time frames go
+into the report.
 """
 
 from __future__ import annotations

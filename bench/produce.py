@@ -1,6 +1,7 @@
 """Benchmark 6: producing with the writer (``append_arrow``) to a server in the default ``sync``
 flush mode (fsync before the ack) and in ``async`` mode, against a bare grpcio server that only
-acknowledges, fed the same batches encoded as Arrow IPC with as many requests in flight."""
+acknowledges, fed the same batches encoded as Arrow IPC with as many requests in flight; every
+server in a process of its own."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import itertools
 import lakelog
 import pyarrow as pa
 
-from bench import data, grpc_baseline
+from bench import data, grpc_baseline, server_host
 from bench.cluster import BenchCluster
 from bench.measure import Result, median_seconds, profile_if_missed, progress
 from bench.sizes import Sizes
@@ -26,7 +27,7 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
     batches = data.chunks(records)
     conf = cluster.conn.config
     progress(f"produce: bare grpcio baseline, {records:,} records")
-    with grpc_baseline.BaselineServer() as server:
+    with server_host.HostedBaseline() as server:
         baseline_s = median_seconds(
             lambda: grpc_baseline.produce_all(
                 server.address, batches, conf.get("client.writer.batch-size"), conf.get("client.writer.max-inflight")
@@ -49,9 +50,8 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
                 key, f"Produce: append_arrow, {mode} flush", records / produce_s, "records/s", records / baseline_s,
                 "bare grpcio server, same batches as Arrow IPC, same requests in flight", baseline_s / produce_s, target,
                 detail=f"{records:,} records in batches of {data.CHUNK_RECORDS:,}", tier=f"produce ({mode})",
-                next_step="the writer encodes and CRCs each batch on the caller's thread and the server validates, "
-                "stamps and appends under the GIL it shares with everything else: move encoding off the caller's thread "
-                "and validate with one pass over the request",
+                next_step="the writer encodes and CRCs each batch on the caller's thread: move encoding off it; the "
+                "server validates, stamps and appends each request in one pass over its batches",
             )
             if target is not None:
                 tables.append(cluster.table(f"produce_{mode}_{next(names)}", conn=conn))

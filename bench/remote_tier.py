@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import lakelog
 
+from bench import server_host
 from bench.cluster import REMOTE_PROPERTIES, BenchCluster
 from bench.grpc_baseline import decode
 from bench.measure import Result, median_seconds, profile_if_missed, progress
@@ -17,13 +18,7 @@ from bench.sizes import Sizes
 
 def segment_paths(cluster: BenchCluster, table: lakelog.Table) -> list[str]:
     """The S3 paths (bucket/key) of the table's remote ``.log`` objects, bucket by bucket, oldest first."""
-    remote = cluster.server.tablet.remote
-    paths = []
-    for bucket in range(table.info.buckets):
-        directory = remote.storage.tablet_dir(table.path, table.info.table_id, bucket)
-        for segment in remote.manifest(table.info.table_id, bucket).segments:
-            paths.append(directory.child(segment.file(".log")).path)
-    return paths
+    return cluster.server.call(server_host.remote_segment_paths, table.path, table.info.table_id, table.info.buckets)
 
 
 def read_and_decode(cluster: BenchCluster, paths: list[str], in_flight: int) -> int:

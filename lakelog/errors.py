@@ -132,6 +132,13 @@ class CorruptRecordError(LakelogError):
     code = 21
 
 
+class RecordFormatError(LakelogError):
+    """A batch in a record format version this lakelog does not read (files of an older lakelog).
+    Not a :class:`CorruptRecordError`: recovery never truncates such a file, it refuses it."""
+
+    code = 33
+
+
 class StorageError(LakelogError):
     """The local disk refused a write or read (disk full, I/O error)."""
 

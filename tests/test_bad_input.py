@@ -115,24 +115,30 @@ def test_schema_mismatch_on_append(conn: lakelog.Connection) -> None:
     assert conn.admin.list_offsets(table.path)[0] == 1, "the good row was kept and written"
 
 
-def test_server_refuses_a_batch_of_another_schema(server, conn: lakelog.Connection) -> None:
-    """A client that skips its own checks still cannot write rows of the wrong shape."""
+@pytest.mark.parametrize("alone", [True, False], ids=["alone", "after-a-good-batch-in-one-request"])
+def test_server_refuses_a_batch_of_another_schema(server, conn: lakelog.Connection, alone: bool) -> None:
+    """A client that skips its own checks still cannot write rows of the wrong shape, also after
+    batches of the right schema were accepted (the server remembers their schema message)."""
     import grpc
 
     from lakelog.record.batch import encode_batch
 
     table = create_table(conn)
-    alien = encode_batch(pa.record_batch([pa.array([1])], names=["x"]), schema_id=1)
+    with table.new_append().create_writer() as writer:
+        writer.append_arrow(order_rows(1, 1))
+    good = encode_batch(order_rows(2, 3), schema_id=table.info.schema_id)
+    alien = encode_batch(pa.record_batch([pa.array([1])], names=["x"]), schema_id=table.info.schema_id)
     with grpc.insecure_channel(server.address) as channel:
         response = TabletServiceStub(channel).ProduceLog(
             pb.ProduceLogRequest(
-                table_id=table.info.table_id, buckets_req=[pb.PbProduceLogReqForBucket(bucket_id=0, records=alien)]
+                table_id=table.info.table_id,
+                buckets_req=[pb.PbProduceLogReqForBucket(bucket_id=0, records=alien if alone else good + alien)],
             )
         )
     item = response.buckets_resp[0]
     assert item.error_code == lakelog.SchemaMismatchError.code
     assert "does not match table schema" in item.error_message
-    assert conn.admin.list_offsets(table.path)[0] == 0
+    assert conn.admin.list_offsets(table.path)[0] == 1, "nothing of the refused request was written"
 
 
 def test_create_table_errors(conn: lakelog.Connection) -> None:

@@ -4,13 +4,17 @@ Protobuf's Python runtime copies every ``bytes`` field it parses, and a fetch an
 records of its buckets (up to ``client.scanner.fetch.max-bytes``). So the client receives the
 answer as raw bytes and walks its outer levels itself: the small per-bucket fields are handed to
 protobuf, and each bucket's records come back as a ``memoryview`` into the received message, which
-the batch decoder reads in place. The server writes the same wire format by hand
+the batch decoder reads in place. Arrow needs its buffers 8-byte aligned, and where a bucket's
+records sit in the message is up to the framing: records that land misaligned are copied once, a
+plain memory copy per bucket (still a small part of what protobuf's parse cost). The server writes the same wire format by hand
 (:mod:`lakelog.server.rpc.fetch_response`); any field order protobuf allows is accepted here.
 """
 
 from __future__ import annotations
 
 from typing import Iterator
+
+import pyarrow as pa
 
 from lakelog.errors import CorruptRecordError
 from lakelog.rpc import lakelog_api_pb2 as pb
@@ -45,10 +49,18 @@ def _bucket(view: memoryview, start: int, end: int) -> tuple[pb.PbFetchLogRespFo
     records = view[0:0]
     for field, _, tag_start, value_start, value_end in _fields(view, start, end):
         if field == _RECORDS:
-            records = view[value_start:value_end]
+            records = _aligned(view[value_start:value_end])
         else:
             rest += view[tag_start:value_end]
     return pb.PbFetchLogRespForBucket.FromString(bytes(rest)), records
+
+
+def _aligned(records: memoryview) -> memoryview:
+    if not records or pa.py_buffer(records).address % 8 == 0:
+        return records
+    aligned = memoryview(pa.allocate_buffer(len(records))).cast("B")  # Arrow allocates 64-byte aligned
+    aligned[:] = records
+    return aligned
 
 
 def _fields(view: memoryview, pos: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:

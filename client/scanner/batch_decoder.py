@@ -1,6 +1,10 @@
 """Fetched batches decoded into Arrow tables with lakelog's own columns.
 
-Every batch is checked against its CRC here, on the reader's side, whichever tier served it.
+Every batch is checked against its CRC here, on the reader's side, whichever tier served it. The
+Arrow bodies are decoded in place (the received buffer is never copied) and the meta columns are
+built once per table returned, not per batch or per record: one ``__bucket`` array, one
+``__offset`` ramp while offsets run on (as they do within a fetch answer or a segment), one
+``__timestamp`` array while batches share a commit timestamp.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import pyarrow.compute as pc
 from lakelog.errors import SchemaMismatchError
 from lakelog.record import batch as rb
 
+_META_COLUMNS = 3  # __bucket, __offset, __timestamp: the last fields of every output schema
 
 _ramp: pa.Array = pa.array([], pa.int64())
 
@@ -27,49 +32,75 @@ def offsets_array(start: int, count: int) -> pa.Array:
     return pc.add(ramp.slice(0, count), pa.scalar(start, pa.int64()))
 
 
-def decode_batch(
-    buf: bytes | memoryview,
-    pos: int,
-    bucket: int,
-    fetch_offset: int,
-    out_schema: pa.Schema,
-    where: str,
-    projection: Sequence[int] | None = None,
-) -> tuple[rb.BatchHeader, pa.RecordBatch | None]:
-    """The batch at ``pos``, CRC-checked, as Arrow with ``__bucket``, ``__offset`` and
-    ``__timestamp``; records before ``fetch_offset`` dropped (None when none is left).
+class BatchDecoder:
+    """Collects one bucket's batches, in offset order, into one table of ``out_schema``.
 
-    ``projection`` selects columns of a batch the server did not project (a remote segment holds
-    batches as produced); ``out_schema`` is what the caller expects, and a batch that differs is an error.
+    ``projection`` selects columns of batches the server did not project (a remote segment holds
+    batches as produced); a batch whose column types differ from ``out_schema`` is an error.
     """
-    header = rb.validate(buf, pos, where)
-    skip = max(fetch_offset - header.base_offset, 0)
-    count = header.record_count - skip
-    if count <= 0:
-        return header, None
-    data = rb.decode_body(buf, pos, header)
-    if projection:
-        data = data.select(list(projection))
-    if skip:
-        data = data.slice(skip)
-    columns = [*data.columns]
-    columns.append(pa.repeat(pa.scalar(bucket, pa.int32()), count))
-    columns.append(offsets_array(header.base_offset + skip, count))
-    columns.append(pa.repeat(pa.scalar(header.commit_timestamp, pa.int64()), count))
-    try:
-        return header, pa.RecordBatch.from_arrays(columns, schema=out_schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:
-        raise SchemaMismatchError(f"{where}: batch at offset {header.base_offset} does not match {out_schema}: {exc}") from None
+
+    def __init__(self, bucket: int, out_schema: pa.Schema, projection: Sequence[int] | None = None) -> None:
+        self._bucket = bucket
+        self._out_schema = out_schema
+        self._data_schema = pa.schema(list(out_schema)[:-_META_COLUMNS])
+        self._types = self._data_schema.types
+        self._projection = list(projection) if projection else None
+        self._bodies = rb.BodyDecoder()
+        self._batches: list[pa.RecordBatch] = []
+        self._starts: list[int] = []
+        self._timestamps: list[int] = []
+
+    def __len__(self) -> int:
+        """Batches collected so far."""
+        return len(self._batches)
+
+    def add(self, buf: bytes | memoryview, pos: int, fetch_offset: int, where: str) -> rb.BatchHeader:
+        """Check the batch at ``pos`` and keep its records from ``fetch_offset`` on; its header."""
+        header = rb.validate(buf, pos, where)
+        skip = max(fetch_offset - header.base_offset, 0)
+        if skip >= header.record_count:
+            return header
+        data = self._bodies.decode(buf, pos, header)
+        if self._projection:
+            data = data.select(self._projection)
+        if data.schema.types != self._types:
+            raise SchemaMismatchError(f"{where}: batch at offset {header.base_offset} has schema {data.schema}, expected {self._data_schema}")
+        if data.schema != self._data_schema:  # same types, other names or nullability
+            data = pa.RecordBatch.from_arrays(data.columns, schema=self._data_schema)
+        self._batches.append(data.slice(skip) if skip else data)
+        self._starts.append(header.base_offset + skip)
+        self._timestamps.append(header.commit_timestamp)
+        return header
+
+    def to_table(self) -> pa.Table:
+        """Everything collected, with ``__bucket``, ``__offset`` and ``__timestamp``."""
+        if not self._batches:
+            return self._out_schema.empty_table()
+        counts = [batch.num_rows for batch in self._batches]
+        total = sum(counts)
+        data = pa.Table.from_batches(self._batches, schema=self._data_schema)
+        bucket = pa.repeat(pa.scalar(self._bucket, pa.int32()), total)
+        columns = [*data.columns, bucket, self._offsets(counts, total), self._timestamp_column(counts, total)]
+        return pa.Table.from_arrays(columns, schema=self._out_schema)
+
+    def _offsets(self, counts: list[int], total: int) -> pa.Array | pa.ChunkedArray:
+        starts = self._starts
+        if all(starts[i + 1] == starts[i] + counts[i] for i in range(len(starts) - 1)):
+            return offsets_array(starts[0], total)
+        return pa.chunked_array([offsets_array(start, count) for start, count in zip(starts, counts)], pa.int64())
+
+    def _timestamp_column(self, counts: list[int], total: int) -> pa.Array | pa.ChunkedArray:
+        stamps = self._timestamps
+        if stamps.count(stamps[0]) == len(stamps):
+            return pa.repeat(pa.scalar(stamps[0], pa.int64()), total)
+        return pa.chunked_array([pa.repeat(pa.scalar(ts, pa.int64()), n) for ts, n in zip(stamps, counts)], pa.int64())
 
 
 def decode_records(records: bytes, bucket: int, fetch_offset: int, out_schema: pa.Schema, where: str) -> pa.Table:
     """Every batch in ``records`` (already projected by the server), from ``fetch_offset`` on."""
-    pieces: list[pa.RecordBatch] = []
     view = memoryview(records)
+    decoder = BatchDecoder(bucket, out_schema)
     pos = 0
-    while pos < len(records):
-        header, batch = decode_batch(view, pos, bucket, fetch_offset, out_schema, where)
-        if batch is not None:
-            pieces.append(batch)
-        pos += header.size
-    return pa.Table.from_batches(pieces, schema=out_schema)
+    while pos < len(view):
+        pos += decoder.add(view, pos, fetch_offset, where).size
+    return decoder.to_table()

@@ -17,7 +17,7 @@ import pyarrow as pa
 from lakelog.errors import CorruptRecordError, LakelogError
 from lakelog.record import batch as rb
 
-from lakelog.client.scanner.batch_decoder import decode_batch
+from lakelog.client.scanner.batch_decoder import BatchDecoder
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader, SegmentDownload
 from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment
 
@@ -75,16 +75,16 @@ class RemoteLogReader:
         consumer gets every good record and its position stops exactly at the bad one."""
         if self._error is not None:
             raise self._error
-        pieces: list[pa.RecordBatch] = []
+        decoder = BatchDecoder(self._bucket, self._out_schema, self._projection)
         try:
-            self._read_into(pieces, max(max_bytes, 1))
+            self._read_into(decoder, max(max_bytes, 1))
         except LakelogError as error:
-            if not pieces:
+            if not decoder:
                 raise
             self._error = error
-        return pa.Table.from_batches(pieces, schema=self._out_schema)
+        return decoder.to_table()
 
-    def _read_into(self, pieces: list[pa.RecordBatch], max_bytes: int) -> None:
+    def _read_into(self, decoder: BatchDecoder, max_bytes: int) -> None:
         consumed = 0
         while consumed < max_bytes and self.ready():
             current = self._downloads[0]
@@ -95,13 +95,9 @@ class RemoteLogReader:
             if raw is None:
                 self._finish_segment(current, where)
                 continue
-            header, batch = decode_batch(
-                raw, 0, self._bucket, self.next_offset, self._out_schema, where, self._projection
-            )
+            header = decoder.add(raw, 0, self.next_offset, where)
             consumed += header.size
-            if batch is not None:
-                pieces.append(batch)
-                self.next_offset = header.next_offset
+            self.next_offset = max(self.next_offset, header.next_offset)
 
     @staticmethod
     def _next_batch(file: BinaryIO) -> bytes | None:

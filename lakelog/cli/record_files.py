@@ -12,13 +12,13 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import json
 import sys
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
+import orjson
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
@@ -130,7 +130,7 @@ def _parquet(file: str, schema: pa.Schema, batch_rows: int) -> Iterator[pa.Recor
         yield from parquet.iter_batches(batch_size=batch_rows)
 
 
-# JSON lines: Python's json, a chunk of lines at a time, values converted per column type
+# JSON lines: orjson, a chunk of lines at a time, values converted per column type
 
 
 def _jsonl(file: str, schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
@@ -180,7 +180,7 @@ class _LineReader:
 
 def _parse_line(line: bytes, number: int, file: str) -> dict[str, Any]:
     try:
-        row = json.loads(line)
+        row = orjson.loads(line)
     except ValueError as exc:
         raise SchemaMismatchError(f"{file} line {number}: not JSON: {exc}") from None
     if not isinstance(row, dict):

@@ -1,20 +1,18 @@
-"""`lakelog scan DB.TABLE`: print a table's records, from any tier, as JSON lines or a text table.
+"""`lakelog scan DB.TABLE`: print a table's records, from any tier, as a text table, JSON lines, CSV,
+Parquet or an Arrow IPC stream.
 
 Without ``--follow`` a scan is a snapshot: it reads each bucket up to the high watermark the servers
 reported when it started, so it ends even while producers keep writing. Every poll is printed as it
-arrives; nothing accumulates, so a scan of any size runs in bounded memory.
+arrives; nothing accumulates (but a Parquet row group), so a scan of any size runs in bounded memory.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import sys
-from datetime import date, datetime, time as time_of_day
-from decimal import Decimal
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,9 +25,10 @@ from lakelog.cli.common_args import (
     table_path,
     timestamp_ms,
 )
+from lakelog.cli.record_writers import BINARY_FORMATS, OUTPUT_FORMATS, RecordWriter, open_writer, plain_value
 from lakelog.cli.text_table import TextTable
 from lakelog.client.scanner.log_scanner import LogScanner
-from lakelog.record.meta_columns import BUCKET_COLUMN, META_COLUMNS, OFFSET_COLUMN
+from lakelog.record.meta_columns import BUCKET_COLUMN, META_COLUMNS, META_FIELDS, OFFSET_COLUMN
 from lakelog.errors import InvalidRequestError
 from lakelog.metadata import OffsetSpec
 
@@ -46,7 +45,10 @@ def register(subparsers: Any) -> None:
     add_bucket_argument(parser)
     parser.add_argument("--columns", metavar="A,B", help="only these columns, in this order")
     parser.add_argument("--max-records", type=int, metavar="N", help="stop after N records")
-    parser.add_argument("--output", choices=("table", "jsonl"), default="table", help="text table (default) or one JSON object per line")
+    parser.add_argument(
+        "--output", choices=("table", *OUTPUT_FORMATS), default="table",
+        help="text table (default), one JSON object per line, CSV, Parquet or an Arrow IPC stream",
+    )
     parser.add_argument("--follow", action="store_true", help="keep waiting for new records (Ctrl-C stops)")
     parser.add_argument("--timeout-ms", type=int, default=1000, metavar="MS", help="how long one poll waits for records")
     add_connection_arguments(parser)
@@ -67,12 +69,22 @@ def _run(args: argparse.Namespace) -> int:
             with scan.create_log_scanner() as scanner:
                 stop = None if args.follow else conn.admin.list_offsets(path, buckets, OffsetSpec.latest())
                 _subscribe(scanner, args, buckets)
-                output: Output = (JsonLinesOutput if args.output == "jsonl" else TableOutput)(scanner.schema.names)
-                _stream(scanner, stop, args.max_records, args.timeout_ms, output)
+                names = [*META_COLUMNS, *scanner.schema.names]
+                _stream(scanner, stop, args.max_records, args.timeout_ms, names, _output(args.output, scanner, names))
     except BrokenPipeError:
         # `lakelog scan ... | head`: the reader left, which is not an error; keep Python quiet at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+def _output(fmt: str, scanner: LogScanner, names: list[str]) -> RecordWriter:
+    """Where polls go: the text table, or a file format written to stdout's bytes."""
+    if fmt == "table":
+        return TableOutput(names)
+    if fmt in BINARY_FORMATS and sys.stdout.isatty():
+        raise InvalidRequestError(f"--output {fmt} is binary; redirect it to a file or a pipe, not the terminal")
+    sys.stdout.flush()
+    return open_writer(fmt, sys.stdout.buffer, pa.schema([*META_FIELDS, *scanner.schema]))
 
 
 def _subscribe(scanner: LogScanner, args: argparse.Namespace, buckets: list[int]) -> None:
@@ -85,7 +97,9 @@ def _subscribe(scanner: LogScanner, args: argparse.Namespace, buckets: list[int]
         scanner.subscribe_from_beginning(buckets)
 
 
-def _stream(scanner: LogScanner, stop: dict[int, int] | None, max_records: int | None, timeout_ms: int, output: "Output") -> None:
+def _stream(
+    scanner: LogScanner, stop: dict[int, int] | None, max_records: int | None, timeout_ms: int, names: list[str], output: RecordWriter
+) -> None:
     """Poll and print until every bucket reached ``stop`` (never, with ``None``) or ``max_records``."""
     remaining = max_records
     pending = dict(stop) if stop is not None else None
@@ -100,8 +114,9 @@ def _stream(scanner: LogScanner, stop: dict[int, int] | None, max_records: int |
         if remaining is not None:
             table = table.slice(0, remaining)
             remaining -= table.num_rows
-        for chunk in table.to_batches(max_chunksize=CHUNK_ROWS):
+        for chunk in table.select(names).to_batches(max_chunksize=CHUNK_ROWS):
             output.write(chunk)
+        output.flush()
     output.finish()
 
 
@@ -121,39 +136,19 @@ def _drop_finished(scanner: LogScanner, pending: dict[int, int]) -> None:
             scanner.unsubscribe(bucket)
 
 
-class Output(Protocol):
-    def write(self, batch: pa.RecordBatch) -> None: ...
-    def finish(self) -> None: ...
-
-
-class JsonLinesOutput:
-    """One object per record: the three meta fields, then the columns."""
-
-    def __init__(self, columns: Sequence[str]) -> None:
-        self._names = [*META_COLUMNS, *columns]
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        names = self._names
-        columns = [_python_values(batch.column(name), plain_value) for name in names]
-        lines = [json.dumps(dict(zip(names, values)), ensure_ascii=False) for values in zip(*columns)]
-        sys.stdout.write("\n".join(lines) + "\n")
-        sys.stdout.flush()
-
-    def finish(self) -> None:
-        pass
-
-
 class TableOutput:
-    def __init__(self, columns: Sequence[str]) -> None:
-        self._names = [*META_COLUMNS, *columns]
+    def __init__(self, names: Sequence[str]) -> None:
+        self._names = list(names)
         self._table = TextTable(self._names)
         self._printed = False
 
     def write(self, batch: pa.RecordBatch) -> None:
         columns = [_python_values(batch.column(name), _cell) for name in self._names]
         sys.stdout.write("\n".join(self._table.render(list(zip(*columns)))) + "\n")
-        sys.stdout.flush()
         self._printed = True
+
+    def flush(self) -> None:
+        sys.stdout.flush()
 
     def finish(self) -> None:
         if not self._printed:  # an empty scan still shows which columns it would have printed
@@ -166,21 +161,6 @@ def _python_values(array: pa.Array, convert: Callable[[Any], Any]) -> list[Any]:
     if pa.types.is_integer(array.type) or pa.types.is_floating(array.type) or pa.types.is_string(array.type):
         return values
     return [convert(value) for value in values]
-
-
-def plain_value(value: Any) -> Any:
-    """A JSON-ready value: times and dates in ISO 8601, decimals as exact strings, bytes as base64."""
-    if isinstance(value, (datetime, date, time_of_day)):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    if isinstance(value, dict):
-        return {key: plain_value(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [plain_value(item) for item in value]
-    return value
 
 
 def _cell(value: Any) -> Any:

@@ -1,42 +1,61 @@
 """The record batch: lakelog's on-disk and on-wire unit.
 
-A batch is a fixed header followed by an Arrow IPC stream (schema message + one record batch)::
+A batch is a 64-byte header followed by an Arrow IPC stream (schema message + one record batch),
+zero-padded to a multiple of 64 bytes::
 
     offset  size  field
     0       8     base_offset        int64   stamped by the tablet server at append
     8       4     length             int32   bytes after this field
-    12      1     magic              int8    format version (1)
+    12      1     magic              int8    format version (2)
     13      8     commit_timestamp   int64   ms since epoch, stamped by the tablet server
-    21      4     crc                uint32  CRC-32 of every byte after this field
+    21      4     crc                uint32  CRC-32C of every byte after this field
     25      4     schema_id          int32
     29      2     attributes         int16   bit 0: columns were projected
     31      4     record_count       int32
-    35      ...   body               Arrow IPC stream
+    35      4     body_length        int32   bytes of the Arrow IPC stream
+    39      25    reserved           zeros
+    64      ...   body               Arrow IPC stream, then zeros up to the next multiple of 64
 
 As in Apache Fluss, the CRC starts after the fields the server stamps, so the producer computes it
 once, the server checks it and stores the bytes as received, and every reader checks it again.
+
+Why 64: batches are stored and sent back to back, so with every batch a multiple of 64 bytes long
+and its body 64 bytes in, every body in a segment, a remote file or a fetch answer starts on a
+64-byte boundary of the buffer holding it. Arrow IPC places each column buffer on an 8-byte
+boundary of the body, so decoding in place gives Arrow arrays that compute kernels (Acero) accept
+without copying; format 1's 35-byte header left every one of them misaligned.
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
+import warnings
 from dataclasses import dataclass
 from typing import Iterator
 
+import google_crc32c
 import pyarrow as pa
 
-from lakelog.errors import CorruptRecordError
+from lakelog.errors import CorruptRecordError, RecordFormatError
 
-MAGIC = 1
-HEADER = struct.Struct(">qibqIihi")
+MAGIC = 2
+ALIGNMENT = 64
+HEADER = struct.Struct(">qibqIihii25x")
 HEADER_SIZE = HEADER.size
 LOG_OVERHEAD = 12
 CRC_START = 25
 TIMESTAMP_OFFSET = 13
 ATTR_PROJECTED = 0x1
+_MIN_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _BASE_OFFSET = struct.Struct(">q")
 _TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+_CRC_OFFSET = CRC_START - _CRC.size
+_BUFFER_ALIGNMENT = 8  # what Arrow IPC guarantees inside a body, and what compute kernels check
+# An IPC message starts with a continuation marker and its metadata length; a stream ends with a marker and 0.
+_IPC_PREFIX = struct.Struct("<4si")
+_IPC_CONTINUATION = b"\xff\xff\xff\xff"
+_IPC_END = _IPC_CONTINUATION + bytes(4)
 # Given explicitly: without options pyarrow reads two environment variables per stream it opens.
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions()
 
@@ -51,10 +70,11 @@ class BatchHeader:
     schema_id: int
     attributes: int
     record_count: int
+    body_length: int
 
     @property
     def size(self) -> int:
-        """Bytes the whole batch takes, header included."""
+        """Bytes the whole batch takes, header and padding included."""
         return LOG_OVERHEAD + self.length
 
     @property
@@ -66,8 +86,14 @@ class BatchHeader:
         return self.base_offset + self.record_count
 
 
-def read_header(buf: bytes | memoryview, pos: int = 0) -> BatchHeader:
+def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     return BatchHeader(*HEADER.unpack_from(buf, pos))
+
+
+def crc32c(data: bytes | bytearray | memoryview) -> int:
+    """CRC-32C (Castagnoli, as Kafka and Fluss use), hardware-accelerated by google-crc32c; wrapped
+    in an Arrow buffer because google-crc32c takes only read-only buffers, never a memoryview."""
+    return google_crc32c.value(pa.py_buffer(data))
 
 
 def encode_batch(
@@ -79,19 +105,23 @@ def encode_batch(
 ) -> bytes:
     """Serialize an Arrow batch into a lakelog batch with a valid CRC."""
     sink = pa.BufferOutputStream()
+    sink.write(bytes(HEADER_SIZE))
     with pa.ipc.new_stream(sink, batch.schema, options=_IPC_OPTIONS) as writer:
         writer.write_batch(batch)
-    body = sink.getvalue()
-    tail = struct.pack(">ihi", schema_id, attributes, batch.num_rows)
-    crc = zlib.crc32(body, zlib.crc32(tail))
-    length = HEADER_SIZE - LOG_OVERHEAD + body.size
-    head = HEADER.pack(base_offset, length, MAGIC, commit_timestamp, crc, schema_id, attributes, batch.num_rows)
-    return head + body.to_pybytes()
+    body_length = sink.tell() - HEADER_SIZE
+    sink.write(bytes(-sink.tell() % ALIGNMENT))
+    out = sink.getvalue()
+    view = memoryview(out)  # the sink's own buffer, written in place before the one copy out
+    HEADER.pack_into(
+        view, 0, base_offset, out.size - LOG_OVERHEAD, MAGIC, commit_timestamp, 0, schema_id, attributes,
+        batch.num_rows, body_length,
+    )
+    _CRC.pack_into(view, _CRC_OFFSET, crc32c(view[CRC_START:]))
+    return out.to_pybytes()
 
 
-def compute_crc(buf: bytes | memoryview, pos: int, header: BatchHeader) -> int:
-    view = memoryview(buf)[pos + CRC_START : pos + header.size]
-    return zlib.crc32(view)
+def compute_crc(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> int:
+    return crc32c(memoryview(buf)[pos + CRC_START : pos + header.size])
 
 
 def stamp(buf: bytearray, pos: int, base_offset: int, commit_timestamp: int) -> None:
@@ -100,29 +130,45 @@ def stamp(buf: bytearray, pos: int, base_offset: int, commit_timestamp: int) -> 
     _TIMESTAMP.pack_into(buf, pos + TIMESTAMP_OFFSET, commit_timestamp)
 
 
-def iter_headers(buf: bytes | memoryview, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+def iter_headers(
+    buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None
+) -> Iterator[tuple[int, BatchHeader]]:
     """Walk the complete batches in ``buf[pos:end]``; a trailing partial batch is not yielded."""
     end = len(buf) if end is None else end
     while pos + HEADER_SIZE <= end:
         header = read_header(buf, pos)
-        if header.length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size > end:
+        if header.length < _MIN_LENGTH or pos + header.size > end:
             return
         yield pos, header
         pos += header.size
 
 
-def validate(buf: bytes | memoryview, pos: int, where: str) -> BatchHeader:
+def check_format(header: BatchHeader, where: str) -> None:
+    """Refuse a batch of an older format version: its files were written by an older lakelog and
+    are neither corrupt (so never truncated away) nor readable by this one."""
+    if 0 < header.magic < MAGIC:
+        raise RecordFormatError(
+            f"{where}: batch at offset {header.base_offset} is in record format version {header.magic}; "
+            f"this lakelog reads format version {MAGIC} only (files of an older lakelog must be rewritten)"
+        )
+
+
+def validate(buf: bytes | bytearray | memoryview, pos: int, where: str) -> BatchHeader:
     """Check one batch's header and CRC; ``where`` names the file or bucket for the error."""
     if pos + HEADER_SIZE > len(buf):
         raise CorruptRecordError(f"{where}: truncated batch header")
     header = read_header(buf, pos)
+    check_format(header, where)
     if header.magic != MAGIC:
-        raise CorruptRecordError(
-            f"{where}: bad magic {header.magic} in batch at offset {header.base_offset}"
-        )
-    if header.length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size > len(buf):
+        raise CorruptRecordError(f"{where}: bad magic {header.magic} in batch at offset {header.base_offset}")
+    if header.length < _MIN_LENGTH or pos + header.size > len(buf):
         raise CorruptRecordError(
             f"{where}: batch at offset {header.base_offset} has length {header.length} past the end"
+        )
+    if header.size % ALIGNMENT or not 0 <= header.size - HEADER_SIZE - header.body_length < ALIGNMENT:
+        raise CorruptRecordError(
+            f"{where}: batch at offset {header.base_offset} has size {header.size} and body length "
+            f"{header.body_length}, not a body padded to a multiple of {ALIGNMENT} bytes"
         )
     if header.record_count <= 0:
         raise CorruptRecordError(
@@ -137,16 +183,96 @@ def validate(buf: bytes | memoryview, pos: int, where: str) -> BatchHeader:
     return header
 
 
-def decode_body(buf: bytes | memoryview, pos: int, header: BatchHeader) -> pa.RecordBatch:
-    """The Arrow batch inside a lakelog batch (zero-copy over ``buf``)."""
-    body = pa.py_buffer(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
-    reader = pa.ipc.open_stream(body)
-    batches = list(reader)
+def body(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> pa.Buffer:
+    """The Arrow IPC stream of the batch at ``pos``, as a view of ``buf`` when ``buf`` sits on an
+    8-byte boundary in memory (then so does every Arrow buffer decoded from it); otherwise as an
+    aligned copy, with a warning (shown once per caller by Python's default filter), since
+    misaligned arrays are slow or refused by compute kernels and the caller can do better."""
+    start = pos + HEADER_SIZE
+    view = pa.py_buffer(memoryview(buf)[start : start + header.body_length])
+    if view.address % _BUFFER_ALIGNMENT == 0:
+        return view
+    warnings.warn(
+        f"record batch bodies arrive in memory not aligned to {_BUFFER_ALIGNMENT} bytes; copying each",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    aligned = pa.allocate_buffer(view.size)
+    memoryview(aligned)[:] = memoryview(view)
+    return aligned
+
+
+class BodyDecoder:
+    """Decodes the Arrow bodies of batches that share a schema, parsing their schema message once.
+
+    Every body is a whole IPC stream: schema message, record batch message, end-of-stream marker.
+    Opening a stream reader per batch re-parses the schema each time, which costs more than the
+    batch itself for small batches; here a body whose schema message is byte-equal to the last one
+    seen has only its batch message read. Anything else (dictionaries, another layout, damage)
+    goes through a full stream reader, which decodes it or says what is wrong.
+    """
+
+    def __init__(self) -> None:
+        self._schema_message = b""
+        self._schema: pa.Schema | None = None
+
+    def decode(self, buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> pa.RecordBatch:
+        """The Arrow batch inside a lakelog batch (zero-copy over an aligned ``buf``)."""
+        stream = body(buf, pos, header)
+        view = memoryview(stream).cast("B")  # an Arrow buffer's view is of signed bytes, unequal to bytes
+        split = _schema_message_end(view)
+        if split:
+            try:
+                return self._decode_batch_message(stream, view, split)
+            except (pa.ArrowInvalid, _NotOneBatch):
+                pass
+        return _decode_stream(stream, header)
+
+    def _decode_batch_message(self, stream: pa.Buffer, view: memoryview, split: int) -> pa.RecordBatch:
+        if self._schema is None or view[:split] != self._schema_message:
+            self._schema = pa.ipc.read_schema(stream.slice(0, split))
+            self._schema_message = bytes(view[:split])
+        message = pa.ipc.read_message(stream.slice(split))
+        body_size = 0 if message.body is None else message.body.size
+        end = split + _IPC_PREFIX.size + message.metadata.size + body_size
+        if message.type != "record batch" or view[end:] != _IPC_END:
+            raise _NotOneBatch
+        return pa.ipc.read_record_batch(message, self._schema)
+
+
+class _NotOneBatch(Exception):
+    """A body that is not exactly schema, one record batch, end: left to the full stream reader."""
+
+
+def _schema_message_end(view: memoryview) -> int:
+    """Where the schema message opening an IPC stream ends, 0 if the stream does not open with one
+    in the usual framing (continuation marker, length) or nothing follows it."""
+    if len(view) <= _IPC_PREFIX.size:
+        return 0
+    marker, length = _IPC_PREFIX.unpack_from(view)
+    end = _IPC_PREFIX.size + length
+    return end if marker == _IPC_CONTINUATION and 0 < length and end < len(view) else 0
+
+
+def schema_message(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bytes | None:
+    """The bytes of the schema message opening the batch's body (equal bytes, equal schemas), None
+    when the body does not open with one in the usual framing: a cheap key for a schema check."""
+    view = memoryview(buf)[pos + HEADER_SIZE : pos + HEADER_SIZE + header.body_length]
+    end = _schema_message_end(view)
+    return bytes(view[:end]) if end else None
+
+
+def _decode_stream(stream: pa.Buffer, header: BatchHeader) -> pa.RecordBatch:
+    batches = list(pa.ipc.open_stream(stream))
     if len(batches) != 1:
         raise CorruptRecordError(f"batch at offset {header.base_offset} holds {len(batches)} Arrow batches, not 1")
     return batches[0]
 
 
-def decode_schema(buf: bytes | memoryview, pos: int, header: BatchHeader) -> pa.Schema:
-    body = pa.py_buffer(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
-    return pa.ipc.open_stream(body).schema
+def decode_body(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> pa.RecordBatch:
+    """The Arrow batch inside one lakelog batch (zero-copy over an aligned ``buf``)."""
+    return BodyDecoder().decode(buf, pos, header)
+
+
+def decode_schema(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> pa.Schema:
+    return pa.ipc.open_stream(body(buf, pos, header)).schema

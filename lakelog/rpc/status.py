@@ -47,6 +47,7 @@ _STATUS: dict[type[errors.LakelogError], grpc.StatusCode] = {
     errors.OffsetOutOfRangeError: grpc.StatusCode.OUT_OF_RANGE,
     errors.InvalidTimestampError: grpc.StatusCode.OUT_OF_RANGE,
     errors.CorruptRecordError: grpc.StatusCode.DATA_LOSS,
+    errors.RecordFormatError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.LakeDataError: grpc.StatusCode.DATA_LOSS,
     errors.StorageError: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.NoTabletServerError: grpc.StatusCode.UNAVAILABLE,

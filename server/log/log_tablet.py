@@ -42,7 +42,8 @@ _MAX_RELATIVE_OFFSET = 0xFFFFFFFF  # index entries store offsets and positions a
 _MAX_SEGMENT_BYTES = 0x7FFFFFFF  # the wire's segment_size_in_bytes and first_start_pos are int32, as in Fluss
 
 
-BatchCheck = Callable[[bytearray, list[tuple[int, BatchHeader]]], None]
+# Called with (buffer, position, header) for each batch whose framing and CRC passed, in the same pass.
+BatchCheck = Callable[[bytearray, int, BatchHeader], None]
 
 
 def wall_clock_ms() -> int:
@@ -286,12 +287,10 @@ class LogTablet:
     def append(self, records: bytes, check: BatchCheck | None = None) -> AppendResult:
         """Append the client's batches; returns once they are visible (and in sync mode, durable).
 
-        ``check`` sees the batches after their framing and CRCs passed and before anything is
-        written (the replica layer checks the schema there), so the batches are walked once."""
+        ``check`` sees each batch once its framing and CRC passed and before anything is written
+        (the replica layer checks the schema there), in the one pass that validates the request."""
         buffer = bytearray(records)
-        headers = self._validate(buffer)
-        if check is not None:
-            check(buffer, headers)
+        headers = self._validate(buffer, check)
         count = sum(header.record_count for _, header in headers)
         with self._lock:
             self._check_open()
@@ -324,7 +323,7 @@ class LogTablet:
             now = self._clock()
             return min(now, self._unpublished[0][1]) - 1 if self._unpublished else now - 1
 
-    def _validate(self, buffer: bytearray) -> list[tuple[int, BatchHeader]]:
+    def _validate(self, buffer: bytearray, check: BatchCheck | None) -> list[tuple[int, BatchHeader]]:
         if not buffer:
             raise InvalidRequestError(f"{self.name}: an append needs at least one batch")
         headers = []
@@ -333,6 +332,8 @@ class LogTablet:
             if position + HEADER_SIZE > len(buffer) or position + read_header(buffer, position).size > len(buffer):
                 raise InvalidRequestError(f"{self.name}: the append ends with a partial batch at byte {position}")
             header = validate(buffer, position, self.name)
+            if check is not None:
+                check(buffer, position, header)
             headers.append((position, header))
             position += header.size
         return headers

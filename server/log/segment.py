@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from lakelog.errors import CorruptRecordError, StorageError
-from lakelog.record.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, iter_headers, read_header, validate
+from lakelog.record.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, check_format, iter_headers, read_header, validate
 from lakelog.server.log.offset_index import OffsetIndex
 from lakelog.server.log.time_index import TimeIndex
 
@@ -123,10 +123,12 @@ class LogSegment:
 
     def _headers(self, position: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
         """Headers of the batches in ``[position, end)``, one small pread each; anything but whole
-        batches up to ``end`` is corruption."""
+        batches up to ``end`` is corruption, and a batch of an older format is refused."""
         while position < end:
             raw = self._pread(HEADER_SIZE, position)
             header = read_header(raw) if len(raw) == HEADER_SIZE else None
+            if header is not None:
+                check_format(header, f"{self.path} at byte {position}")
             if header is None or header.length < _MIN_LENGTH or position + header.size > end:
                 raise CorruptRecordError(f"{self.path}: no whole batch at byte {position} (data ends at byte {end})")
             yield position, header

@@ -118,6 +118,8 @@ class ReplicaManager:
         self._resolve = resolve
         self._tables: dict[int, TableInfo] = {}
         self._led: dict[int, set[int]] = {}
+        # (table id, schema id) -> the schema message of batches already checked against that schema
+        self._accepted_schemas: dict[tuple[int, int], bytes] = {}
         self._lock = threading.Lock()
         self._data_arrived = threading.Condition()
         self._arrivals = 0
@@ -159,6 +161,8 @@ class ReplicaManager:
             with self._lock:
                 info = self._tables.pop(table_id, None)
                 self._led.pop(table_id, None)
+                if info is not None:
+                    self._accepted_schemas.pop((table_id, info.schema_id), None)
             self._remote.drop_table(table_id)
             self.lake.drop_table(table_id)
             self._logs.drop_table(table_id)
@@ -221,23 +225,28 @@ class ReplicaManager:
         info, tablet = self._tablet(table_id, bucket)
         if hold_id:
             self.holds.check(hold_id)
-        return tablet.append(records, lambda buffer, headers: self._check_schema(info, bucket, buffer, headers))
+        return tablet.append(records, lambda buffer, pos, header: self._check_schema(info, bucket, buffer, pos, header))
 
-    @staticmethod
-    def _check_schema(info: TableInfo, bucket: int, records: bytearray, headers: list[tuple[int, rb.BatchHeader]]) -> None:
-        """Every batch must carry the table's schema (called by the log after framing and CRCs passed)."""
+    def _check_schema(self, info: TableInfo, bucket: int, records: bytearray, pos: int, header: rb.BatchHeader) -> None:
+        """The batch must carry the table's schema (called by the log once its framing and CRC passed).
+        A schema message byte-equal to one accepted before for this schema id is not parsed again."""
         where = f"{info.path} bucket {bucket}"
-        for pos, header in headers:
-            if header.schema_id != info.schema_id:
-                raise SchemaMismatchError(
-                    f"produce to {where}: batch has schema id {header.schema_id}, the table has {info.schema_id}"
-                )
-            try:
-                schema = rb.decode_schema(records, pos, header)
-            except (pa.ArrowInvalid, OSError) as exc:
-                raise CorruptRecordError(f"produce to {where}: batch at byte {pos} is not Arrow IPC: {exc}") from None
-            if not schema.equals(info.schema, check_metadata=False):
-                raise SchemaMismatchError(f"produce to {where}: batch schema {schema} does not match table schema {info.schema}")
+        if header.schema_id != info.schema_id:
+            raise SchemaMismatchError(
+                f"produce to {where}: batch has schema id {header.schema_id}, the table has {info.schema_id}"
+            )
+        message = rb.schema_message(records, pos, header)
+        key = (info.table_id, info.schema_id)
+        if message is not None and self._accepted_schemas.get(key) == message:
+            return
+        try:
+            schema = rb.decode_schema(records, pos, header)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise CorruptRecordError(f"produce to {where}: batch at byte {pos} is not Arrow IPC: {exc}") from None
+        if not schema.equals(info.schema, check_metadata=False):
+            raise SchemaMismatchError(f"produce to {where}: batch schema {schema} does not match table schema {info.schema}")
+        if message is not None:
+            self._accepted_schemas[key] = message
 
     # fetch
 
