@@ -464,7 +464,11 @@ class LogTablet:
         if advanced:
             self._notify_high_watermark()
         self._segments[-1].flush()
-        self.checkpoint_acknowledged()
+        try:
+            self.checkpoint_acknowledged()
+        except StorageError as error:
+            # Safe to go on: the checkpoint may lag what was acknowledged, it must never lead.
+            logger.error("%s: acknowledged offset not checkpointed at close: %s", self.name, error)
         for segment in self._segments:
             segment.close()
         (self.directory / CLEAN_SHUTDOWN_FILE).touch()
