@@ -13,9 +13,8 @@ from typing import Any
 import pyarrow as pa
 
 from lakelog.errors import SchemaMismatchError
-from lakelog.record.meta_columns import META_FIELDS
+from lakelog.record.meta_columns import META_COLUMNS
 
-_META_NAMES = frozenset(field.name for field in META_FIELDS)
 ACCEPTED = "a pyarrow Table, RecordBatch or RecordBatchReader, a pandas DataFrame, or an object with __arrow_c_stream__"
 
 
@@ -23,7 +22,7 @@ def arrow_table(data: Any, schema: pa.Schema, label: str) -> pa.Table:
     """``data`` as a table of ``schema``. The ``__bucket``/``__offset``/``__timestamp`` columns a scan
     adds are dropped, so what one table's scanner returns can be appended to another table."""
     table = _read(data, label)
-    names = [name for name in table.schema.names if name not in _META_NAMES]
+    names = [name for name in table.schema.names if name not in META_COLUMNS]
     extra = [name for name in names if name not in schema.names]
     missing = [name for name in schema.names if name not in names]
     if extra or missing:

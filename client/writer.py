@@ -120,7 +120,6 @@ class AppendWriter:
     def append_arrow(self, data: Any, bucket: int | None = None) -> None:
         """Append Arrow data (see :mod:`lakelog.client.arrow_input`) whose columns match the table's schema."""
         table = arrow_table(data, self._info.schema, str(self._info.path))
-        table = self._conform(table)
         for batch in table.to_batches(max_chunksize=max(int(self._batch_bytes / max(self._row_bytes, 1)), 1)):
             with self._cond:
                 self._check_open()
@@ -178,17 +177,6 @@ class AppendWriter:
         if not 0 <= bucket < self._info.buckets:
             raise UnknownBucketError(f"{self._info.path} has no bucket {bucket} (it has buckets 0..{self._info.buckets - 1})")
         return bucket
-
-    def _conform(self, table: pa.Table) -> pa.Table:
-        schema = self._info.schema
-        if table.schema.names != schema.names:
-            raise SchemaMismatchError(f"{self._info.path}: columns {table.schema.names} do not match {schema.names}")
-        if table.schema.equals(schema, check_metadata=False):
-            return table
-        try:
-            return table.cast(schema)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-            raise SchemaMismatchError(f"{self._info.path}: data of schema {table.schema} does not fit {schema}: {exc}") from None
 
     def _seal_rows(self, bucket: int) -> None:
         queue = self._queues[bucket]

@@ -42,7 +42,7 @@ class CoordinatorGateway:
         index = self._current
         address = self._addresses[index]
         try:
-            return self._edge.call(method(CoordinatorServiceStub(self._edge.channel(address))), request, f"coordinator {address}")
+            return self._edge.call(method(self._edge.stub(address, CoordinatorServiceStub)), request, f"coordinator {address}")
         except (NetworkError, RequestTimeoutError):
             self._current = (index + 1) % len(self._addresses)
             raise

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import grpc
+
 from lakelog.errors import LakelogError, error_from_code
 from lakelog.metadata import BucketInfo, OffsetSpec, ServerNode
 from lakelog.rpc import codec
@@ -21,6 +23,11 @@ from lakelog.client.rpc.messages import BucketRepair, FetchedBucket, FetchReques
 _FETCH_LOG = "/lakelog.rpc.TabletService/FetchLog"
 # Rebuilding a manifest lists and reads every segment index of a bucket in remote storage.
 REPAIR_TIMEOUT_S = 120.0
+
+
+def _raw_fetch_log(channel: grpc.Channel) -> grpc.UnaryUnaryMultiCallable:
+    """FetchLog whose answer arrives as raw bytes (no response deserializer), for parse_fetch_response."""
+    return channel.unary_unary(_FETCH_LOG, request_serializer=pb.FetchLogRequest.SerializeToString)
 
 
 def _target(node: ServerNode) -> str:
@@ -69,7 +76,7 @@ class TabletGateway:
         return self._edge.timeout_s
 
     def _stub(self, node: ServerNode) -> TabletServiceStub:
-        return TabletServiceStub(self._edge.channel(node.address))
+        return self._edge.stub(node.address, TabletServiceStub)
 
     def produce_log(self, node: ServerNode, produce: ProduceRequest, on_done: Callable[[ProducedBatch | LakelogError], None]) -> None:
         request = pb.ProduceLogRequest(
@@ -102,8 +109,7 @@ class TabletGateway:
             ],
         )
         timeout_s = self._edge.timeout_s + fetch.max_wait_ms / 1000
-        # The answer arrives as raw bytes (no response deserializer) for parse_fetch_response.
-        fetch_log = self._edge.channel(node.address).unary_unary(_FETCH_LOG, request_serializer=pb.FetchLogRequest.SerializeToString)
+        fetch_log = self._edge.stub(node.address, _raw_fetch_log)
         self._edge.call_async(fetch_log, request, _target(node), timeout_s, _fetched(fetch.enable_lake), on_done)
 
     def list_offsets(

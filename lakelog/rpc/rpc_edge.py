@@ -14,6 +14,7 @@ from lakelog.rpc.status import error_from_rpc
 
 Response = TypeVar("Response")
 Result = TypeVar("Result")
+Stub = TypeVar("Stub")
 
 
 class RpcEdge:
@@ -21,9 +22,16 @@ class RpcEdge:
         self.timeout_s = conf.get("client.request-timeout") / 1000
         self._plaintext = not conf.get("security.tls.enabled")
         self._channels = ChannelPool(conf)
+        self._stubs: dict[tuple[str, Callable[[grpc.Channel], Any]], Any] = {}
 
-    def channel(self, address: str) -> grpc.Channel:
-        return self._channels.get(address)
+    def stub(self, address: str, make: Callable[[grpc.Channel], Stub]) -> Stub:
+        """``make(channel)`` for ``address``, built once: a stub builds a callable per RPC, too
+        much to repeat on every produce and fetch."""
+        key = (address, make)
+        stub = self._stubs.get(key)
+        if stub is None:
+            stub = self._stubs[key] = make(self._channels.get(address))
+        return stub
 
     def call(self, method: Callable[..., Response], request: Any, target: str, timeout_s: float | None = None) -> Response:
         """A blocking call whose failure is raised as the lakelog error it carries."""
@@ -59,4 +67,5 @@ class RpcEdge:
         method.future(request, timeout=timeout_s).add_done_callback(done)
 
     def close(self) -> None:
+        self._stubs.clear()
         self._channels.close()

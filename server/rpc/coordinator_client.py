@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable, TypeVar
+
 import grpc
 
 from lakelog.config import Configuration
@@ -15,6 +17,7 @@ from lakelog.rpc.status import error_from_rpc
 from lakelog.server.rpc.cluster_secret import with_cluster_secret
 
 CALL_TIMEOUT_S = 10.0
+Response = TypeVar("Response")
 
 
 class CoordinatorClient:
@@ -23,28 +26,23 @@ class CoordinatorClient:
         self._channel = open_channel(address, conf)
         self._stub = CoordinatorServiceStub(with_cluster_secret(self._channel, cluster_secret))
 
-    def register(self, node: ServerNode) -> tuple[list[TableAssignment], list[LakeOffsets]]:
-        """The buckets this server leads and what of them is already in the lake."""
+    def _call(self, method: Callable[..., Response], request: Any) -> Response:
         try:
-            response = self._stub.RegisterTabletServer(
-                pb.RegisterTabletServerRequest(server=codec.node_to_pb(node)), timeout=CALL_TIMEOUT_S
-            )
+            return method(request, timeout=CALL_TIMEOUT_S)
         except grpc.RpcError as exc:
             raise error_from_rpc(exc, f"coordinator {self.address}") from None
+
+    def register(self, node: ServerNode) -> tuple[list[TableAssignment], list[LakeOffsets]]:
+        """The buckets this server leads and what of them is already in the lake."""
+        response = self._call(self._stub.RegisterTabletServer, pb.RegisterTabletServerRequest(server=codec.node_to_pb(node)))
         assignments = [codec.table_metadata_from_pb(m) for m in response.table_metadata]
         return assignments, codec.lake_offsets_from_pb(response.lake_offsets)
 
     def heartbeat(self, server_id: int) -> None:
-        try:
-            self._stub.TabletServerHeartbeat(pb.TabletServerHeartbeatRequest(server_id=server_id), timeout=CALL_TIMEOUT_S)
-        except grpc.RpcError as exc:
-            raise error_from_rpc(exc, f"coordinator {self.address}") from None
+        self._call(self._stub.TabletServerHeartbeat, pb.TabletServerHeartbeatRequest(server_id=server_id))
 
     def table_assignment(self, table_id: int) -> TableAssignment:
-        try:
-            response = self._stub.GetMetadata(pb.MetadataRequest(table_id=[table_id]), timeout=CALL_TIMEOUT_S)
-        except grpc.RpcError as exc:
-            raise error_from_rpc(exc, f"coordinator {self.address}") from None
+        response = self._call(self._stub.GetMetadata, pb.MetadataRequest(table_id=[table_id]))
         if not response.table_metadata:
             raise TableNotExistError(f"table id {table_id} does not exist")
         return codec.table_metadata_from_pb(response.table_metadata[0])
