@@ -218,6 +218,11 @@ class Admin:
             status[path] = TableTieringStatus(path, job.job_id, job.last_barrier, max_timestamp, lag, behind)
         return status
 
+    def init_writer(self) -> int:
+        """A new idempotent writer id from the coordinator. Resending is safe: an id lost with
+        its answer is never handed out again, and none is needed back."""
+        return self._read("init writer", self._coordinator.init_writer)
+
     def get_lake_config(self) -> LakeConfig:
         """The cluster's lake format and catalog properties, without secrets."""
         return self._read("get lake config", self._coordinator.get_lake_config)

@@ -50,7 +50,7 @@ class Table:
         return TableScan(self)
 
     def _writer(self, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None) -> AppendWriter:
-        writer = AppendWriter(self.info, self._tablets, self._router, self._conf, on_ack, hold)
+        writer = AppendWriter(self.info, self._tablets, self._router, self._conf, on_ack, hold, self._admin.init_writer())
         if hold is not None:
             try:
                 hold.attach(writer)

@@ -5,9 +5,10 @@ stay large. Each bucket has at most one produce request in flight, which keeps a
 in the order they were appended; different buckets are sent concurrently. ``flush()`` returns once
 every record appended so far is acknowledged (in the default sync flush mode: on disk).
 
-A request refused because the bucket's leader moved is sent again, in order, to the new leader, as
-the :class:`~lakelog.client.rpc.leader_router.LeaderRouter` decides; one lost in transport is not
-(it may have been appended), so its error reaches ``flush()``.
+A writer is idempotent (:mod:`lakelog.client.delivery`): every batch carries the writer's id and a
+sequence, so a request that failed for a retriable reason (leader moved or unreachable, timeout,
+connection lost) is sent again unchanged, in order, until ``client.writer.delivery-timeout``;
+the server drops what it had already appended. Only what could not be delivered reaches ``flush()``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.messages import ProducedBatch, ProduceRequest
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 from lakelog.client.arrow_input import arrow_table
+from lakelog.client.delivery import MAX_BATCHES_PER_REQUEST, BucketSequence, Delivery, DeliveryStats
 
 if TYPE_CHECKING:
     from lakelog.client.barrier_hold import BarrierHold
@@ -57,6 +59,9 @@ class _BucketQueue:
     first_row_at: float = 0.0
     sealed: deque[bytes] = field(default_factory=deque)
     in_flight: bool = False
+    sequence: BucketSequence = field(default_factory=BucketSequence)
+    # A failed request waiting to be sent again exactly as it was (the server recognises it whole).
+    resend: list[bytes] = field(default_factory=list)
     # While the head of ``sealed`` is being retried: tries so far, when they started, the next one.
     retries: int = 0
     failing_since: float = 0.0
@@ -72,14 +77,17 @@ class AppendWriter:
         conf: Configuration,
         on_ack: Callable[[AppendAck], None] | None = None,
         hold: BarrierHold | None = None,
+        writer_id: int = rb.NO_WRITER,
     ) -> None:
         """``on_ack`` is called (on a gRPC thread) for every acknowledged produce request; with
-        ``hold``, every append is made under that barrier hold."""
+        ``hold``, every append is made under that barrier hold. ``writer_id`` (from the coordinator)
+        makes the writer idempotent; without one, a request lost in transport is not resent."""
         self._info = info
         self._on_ack = on_ack
         self._hold = hold
         self._tablets = tablets
         self._router = router
+        self._delivery = Delivery(str(info.path), info.table_id, writer_id, router, conf.get("client.writer.delivery-timeout") / 1000)
         self._batch_bytes = conf.get("client.writer.batch-size")
         self._linger_s = conf.get("client.writer.linger") / 1000
         self._max_pending = max(conf.get("client.writer.max-inflight"), 1) * max(info.buckets, 1)
@@ -153,6 +161,11 @@ class AppendWriter:
                 self._cond.notify_all()
             self._linger.join()
 
+    @property
+    def delivery_stats(self) -> DeliveryStats:
+        """Requests and batches resent, and batches given up on, so far."""
+        return self._delivery.stats
+
     def __enter__(self) -> "AppendWriter":
         return self
 
@@ -215,19 +228,21 @@ class AppendWriter:
         if batch.num_rows == 0:
             return
         self._row_bytes = max(batch.nbytes / batch.num_rows, 1.0)
-        queue.sealed.append(rb.encode_batch(batch, self._info.schema_id))
+        queue.sealed.append(rb.encode_batch(batch, self._info.schema_id, writer=queue.sequence.take(self._delivery.writer_id)))
         self._pending += 1
 
     def _send_ready(self) -> None:
         now = time.monotonic()
         for bucket, queue in enumerate(self._queues):
-            if queue.sealed and not queue.in_flight and queue.retry_at <= now:
+            if (queue.sealed or queue.resend) and not queue.in_flight and queue.retry_at <= now:
                 self._send(bucket, queue)
 
     def _send(self, bucket: int, queue: _BucketQueue) -> None:
-        batches: list[bytes] = []
+        batches, queue.resend = queue.resend, []
         size = 0
-        while queue.sealed and (not batches or size + len(queue.sealed[0]) <= MAX_REQUEST_BYTES):
+        while not queue.retries and queue.sealed and len(batches) < MAX_BATCHES_PER_REQUEST and (
+            not batches or size + len(queue.sealed[0]) <= MAX_REQUEST_BYTES
+        ):
             batches.append(queue.sealed.popleft())
             size += len(batches[-1])
         queue.in_flight = True
@@ -263,25 +278,27 @@ class AppendWriter:
         queue.retries = 0
         self._pending -= len(batches)
         if error is not None:
+            error = self._delivery.gave_up(bucket, batches, error, queue.retries + 1)
+            if self._delivery.idempotent:
+                queue.sealed = deque(queue.sequence.new_epoch(self._delivery.writer_id, list(queue.sealed)))
             log.warning("produce to %s bucket %d failed: %s", self._info.path, bucket, error)
             self._error = self._error or error
         self._send_ready()
         self._cond.notify_all()
 
     def _retry(self, queue: _BucketQueue, bucket: int, batches: list[bytes], error: LakelogError) -> bool:
-        """Put ``batches`` back at the head of the bucket's queue to be sent again, if the router
-        allows it and the first failure is less than ``client.request-timeout`` ago."""
+        """Keep ``batches`` to be sent again as they are, if the delivery rules allow it."""
         now = time.monotonic()
         if not queue.retries:
             queue.failing_since = now
-        delay = self._router.retry_delay_s(error, queue.retries, resend_safe=False, table_id=self._info.table_id)
-        if delay is None or now + delay - queue.failing_since > self._tablets.timeout_s:
+        delay = self._delivery.retry_delay_s(error, queue.retries, queue.failing_since, len(batches))
+        if delay is None:
             return False
         if not queue.retries:
-            log.info("produce to %s bucket %d failed, retrying for up to %.0f s: %s", self._info.path, bucket, self._tablets.timeout_s, error)
+            log.info("produce to %s bucket %d failed, retrying for up to %.0f s: %s", self._info.path, bucket, self._delivery.timeout_s, error)
         queue.retries += 1
         queue.retry_at = now + delay
-        queue.sealed.extendleft(reversed(batches))
+        queue.resend = batches
         self._cond.notify_all()
         return True
 
@@ -295,7 +312,7 @@ class AppendWriter:
         with self._cond:
             while not self._closed:
                 now = time.monotonic()
-                waits = [q.retry_at - now for q in self._queues if q.sealed and not q.in_flight and q.retry_at > now]
+                waits = [q.retry_at - now for q in self._queues if (q.sealed or q.resend) and not q.in_flight and q.retry_at > now]
                 self._cond.wait(min([self._linger_s, *waits]))
                 now = time.monotonic()
                 for bucket, queue in enumerate(self._queues):

@@ -235,6 +235,26 @@ class LogFencedError(LakelogError):
     code = 35
 
 
+class OutOfOrderSequenceError(LakelogError):
+    """An idempotent writer's batch whose sequence is not the next one the bucket expects for that
+    writer (a gap, or an epoch older than the one the bucket has seen): appending it could reorder
+    or duplicate records, so it is refused. Not retriable: the writer must start a new epoch."""
+
+    code = 61
+
+
+class DeliveryTimeoutError(LakelogError):
+    """A writer gave up on a batch: it was not acknowledged within ``client.writer.delivery-timeout``
+    though retried. Names the table, the bucket and how many records were not delivered."""
+
+    code = 62
+
+    def __init__(self, message: str, bucket: int = -1, records: int = 0) -> None:
+        super().__init__(message)
+        self.bucket = bucket
+        self.records = records
+
+
 _BY_CODE: dict[int, type[LakelogError]] = {}
 
 

@@ -138,7 +138,8 @@ class ServerProcess:
                 log.info("status page at %s", self.status_url)
         if self.tablet:
             coordinator_address = self.conf.get("coordinator.address") or self.address
-            self.tablet.join(ServerNode(node_id, self.host, self.port), coordinator_address)
+            advertised = ServerNode(node_id, self.host, self.conf.get("server.advertised-port") or self.port)
+            self.tablet.join(advertised, coordinator_address)
 
     def _log_security(self, tls: bool, auth: AuthInterceptor | None) -> None:
         """One line at start saying what protects the port: file paths and counts, never secrets."""

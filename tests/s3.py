@@ -26,7 +26,8 @@ def free_port() -> int:
 
 
 class TcpProxy:
-    """Forwards 127.0.0.1:port to a target; ``cut()`` drops every connection and refuses new ones."""
+    """Forwards 127.0.0.1:port to a target; ``cut()`` drops every connection and refuses new ones;
+    while ``swallow_answers`` is set, what the target sends back is dropped (requests still pass)."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
@@ -37,6 +38,7 @@ class TcpProxy:
         self._connections: list[socket.socket] = []
         self._lock = threading.Lock()
         self._closed = False
+        self.swallow_answers = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -55,14 +57,15 @@ class TcpProxy:
                 continue
             with self._lock:
                 self._connections += [client, upstream]
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+            for src, dst, swallow in ((client, upstream, None), (upstream, client, self.swallow_answers)):
+                threading.Thread(target=self._pipe, args=(src, dst, swallow), daemon=True).start()
 
     @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(src: socket.socket, dst: socket.socket, swallow: threading.Event | None) -> None:
         try:
             while data := src.recv(65536):
-                dst.sendall(data)
+                if swallow is None or not swallow.is_set():
+                    dst.sendall(data)
         except OSError:
             pass
         finally:

@@ -117,6 +117,11 @@ class CoordinatorGateway:
     def get_lake_config(self) -> LakeConfig:
         return codec.lake_config_from_pb(self._call(lambda stub: stub.GetLakeConfig, pb.GetLakeConfigRequest()))
 
+    # idempotent writers
+
+    def init_writer(self) -> int:
+        return int(self._call(lambda stub: stub.InitWriter, pb.InitWriterRequest()).writer_id)
+
     # tiering jobs
 
     def tiering_heartbeat(self, job_id: str, tables: Iterable[TablePath], barrier: int) -> None:

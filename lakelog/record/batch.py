@@ -13,11 +13,16 @@ zero-padded to a multiple of 64 bytes::
     29      2     attributes         int16   bit 0: columns were projected
     31      4     record_count       int32
     35      4     body_length        int32   bytes of the Arrow IPC stream
-    39      25    reserved           zeros
+    39      8     writer_id          int64   idempotent writer id from the coordinator, 0: none
+    47      2     writer_epoch       int16   bumped by the writer when it gives up on a batch
+    49      4     batch_sequence     int32   per (writer, bucket, epoch), from 0, one per batch
+    53      11    reserved           zeros
     64      ...   body               Arrow IPC stream, then zeros up to the next multiple of 64
 
 As in Apache Fluss, the CRC starts after the fields the server stamps, so the producer computes it
-once, the server checks it and stores the bytes as received, and every reader checks it again.
+once, the server checks it and stores the bytes as received, and every reader checks it again. The
+writer fields (as Kafka's producer id, epoch and sequence) sit in format 2's once-reserved bytes,
+covered by the CRC; batches written before they existed read as writer 0, which is no writer at all.
 
 Why 64: batches are stored and sent back to back, so with every batch a multiple of 64 bytes long
 and its body 64 bytes in, every body in a segment, a remote file or a fetch answer starts on a
@@ -40,12 +45,15 @@ from lakelog.errors import CorruptRecordError, RecordFormatError
 
 MAGIC = 2
 ALIGNMENT = 64
-HEADER = struct.Struct(">qibqIihii25x")
+HEADER = struct.Struct(">qibqIihiiqhi11x")
 HEADER_SIZE = HEADER.size
 LOG_OVERHEAD = 12
 CRC_START = 25
 TIMESTAMP_OFFSET = 13
 ATTR_PROJECTED = 0x1
+NO_WRITER = 0
+_WRITER_OFFSET = 39
+_WRITER = struct.Struct(">qhi")
 _MIN_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _BASE_OFFSET = struct.Struct(">q")
 _TIMESTAMP = struct.Struct(">q")
@@ -71,6 +79,9 @@ class BatchHeader:
     attributes: int
     record_count: int
     body_length: int
+    writer_id: int = NO_WRITER
+    writer_epoch: int = 0
+    batch_sequence: int = 0
 
     @property
     def size(self) -> int:
@@ -102,19 +113,21 @@ def encode_batch(
     base_offset: int = 0,
     commit_timestamp: int = -1,
     attributes: int = 0,
+    writer: tuple[int, int, int] = (NO_WRITER, 0, 0),
 ) -> bytes:
-    """Serialize an Arrow batch into a lakelog batch with a valid CRC."""
+    """Serialize an Arrow batch into a lakelog batch with a valid CRC; ``writer`` is its
+    (writer id, epoch, sequence)."""
     sink = pa.BufferOutputStream()
     sink.write(bytes(HEADER_SIZE))
-    with pa.ipc.new_stream(sink, batch.schema, options=_IPC_OPTIONS) as writer:
-        writer.write_batch(batch)
+    with pa.ipc.new_stream(sink, batch.schema, options=_IPC_OPTIONS) as stream:
+        stream.write_batch(batch)
     body_length = sink.tell() - HEADER_SIZE
     sink.write(bytes(-sink.tell() % ALIGNMENT))
     out = sink.getvalue()
     view = memoryview(out)  # the sink's own buffer, written in place before the one copy out
     HEADER.pack_into(
         view, 0, base_offset, out.size - LOG_OVERHEAD, MAGIC, commit_timestamp, 0, schema_id, attributes,
-        batch.num_rows, body_length,
+        batch.num_rows, body_length, *writer,
     )
     _CRC.pack_into(view, _CRC_OFFSET, crc32c(view[CRC_START:]))
     return out.to_pybytes()
@@ -122,6 +135,15 @@ def encode_batch(
 
 def compute_crc(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> int:
     return crc32c(memoryview(buf)[pos + CRC_START : pos + header.size])
+
+
+def restamp_writer(data: bytes, writer_id: int, epoch: int, sequence: int) -> bytes:
+    """A copy of one encoded batch under another writer epoch and sequence, its CRC recomputed:
+    what a writer does to the batches queued behind one it gave up on."""
+    out = bytearray(data)
+    _WRITER.pack_into(out, _WRITER_OFFSET, writer_id, epoch, sequence)
+    _CRC.pack_into(out, _CRC_OFFSET, crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
 
 
 def stamp(buf: bytearray, pos: int, base_offset: int, commit_timestamp: int) -> None:

@@ -684,3 +684,13 @@ class GetTieringJobsResponse(_message.Message):
     JOBS_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[PbTieringJob]
     def __init__(self, jobs: _Optional[_Iterable[_Union[PbTieringJob, _Mapping]]] = ...) -> None: ...
+
+class InitWriterRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class InitWriterResponse(_message.Message):
+    __slots__ = ("writer_id",)
+    WRITER_ID_FIELD_NUMBER: _ClassVar[int]
+    writer_id: int
+    def __init__(self, writer_id: _Optional[int] = ...) -> None: ...

@@ -111,6 +111,11 @@ class CoordinatorServiceStub:
                 request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTieringJobsRequest.SerializeToString,
                 response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTieringJobsResponse.FromString,
                 _registered_method=True)
+        self.InitWriter = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/InitWriter',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.InitWriterRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.InitWriterResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServiceServicer:
@@ -214,6 +219,13 @@ class CoordinatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InitWriter(self, request, context):
+        """A new idempotent writer's id, never handed out twice (Kafka's InitProducerId).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -291,6 +303,11 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.GetTieringJobs,
                     request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTieringJobsRequest.FromString,
                     response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTieringJobsResponse.SerializeToString,
+            ),
+            'InitWriter': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitWriter,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.InitWriterRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.InitWriterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -700,6 +717,33 @@ class CoordinatorService:
             '/lakelog.rpc.CoordinatorService/GetTieringJobs',
             lakelog_dot_rpc_dot_lakelog__api__pb2.GetTieringJobsRequest.SerializeToString,
             lakelog_dot_rpc_dot_lakelog__api__pb2.GetTieringJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitWriter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/InitWriter',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.InitWriterRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.InitWriterResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -82,6 +82,13 @@ class Coordinator:
         """Every job that ever reported, oldest heartbeat first; stored, so a restart loses no status."""
         return self._store.tiering_jobs()
 
+    # idempotent writers
+
+    def init_writer(self) -> int:
+        writer_id = self._store.allocate_writer_id()
+        log.info("writer id %d allocated", writer_id)
+        return writer_id
+
     # databases
 
     def create_database(self, name: str, ignore_if_exists: bool = False, comment: str = "") -> None:

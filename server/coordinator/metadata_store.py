@@ -68,6 +68,10 @@ CREATE TABLE IF NOT EXISTS lake_bucket_offsets (
     log_max_timestamp INTEGER NOT NULL,
     PRIMARY KEY (table_id, bucket)
 );
+CREATE TABLE IF NOT EXISTS writer_ids (
+    writer_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    allocated_ms INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS tiering_jobs (
     job_id TEXT PRIMARY KEY,
     tables TEXT NOT NULL,
@@ -244,6 +248,14 @@ class MetadataStore:
         return [ServerNode(*row) for row in rows]
 
     # tiering jobs
+
+    def allocate_writer_id(self) -> int:
+        """A writer id never returned before, even across restarts (AUTOINCREMENT never reuses a
+        row id); only the newest row is kept, which is all AUTOINCREMENT needs."""
+        with self._transaction() as db:
+            writer_id = int(db.execute("INSERT INTO writer_ids (allocated_ms) VALUES (?)", (int(time.time() * 1000),)).lastrowid)
+            db.execute("DELETE FROM writer_ids WHERE writer_id < ?", (writer_id,))
+        return writer_id
 
     def upsert_tiering_job(self, job: TieringJobInfo) -> None:
         with self._transaction() as db:

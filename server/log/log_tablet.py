@@ -15,7 +15,7 @@ import threading
 import time
 from bisect import bisect_right
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -33,6 +33,7 @@ from lakelog.server.log.acknowledged_offset import AcknowledgedOffset
 from lakelog.server.log.durable_files import fsync_directory, write_atomically
 from lakelog.server.log.quarantine import QuarantinedRange, find_holes
 from lakelog.server.log.segment import LogSegment
+from lakelog.server.log.writer_state import WriterBatches, WriterState
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ class AppendResult:
     next_offset: int
     commit_timestamp: int
     record_count: int
+    duplicate: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,7 @@ class LogTablet:
         self._fence = self._check_acknowledged()
         self._last_timestamp = max(segment.max_timestamp for segment in self._segments)
         self._high_watermark = self._end_mark()
+        self._writers = WriterState.rebuild(name, (header for segment in self._segments for _, header in segment.iter_batches()))
         # (end offset, commit timestamp) of appends not yet below the high watermark, oldest first.
         self._unpublished: deque[tuple[int, int]] = deque()
         self._stop_flusher = threading.Event()
@@ -288,32 +291,57 @@ class LogTablet:
         """Append the client's batches; returns once they are visible (and in sync mode, durable).
 
         ``check`` sees each batch once its framing and CRC passed and before anything is written
-        (the replica layer checks the schema there), in the one pass that validates the request."""
+        (the replica layer checks the schema there), in the one pass that validates the request.
+
+        Batches of an idempotent writer that this log appended already are not appended again: the
+        answer is their original offsets (``duplicate`` set), once those are visible."""
         buffer = bytearray(records)
         headers = self._validate(buffer, check)
         count = sum(header.record_count for _, header in headers)
+        writer = WriterBatches.of([header for _, header in headers], self.name)
         with self._lock:
             self._check_open()
             if self._fence is not None:
                 raise LogFencedError(self._fence)
-            now = self._clock()
-            commit_timestamp = max(now, self._last_timestamp)
-            base_offset = self.log_end_offset
-            if self._should_roll(now, len(buffer), count):
-                self._roll()
-            offset = base_offset
-            for position, header in headers:
-                stamp(buffer, position, offset, commit_timestamp)
-                offset += header.record_count
-            self._segments[-1].append(buffer)
-            self._last_timestamp = commit_timestamp
-            self._unpublished.append((offset, commit_timestamp))
-            advanced = self.config.flush_mode == "async" and self._publish(self._end_mark())
+            duplicate = self._writers.check(writer) if writer is not None else None
+            if duplicate is None:
+                result, advanced = self._append_locked(buffer, headers, count, writer)
+        if duplicate is not None:
+            logger.info(
+                "%s: writer %d resent batches %d..%d, appended already at offsets [%d, %d); answered without appending",
+                self.name, writer.writer_id, writer.first_sequence, writer.last_sequence, duplicate.base_offset, duplicate.next_offset,
+            )
+            if self.config.flush_mode == "sync":
+                self._await_flush(duplicate.next_offset)
+            return AppendResult(duplicate.base_offset, duplicate.next_offset, duplicate.commit_timestamp, count, duplicate=True)
         if self.config.flush_mode == "sync":
-            self._await_flush(offset)
+            self._await_flush(result.next_offset)
         elif advanced:
             self._notify_high_watermark()
-        return AppendResult(base_offset, offset, commit_timestamp, count)
+        return result
+
+    def _append_locked(
+        self, buffer: bytearray, headers: list[tuple[int, BatchHeader]], count: int, writer: WriterBatches | None
+    ) -> tuple[AppendResult, bool]:
+        """Stamp and write the batches; True with the result if the high watermark moved. Lock held."""
+        now = self._clock()
+        commit_timestamp = max(now, self._last_timestamp)
+        base_offset = self.log_end_offset
+        if self._should_roll(now, len(buffer), count):
+            self._roll()
+        offset = base_offset
+        stamped = []
+        for position, header in headers:
+            stamp(buffer, position, offset, commit_timestamp)
+            stamped.append(replace(header, base_offset=offset, commit_timestamp=commit_timestamp))
+            offset += header.record_count
+        self._segments[-1].append(buffer)
+        if writer is not None:
+            self._writers.appended(writer, stamped)
+        self._last_timestamp = commit_timestamp
+        self._unpublished.append((offset, commit_timestamp))
+        advanced = self.config.flush_mode == "async" and self._publish(self._end_mark())
+        return AppendResult(base_offset, offset, commit_timestamp, count), advanced
 
     def barrier_safe_time(self) -> int:
         """The largest T such that every record stamped <= T is visible (below the high watermark)

@@ -47,6 +47,7 @@ RPC_ACTIONS: Mapping[str, Action] = {
     _COORDINATOR + "GetLakeConfig": Action.READ,
     _COORDINATOR + "TieringHeartbeat": Action.TIER,
     _COORDINATOR + "GetTieringJobs": Action.READ,
+    _COORDINATOR + "InitWriter": Action.WRITE,
     _TABLET + "ProduceLog": Action.WRITE,
     _TABLET + "FetchLog": Action.READ,
     _TABLET + "ListOffsets": Action.READ,

@@ -158,5 +158,9 @@ class CoordinatorService(CoordinatorServiceServicer):
         return pb.GetTieringJobsResponse(jobs=jobs)
 
     @rpc_method
+    def InitWriter(self, request: pb.InitWriterRequest, context: grpc.ServicerContext) -> pb.InitWriterResponse:
+        return pb.InitWriterResponse(writer_id=self._coordinator.init_writer())
+
+    @rpc_method
     def GetLakeConfig(self, request: pb.GetLakeConfigRequest, context: grpc.ServicerContext) -> pb.GetLakeConfigResponse:
         return codec.lake_config_to_pb(self._coordinator.lake_config().public())

@@ -1,0 +1,97 @@
+"""How an idempotent writer numbers its batches and how long it keeps trying to deliver them.
+
+As Kafka's idempotent producer: the writer has an id from the coordinator and numbers its batches
+per bucket (an epoch and a sequence from 0), stamped in each batch header. A tablet server drops a
+batch it already appended and answers with the original offsets, so every retriable failure (the
+leader unreachable or moved, a timeout, a connection lost after the request left) can be resent
+without duplicating a record: a request is resent unchanged, in order, until it is acknowledged or
+``client.writer.delivery-timeout`` has passed since its first failure. A batch given up on may
+or may not have been appended, so the bucket moves to a new epoch: the batches queued behind it
+are renumbered from 0 and the server accepts them without waiting for the lost sequence.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from lakelog.errors import DeliveryTimeoutError, LakelogError
+from lakelog.record import batch as rb
+from lakelog.client.rpc.leader_router import LeaderRouter
+
+log = logging.getLogger(__name__)
+
+# Batches one produce request carries at most: a tablet server remembers more than this many of a
+# writer's last batches (``lakelog.server.log.writer_state.BATCHES_REMEMBERED``), so a resent
+# request is always recognised whole.
+MAX_BATCHES_PER_REQUEST = 512
+
+
+@dataclass
+class BucketSequence:
+    """The epoch and next sequence of one bucket of one writer."""
+
+    epoch: int = 0
+    next_sequence: int = 0
+
+    def take(self, writer_id: int) -> tuple[int, int, int]:
+        """(writer id, epoch, sequence) for the next batch of the bucket."""
+        sequence = self.next_sequence
+        self.next_sequence += 1
+        return writer_id, self.epoch, sequence
+
+    def new_epoch(self, writer_id: int, queued: list[bytes]) -> list[bytes]:
+        """Start the next epoch and renumber ``queued`` (encoded batches not yet sent) into it."""
+        self.epoch = (self.epoch + 1) & 0x7FFF
+        self.next_sequence = 0
+        return [rb.restamp_writer(data, *self.take(writer_id)) for data in queued]
+
+
+@dataclass
+class DeliveryStats:
+    """What a writer's retries amounted to, for a caller that wants to know (tests, benchmarks)."""
+
+    retried_requests: int = 0
+    retried_batches: int = 0
+    failed_batches: int = 0
+
+
+class Delivery:
+    """The retry decisions of one writer of one table."""
+
+    def __init__(self, table: str, table_id: int, writer_id: int, router: LeaderRouter, timeout_s: float) -> None:
+        self.table = table
+        self.table_id = table_id
+        self.writer_id = writer_id
+        self.timeout_s = timeout_s
+        self.stats = DeliveryStats()
+        self._router = router
+
+    @property
+    def idempotent(self) -> bool:
+        return self.writer_id != rb.NO_WRITER
+
+    def retry_delay_s(self, error: LakelogError, attempt: int, failing_since: float, batches: int) -> float | None:
+        """The wait before resending a request of ``batches`` batches that failed with ``error``,
+        None to give up: not retriable, or past the delivery timeout."""
+        delay = self._router.retry_delay_s(error, attempt, resend_safe=self.idempotent, table_id=self.table_id)
+        if delay is None or time.monotonic() + delay - failing_since > self.timeout_s:
+            return None
+        self.stats.retried_requests += 1
+        self.stats.retried_batches += batches
+        return delay
+
+    def gave_up(self, bucket: int, batches: list[bytes], error: LakelogError, attempts: int) -> LakelogError:
+        """The error a failed request reaches ``flush()`` with: a retriable one that ran out of time
+        becomes a :class:`DeliveryTimeoutError` naming the table, the bucket and the records lost."""
+        self.stats.failed_batches += len(batches)
+        if not error.retriable and not self._router.policy.needs_metadata(error):
+            return error
+        records = sum(rb.read_header(data).record_count for data in batches)
+        return DeliveryTimeoutError(
+            f"{records} record(s) of {self.table} bucket {bucket} were not delivered within "
+            f"client.writer.delivery-timeout ({self.timeout_s:g} s, {attempts} tries); last error: {error}",
+            bucket,
+            records,
+        )
