@@ -1,0 +1,333 @@
+"""A real cluster's faults, as an operator meets them: a coordinator and two tablet servers as
+`lakelog coordinator` / `lakelog tablet-server` processes, remote storage on a moto S3 process,
+one producer thread and one consumer running while a tablet server is killed (-9) and restarted,
+the coordinator is killed and restarted, and the S3 process is frozen (SIGSTOP) and thawed.
+
+Every record the producer was told is acknowledged is read exactly once, in order per bucket;
+the producer never saw an error (no application retry); the figures (records sent, acknowledged,
+batches resent, read; time to recover after each fault) are printed for the issue's closing note.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pyarrow as pa
+import pytest
+
+import lakelog
+from lakelog.errors import LakelogError
+from tests.conftest import ORDERS_SCHEMA
+from tests.s3 import ACCESS_KEY, REGION, SECRET_KEY, free_port
+
+BUCKETS = 4
+ROWS_PER_APPEND = 20
+SECRET = "chaos-cluster-secret"
+ENV = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": REGION}
+
+
+class Process:
+    """One server of the cluster as its own OS process, its output in a log file."""
+
+    def __init__(self, name: str, args: list[str], log_dir: Path, ready: Callable[[], bool]) -> None:
+        self.name = name
+        self.args = args
+        self.log_path = log_dir / f"{name}.log"
+        self.ready = ready
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> "Process":
+        with self.log_path.open("ab") as out:
+            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env=ENV)
+        wait_until(lambda: self.ready() or self._exited(), f"{self.name} up", 60)
+        assert not self._exited(), f"{self.name} exited: {self.log_path.read_text()[-3000:]}"
+        return self
+
+    def _exited(self) -> bool:
+        return self.proc is not None and self.proc.poll() is not None
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def wait_until(condition: Callable[[], Any], what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.05)
+
+
+def port_open(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+@dataclass
+class Cluster:
+    tmp_path: Path
+    s3: Process
+    coordinator: Process
+    tablets: dict[int, Process]
+    coordinator_address: str
+    bucket_name: str
+
+    def restart(self, process: Process) -> float:
+        """Start ``process`` again; seconds until it listens."""
+        started = time.monotonic()
+        with process.log_path.open("a") as out:
+            out.write("\n---- restarted ----\n")
+        process.start()
+        return time.monotonic() - started
+
+
+def lakelog_process(name: str, role: str, data_dir: Path, port: int, log_dir: Path, *extra: str) -> Process:
+    args = [sys.executable, "-m", "lakelog", role, "--data-dir", str(data_dir), "--port", str(port), "--set", f"cluster.secret={SECRET}", *extra]
+    return Process(name, args, log_dir, lambda: port_open(port))
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    s3_port = free_port()
+    s3 = Process("s3", [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(s3_port)], tmp_path, lambda: port_open(s3_port))
+    processes = [s3.start()]
+    try:
+        import boto3
+
+        bucket = f"chaos-{uuid.uuid4().hex[:10]}"
+        boto3.client(
+            "s3", endpoint_url=f"http://127.0.0.1:{s3_port}", aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY, region_name=REGION,
+        ).create_bucket(Bucket=bucket)
+        coordinator_port = free_port()
+        coordinator = lakelog_process(
+            "coordinator", "coordinator", tmp_path / "c", coordinator_port, tmp_path,
+            "--set", "coordinator.tablet-server.heartbeat-timeout=2s",
+        ).start()
+        processes.append(coordinator)
+        tablets = {}
+        for server_id in (1, 2):
+            tablets[server_id] = lakelog_process(
+                f"tablet-{server_id}", "tablet-server", tmp_path / f"t{server_id}", free_port(), tmp_path,
+                "--coordinator", f"127.0.0.1:{coordinator_port}", "--server-id", str(server_id),
+                "--set", "tablet-server.heartbeat.interval=200ms",
+                "--set", f"remote.data.dir=s3://{bucket}/remote",
+                "--set", f"remote.fs.s3.endpoint=http://127.0.0.1:{s3_port}",
+                "--set", f"remote.fs.s3.region={REGION}",
+                "--set", "log.segment.max-bytes=64kb",
+                "--set", "remote.log.task-interval=200ms",
+            ).start()
+            processes.append(tablets[server_id])
+        yield Cluster(tmp_path, s3, coordinator, tablets, f"127.0.0.1:{coordinator_port}", bucket)
+    finally:
+        for process in reversed(processes):
+            process.stop()
+
+
+@dataclass
+class Producer:
+    """Appends rows with increasing ids, ``ROWS_PER_APPEND`` at a time, until stopped; records
+    what was acknowledged and when each bucket last was."""
+
+    table: lakelog.Table
+    sent: int = 0
+    acknowledged: int = 0
+    acks: list[tuple[int, int, int]] = field(default_factory=list)
+    last_ack_at: dict[int, float] = field(default_factory=dict)
+    errors: list[BaseException] = field(default_factory=list)
+    retried_batches: int = 0
+    retried_requests: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def on_ack(self, ack: lakelog.AppendAck) -> None:
+        with self._lock:
+            self.acks.append((ack.bucket, ack.base_offset, ack.record_count))
+            self.acknowledged += ack.record_count
+            self.last_ack_at[ack.bucket] = time.monotonic()
+
+    def run(self) -> None:
+        try:
+            with self.table.new_append().create_writer(on_ack=self.on_ack) as writer:
+                while not self._stop.is_set():
+                    ids = list(range(self.sent, self.sent + ROWS_PER_APPEND))
+                    rows = pa.record_batch(
+                        [pa.array(ids, pa.int64()), pa.array([f"n{i}" for i in ids]), pa.array([i * 0.5 for i in ids])],
+                        schema=ORDERS_SCHEMA,
+                    )
+                    writer.append_arrow(rows, bucket=(self.sent // ROWS_PER_APPEND) % BUCKETS)
+                    self.sent += ROWS_PER_APPEND
+                    time.sleep(0.005)
+                writer.flush()
+                self.retried_batches = writer.delivery_stats.retried_batches
+                self.retried_requests = writer.delivery_stats.retried_requests
+        except BaseException as error:  # the test asserts there was none
+            self.errors.append(error)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def acked_since(self, moment: float, buckets: set[int]) -> bool:
+        with self._lock:
+            return all(self.last_ack_at.get(bucket, 0) > moment for bucket in buckets)
+
+
+@dataclass
+class Consumer:
+    """Polls every bucket from the beginning until stopped; keeps (bucket, offset, id) of each record."""
+
+    table: lakelog.Table
+    records: list[tuple[int, int, int]] = field(default_factory=list)
+    poll_errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        with self.table.new_scan().project(["id"]).create_log_scanner() as scanner:
+            scanner.subscribe_from_beginning()
+            while not self._stop.is_set():
+                try:
+                    batch = scanner.poll_arrow(timeout_ms=200)
+                except LakelogError as error:
+                    self.poll_errors.append(f"{type(error).__name__}: {error}")
+                    time.sleep(0.2)
+                    continue
+                self.records.extend(
+                    zip(batch.column("__bucket").to_pylist(), batch.column("__offset").to_pylist(), batch.column("id").to_pylist())
+                )
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def leaders_of(conn: lakelog.Connection, path: lakelog.TablePath) -> dict[int, int]:
+    return {bucket: info.leader for bucket, info in conn.admin.describe_buckets(path).items()}
+
+
+def remote_end(conn: lakelog.Connection, path: lakelog.TablePath) -> int:
+    return sum(max(info.remote_log_end_offset, 0) for info in conn.admin.describe_buckets(path).values())
+
+
+def test_acknowledged_records_are_read_exactly_once_through_tablet_coordinator_and_storage_faults(cluster: Cluster) -> None:
+    figures: dict[str, Any] = {}
+    with lakelog.connect(cluster.coordinator_address) as conn:
+        path = lakelog.TablePath("shop", "chaos")
+        conn.admin.create_database("shop", ignore_if_exists=True)
+        conn.admin.create_table(path, lakelog.TableDescriptor(ORDERS_SCHEMA, BUCKETS))
+        table = conn.get_table(path)
+        leaders = leaders_of(conn, path)
+        assert set(leaders.values()) == {1, 2}
+        producer, consumer = Producer(table), Consumer(table)
+        threads = [threading.Thread(target=producer.run, name="producer"), threading.Thread(target=consumer.run, name="consumer")]
+        for thread in threads:
+            thread.start()
+        try:
+            wait_until(lambda: producer.acknowledged >= 2000, "a first 2000 records acknowledged")
+
+            # 1. kill -9 of tablet server 1, restarted 2 s later.
+            victim = cluster.tablets[1]
+            victim.signal(signal.SIGKILL)
+            time.sleep(2)
+            figures["tablet server restart until listening (s)"] = cluster.restart(victim)
+            back = time.monotonic()
+            its_buckets = {bucket for bucket, leader in leaders.items() if leader == 1}
+            wait_until(lambda: producer.acked_since(back, its_buckets), "writes to the restarted server's buckets acknowledged")
+            figures["tablet server: restart to first ack on its buckets (s)"] = time.monotonic() - back
+
+            # 2. kill -9 of the coordinator, restarted 2 s later on the same port.
+            cluster.coordinator.signal(signal.SIGKILL)
+            acked_while_down = producer.acknowledged
+            time.sleep(2)
+            figures["records acknowledged while the coordinator was down"] = producer.acknowledged - acked_while_down
+            figures["coordinator restart until listening (s)"] = cluster.restart(cluster.coordinator)
+            back = time.monotonic()
+            wait_until(lambda: _answers(conn, path), "the coordinator answering describe")
+            wait_until(lambda: producer.acked_since(back, set(range(BUCKETS))), "writes acknowledged after the coordinator restart")
+            figures["coordinator: restart to describe answering and every bucket acked (s)"] = time.monotonic() - back
+
+            # 3. S3 frozen for 5 s, then thawed.
+            uploaded = remote_end(conn, path)
+            cluster.s3.signal(signal.SIGSTOP)
+            acked_while_frozen = producer.acknowledged
+            time.sleep(5)
+            figures["records acknowledged while S3 was frozen"] = producer.acknowledged - acked_while_frozen
+            cluster.s3.signal(signal.SIGCONT)
+            back = time.monotonic()
+            frozen_end = producer.acknowledged
+            wait_until(lambda: remote_end(conn, path) > max(uploaded, 0) and remote_end(conn, path) >= frozen_end // 2, "uploads resumed after the thaw", 90)
+            figures["S3: thaw to uploads caught up past the freeze (s)"] = time.monotonic() - back
+
+            time.sleep(1)
+        finally:
+            producer.stop()
+            threads[0].join(180)
+        assert producer.errors == [], f"the producer saw {producer.errors!r}"
+        assert producer.acknowledged == producer.sent
+        wait_until(lambda: len(consumer.records) >= producer.acknowledged, "the consumer read every acknowledged record", 120)
+        consumer.stop()
+        threads[1].join(30)
+
+        by_bucket: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for bucket, offset, record_id in consumer.records:
+            by_bucket[bucket].append((offset, record_id))
+        ids = [record_id for _, _, record_id in consumer.records]
+        assert len(ids) == len(set(ids)), "a record was read twice"
+        assert sorted(ids) == list(range(producer.sent)), "a record acknowledged was not read, or one never sent was"
+        for bucket, rows in by_bucket.items():
+            assert [offset for offset, _ in rows] == list(range(len(rows))), f"bucket {bucket} offsets not 0.. in order"
+            bucket_ids = [record_id for _, record_id in rows]
+            assert bucket_ids == sorted(bucket_ids), f"bucket {bucket} records out of the order they were appended"
+        acked = sorted((bucket, base, count) for bucket, base, count in producer.acks)
+        for bucket in range(BUCKETS):
+            ranges = [(base, count) for b, base, count in acked if b == bucket]
+            assert [base for base, _ in ranges] == list(itertools.accumulate([0] + [count for _, count in ranges[:-1]])), f"bucket {bucket} acks overlap or leave gaps"
+        assert conn.admin.list_offsets(path, spec=lakelog.OffsetSpec.latest()) == {b: len(by_bucket[b]) for b in range(BUCKETS)}
+
+        figures.update(
+            {
+                "records sent": producer.sent,
+                "records acknowledged": producer.acknowledged,
+                "produce requests resent": producer.retried_requests,
+                "batches resent": producer.retried_batches,
+                "records read": len(consumer.records),
+                "consumer poll errors": len(consumer.poll_errors),
+            }
+        )
+        print("\nchaos figures:")
+        for name, value in figures.items():
+            print(f"  {name}: {value:.2f}" if isinstance(value, float) else f"  {name}: {value}")
+        assert producer.retried_batches > 0, "no fault reached the writer: the test did not test retries"
+
+
+def _answers(conn: lakelog.Connection, path: lakelog.TablePath) -> bool:
+    try:
+        conn.admin.describe_buckets(path)
+        return True
+    except LakelogError:
+        return False
