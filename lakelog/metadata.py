@@ -170,6 +170,7 @@ class BucketInfo:
     lake_log_start_offset: int = -1
     lake_log_end_offset: int = -1
     leader_available: bool = True
+    remote_error: str = ""  # why the remote tier cannot be trusted now (objects vanished, ...), empty if it can
 
     @classmethod
     def unavailable(cls, leader: int) -> "BucketInfo":

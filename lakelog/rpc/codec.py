@@ -160,6 +160,7 @@ def bucket_info_to_pb(bucket: int, info: BucketInfo, local_segments: int, remote
         lake_log_end_offset=info.lake_log_end_offset,
         local_segment_count=local_segments,
         remote_segment_count=remote_segments,
+        remote_error=info.remote_error,
     )
 
 
@@ -172,6 +173,7 @@ def bucket_info_from_pb(item: pb.PbLogBucketInfo) -> BucketInfo:
         remote_log_end_offset=item.remote_log_end_offset,
         lake_log_start_offset=item.lake_log_start_offset,
         lake_log_end_offset=item.lake_log_end_offset,
+        remote_error=item.remote_error,
     )
 
 

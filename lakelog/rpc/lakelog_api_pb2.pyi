@@ -438,7 +438,7 @@ class DescribeLogBucketsResponse(_message.Message):
     def __init__(self, buckets: _Optional[_Iterable[_Union[PbLogBucketInfo, _Mapping]]] = ...) -> None: ...
 
 class PbLogBucketInfo(_message.Message):
-    __slots__ = ("bucket_id", "error_code", "error_message", "leader_id", "high_watermark", "local_log_start_offset", "remote_log_start_offset", "remote_log_end_offset", "lake_log_start_offset", "lake_log_end_offset", "local_segment_count", "remote_segment_count")
+    __slots__ = ("bucket_id", "error_code", "error_message", "leader_id", "high_watermark", "local_log_start_offset", "remote_log_start_offset", "remote_log_end_offset", "lake_log_start_offset", "lake_log_end_offset", "local_segment_count", "remote_segment_count", "remote_error")
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -451,6 +451,7 @@ class PbLogBucketInfo(_message.Message):
     LAKE_LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LOCAL_SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
     REMOTE_SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_ERROR_FIELD_NUMBER: _ClassVar[int]
     bucket_id: int
     error_code: int
     error_message: str
@@ -463,7 +464,8 @@ class PbLogBucketInfo(_message.Message):
     lake_log_end_offset: int
     local_segment_count: int
     remote_segment_count: int
-    def __init__(self, bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., remote_log_start_offset: _Optional[int] = ..., remote_log_end_offset: _Optional[int] = ..., lake_log_start_offset: _Optional[int] = ..., lake_log_end_offset: _Optional[int] = ..., local_segment_count: _Optional[int] = ..., remote_segment_count: _Optional[int] = ...) -> None: ...
+    remote_error: str
+    def __init__(self, bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., remote_log_start_offset: _Optional[int] = ..., remote_log_end_offset: _Optional[int] = ..., lake_log_start_offset: _Optional[int] = ..., lake_log_end_offset: _Optional[int] = ..., local_segment_count: _Optional[int] = ..., remote_segment_count: _Optional[int] = ..., remote_error: _Optional[str] = ...) -> None: ...
 
 class RepairLogRequest(_message.Message):
     __slots__ = ("table_id", "bucket_id", "tier", "accept_truncation")

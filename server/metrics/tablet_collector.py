@@ -41,8 +41,16 @@ class TabletStateCollector(Collector):
         )
         manifest_errors = GaugeMetricFamily(
             "lakelog_remote_manifest_errors",
-            "Buckets whose remote manifest is missing, damaged or older than this server wrote: their remote "
-            "range is neither read nor deleted until `lakelog repair remote`.",
+            "Buckets whose remote manifest is missing, damaged or older than this server wrote, or whose remote "
+            "objects vanished: their remote range is neither read nor deleted until `lakelog repair remote`.",
+            labels=["table"],
+        )
+        backlog_bytes = GaugeMetricFamily(
+            "lakelog_remote_upload_backlog_bytes", "Bytes of rolled local segments not yet uploaded to remote storage.", labels=["table"]
+        )
+        backlog_age = GaugeMetricFamily(
+            "lakelog_remote_upload_backlog_age_seconds",
+            "How long the oldest rolled segment not yet uploaded has waited (since its last record); 0 without backlog.",
             labels=["table"],
         )
         quarantined = GaugeMetricFamily(
@@ -81,11 +89,14 @@ class TabletStateCollector(Collector):
             sizes.add_metric([table, "remote"], remote_bytes)
             upload_lag.add_metric([table], not_uploaded)
             manifest_errors.add_metric([table], self._remote.manifest_errors(info.table_id))
+            backlog = self._remote.upload_backlog(info.table_id)
+            backlog_bytes.add_metric([table], backlog.size_bytes)
+            backlog_age.add_metric([table], backlog.age_s)
             quarantined.add_metric([table], holes)
             fenced.add_metric([table], fences)
             if info.lake_enabled:
                 lake_lag.add_metric([table], not_in_lake)
-        yield from (segments, sizes, upload_lag, lake_lag, manifest_errors, quarantined, fenced)
+        yield from (segments, sizes, upload_lag, lake_lag, manifest_errors, backlog_bytes, backlog_age, quarantined, fenced)
         yield GaugeMetricFamily(
             "lakelog_barrier_holds", "Barrier holds remembered: open ones, and closed ones the barrier has not passed.", value=len(self._replicas.holds)
         )

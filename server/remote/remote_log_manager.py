@@ -11,6 +11,15 @@ The manifest is the truth across restarts: a bucket's first pass re-reads it (fa
 it cannot be trusted, see :mod:`lakelog.server.remote`) and deletes the files past its range it does
 not name, so a crash between an upload and its manifest write costs one re-upload under a new id,
 and each segment is in the manifest exactly once.
+
+An operator hears of remote storage trouble once per outage, not once per try: a bucket's first
+failure is a WARNING and its recovery an INFO line with the count; a pass that hangs (every S3
+request has a deadline, but a slow store can still hold a pass for long) is reported once at
+WARNING by a watchdog after ``remote.log.stall-warning``, with the upload backlog. Every
+``remote.log.manifest-check-interval`` a bucket's remote objects are listed against its manifest:
+a remote tier whose objects vanished (an in-memory S3 restarted, a bucket emptied by hand) is
+logged at ERROR, shown by ``describe_buckets`` and counted by the manifest-error metric, and the
+bucket's uploads and local cleanup stop, since its local segments may now be the only copy.
 """
 
 from __future__ import annotations
@@ -24,7 +33,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from lakelog.config import OPTIONS, Configuration
-from lakelog.errors import LakelogError, NotLeaderError
+from lakelog.errors import LakelogError, NotLeaderError, RemoteStorageError
+from lakelog.human_size import human_size
 from lakelog.metadata import RemoteLogFetchInfo, TableInfo, TablePath
 from lakelog.server.log.log_tablet import LogTablet, wall_clock_ms
 from lakelog.server.remote.manifest import RemoteLogManifest
@@ -38,6 +48,28 @@ LakeEndOffset = Callable[[int, int], "int | None"]
 holds of the bucket; None or -1 when the lake holds nothing."""
 
 MAX_BACKOFF_MS = 600_000
+
+
+@dataclass
+class UploadBacklog:
+    """Rolled local segments not yet uploaded: their bytes and count, and how long the oldest has
+    waited (seconds since its last record)."""
+
+    size_bytes: int = 0
+    segments: int = 0
+    age_s: float = 0.0
+
+    def describe(self) -> str:
+        return f"upload backlog {human_size(self.size_bytes)} in {self.segments} segment(s), oldest {self.age_s:.0f} s"
+
+
+@dataclass
+class _Step:
+    """The bucket a pass works on and since when: what the watchdog looks at."""
+
+    remote: RemoteLogTablet
+    started: float
+    warned: bool = False
 
 
 @dataclass
@@ -62,8 +94,12 @@ class RemoteLogManager:
         clock: Callable[[], int] = wall_clock_ms,
         monotonic: Callable[[], float] = time.monotonic,
         orphan_grace_ms: int = OPTIONS["remote.log.orphan-grace"].default,
+        stall_warning_ms: int = OPTIONS["remote.log.stall-warning"].default,
+        manifest_check_interval_ms: int = OPTIONS["remote.log.manifest-check-interval"].default,
     ) -> None:
         self.storage = storage
+        self.stall_warning_ms = stall_warning_ms
+        self.manifest_check_interval_ms = manifest_check_interval_ms
         self.task_interval_ms = task_interval_ms
         self.orphan_grace_ms = orphan_grace_ms
         self.lake_end_offset = lake_end_offset
@@ -75,6 +111,10 @@ class RemoteLogManager:
         self._tablets: dict[tuple[int, int], RemoteLogTablet] = {}
         self._dropped: list[tuple[TablePath, int]] = []
         self._dropped_due = 0.0
+        self._step: _Step | None = None
+        self._watchdog: threading.Thread | None = None
+        self._checked_at: dict[tuple[int, int], float] = {}
+        self._vanished: dict[tuple[int, int], RemoteStorageError] = {}
 
     @classmethod
     def from_configuration(
@@ -85,6 +125,8 @@ class RemoteLogManager:
             conf.get("remote.log.task-interval"),
             lake_end_offset,
             orphan_grace_ms=conf.get("remote.log.orphan-grace"),
+            stall_warning_ms=conf.get("remote.log.stall-warning"),
+            manifest_check_interval_ms=conf.get("remote.log.manifest-check-interval"),
         )
 
     # -- leadership -----------------------------------------------------------------------------
@@ -139,6 +181,31 @@ class RemoteLogManager:
     def lookup_offset_by_timestamp(self, table_id: int, bucket: int, timestamp: int, below: int) -> int | None:
         return self.tablet(table_id, bucket).lookup_offset_by_timestamp(self.storage, timestamp, below)
 
+    def remote_error(self, table_id: int, bucket: int) -> str:
+        """Why the bucket's remote tier cannot be trusted now (objects vanished, manifest missing or
+        damaged), empty when it can or the bucket is not led here."""
+        with self._lock:
+            remote = self._tablets.get((table_id, bucket))
+        error = remote.manifest_error if remote is not None else None
+        return error.message if error is not None else ""
+
+    def upload_backlog(self, table_id: int) -> UploadBacklog:
+        """The table's rolled local segments that the remote tier does not hold yet (a metric)."""
+        with self._lock:
+            remotes = [remote for key, remote in self._tablets.items() if key[0] == table_id]
+        backlog = UploadBacklog()
+        oldest: int | None = None
+        for remote in remotes:
+            end = remote.known_manifest.end_offset
+            for segment in remote.tablet.segments[:-1]:
+                if segment.next_offset > end and segment.size:
+                    backlog.size_bytes += segment.size
+                    backlog.segments += 1
+                    oldest = segment.max_timestamp if oldest is None else min(oldest, segment.max_timestamp)
+        if oldest is not None:
+            backlog.age_s = max(self.clock() - oldest, 0) / 1000
+        return backlog
+
     def manifest_errors(self, table_id: int) -> int:
         """How many led buckets of a table have a manifest that is missing or damaged (a metric)."""
         with self._lock:
@@ -153,7 +220,11 @@ class RemoteLogManager:
     # -- the task -------------------------------------------------------------------------------
 
     def tick(self) -> None:
-        """Run the buckets that are due; the tablet server's timer calls this."""
+        """Run the buckets that are due; the tablet server's timer calls this (and so starts the
+        watchdog, which must run beside the timer's thread: a stalled pass holds that one)."""
+        if self._watchdog is None:
+            self._watchdog = threading.Thread(target=self._watch, name="remote-log-watchdog", daemon=True)
+            self._watchdog.start()
         now = self._monotonic()
         with self._lock:
             due = [remote for remote in self._tablets.values() if remote.next_due <= now]
@@ -171,6 +242,19 @@ class RemoteLogManager:
         """Stop a running pass after the upload in flight."""
         self._closed.set()
 
+    def _watch(self) -> None:
+        """Say once when a bucket's pass has run past ``remote.log.stall-warning``."""
+        while not self._closed.wait(min(self.stall_warning_ms / 1000, 1.0)):
+            step = self._step
+            if step is None or step.warned or self._monotonic() - step.started < self.stall_warning_ms / 1000:
+                continue
+            step.warned = True
+            logger.warning(
+                "remote log task of %s stalled: no answer from remote storage %s for %.0f s; local cleanup waits; %s",
+                step.remote.name, self.storage.root.uri, self._monotonic() - step.started,
+                self.upload_backlog(step.remote.info.table_id).describe(),
+            )
+
     def _run(self, tablets: list[RemoteLogTablet]) -> RemoteTaskReport:
         report = RemoteTaskReport()
         with self._pass_lock:
@@ -183,8 +267,19 @@ class RemoteLogManager:
         return report
 
     def _run_bucket(self, remote: RemoteLogTablet, report: RemoteTaskReport) -> None:
+        step = self._step = _Step(remote, self._monotonic())
+        try:
+            self._run_bucket_steps(remote, report)
+        finally:
+            self._step = None
+            if step.warned:
+                logger.info("remote log task of %s moves again after a stall of %.0f s", remote.name, self._monotonic() - step.started)
+
+    def _run_bucket_steps(self, remote: RemoteLogTablet, report: RemoteTaskReport) -> None:
         try:
             policy = TieringPolicy.of(remote.info)
+            if not self._objects_present(remote):
+                return
             if not remote.reconciled:
                 report.orphans_deleted += len(remote.reconcile(self.storage, self.clock() - self.orphan_grace_ms))
             for _ in remote.upload(self.storage):
@@ -200,13 +295,44 @@ class RemoteLogManager:
             delay_ms = min(self.task_interval_ms * 2 ** min(remote.failures - 1, 20), max(self.task_interval_ms, MAX_BACKOFF_MS))
             remote.next_due = self._monotonic() + delay_ms / 1000
             report.errors.append(error)
-            logger.warning(
-                "remote log task of %s failed (%d in a row, next try in %.0fs): %s",
+            logger.log(
+                logging.WARNING if remote.failures == 1 else logging.DEBUG,
+                "remote log task of %s failed (%d in a row, next try in %.0fs; said once per outage): %s",
                 remote.name, remote.failures, delay_ms / 1000, error,
             )
         else:
+            if remote.failures:
+                logger.info("remote log task of %s works again after %d failed tries", remote.name, remote.failures)
             remote.failures = 0
             remote.next_due = self._monotonic() + self.task_interval_ms / 1000
+
+    def _objects_present(self, remote: RemoteLogTablet) -> bool:
+        """Every ``remote.log.manifest-check-interval`` (every pass while they are missing): are the
+        objects the manifest names still there? False, logged once at ERROR, when some vanished."""
+        key = (remote.info.table_id, remote.tablet.bucket)
+        manifest = remote.known_manifest
+        now = self._monotonic()
+        if not manifest.segments or (key not in self._vanished and now - self._checked_at.get(key, float("-inf")) < self.manifest_check_interval_ms / 1000):
+            return True
+        self._checked_at[key] = now
+        missing = self.storage.missing_objects(remote.directory, manifest)
+        if not missing:
+            if self._vanished.pop(key, None) is not None:
+                remote.manifest_error = None
+                logger.info("the remote tier of %s holds every object its manifest names again", remote.name)
+            return True
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        error = RemoteStorageError(
+            f"the remote tier of {remote.name} lost {len(missing)} of the {len(manifest.segments) + 1} objects its manifest "
+            f"names under {remote.directory.uri} ({shown}): offsets [{manifest.start_offset}, {manifest.end_offset}) "
+            f"cannot be read from it; uploads and local cleanup of the bucket stop until "
+            f"`lakelog repair remote {remote.info.path}` or the objects are back"
+        )
+        if key not in self._vanished:
+            logger.error("%s", error.message)
+        self._vanished[key] = error
+        remote.manifest_error = error
+        return False
 
     def _expiry_bound(self, remote: RemoteLogTablet, policy: TieringPolicy) -> int:
         """The offset TTL may delete up to: anything for a plain table; for a lake-enabled table

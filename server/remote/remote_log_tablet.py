@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from lakelog.errors import RemoteStorageError
+from lakelog.human_size import human_size
 from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment, TableInfo
 from lakelog.remote_fs import RemoteLocation
 from lakelog.server.coordinator.table_properties import LOCAL_SEGMENTS, TTL, table_property
@@ -214,8 +215,8 @@ class RemoteLogTablet:
             storage.write_manifest(self.directory, manifest)
             self._publish(manifest)
             logger.info(
-                "uploaded %s segment [%d, %d) %.1f MB as %s",
-                self.name, entry.start_offset, entry.end_offset, entry.size_in_bytes / 1e6, entry.segment_id,
+                "uploaded %s segment [%d, %d) %s as %s",
+                self.name, entry.start_offset, entry.end_offset, human_size(entry.size_in_bytes), entry.segment_id,
             )
             yield entry
 

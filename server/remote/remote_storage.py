@@ -164,6 +164,18 @@ class RemoteLogStorage:
                 found.add_file(rest, entry.size, entry.mtime)
         return sorted(objects.values(), key=lambda o: o.name)
 
+    def missing_objects(self, tablet_dir: RemoteLocation, manifest: RemoteLogManifest) -> list[str]:
+        """What ``manifest`` names that remote storage no longer holds (the manifest itself, segments
+        without their .log file), by one listing: a remote tier emptied behind the server's back,
+        as an in-memory S3 restarted or a bucket cleaned by hand, is found before a reader needs it."""
+        found = {item.name: item for item in self.list_objects(tablet_dir)}
+        missing = [] if MANIFEST_FILE in found else [MANIFEST_FILE]
+        return missing + [
+            segment.segment_id
+            for segment in manifest.segments
+            if segment.segment_id not in found or ".log" not in found[segment.segment_id].suffixes
+        ]
+
     def delete_orphans(self, tablet_dir: RemoteLocation, manifest: RemoteLogManifest, older_than_ms: int) -> list[str]:
         """Delete what the manifest does not name, but only objects newer than its range (a segment
         starting at or past its end: an upload it never recorded; a temporary manifest) and last

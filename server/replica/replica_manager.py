@@ -408,5 +408,6 @@ class ReplicaManager:
             remote_log_end_offset=manifest.end_offset,
             lake_log_start_offset=lake.start_offset if lake else -1,
             lake_log_end_offset=lake.end_offset if lake else -1,
+            remote_error=self._remote.remote_error(table_id, bucket),
         )
         return BucketDescription(info, len(tablet.segments), len(manifest.segments))
