@@ -4,8 +4,10 @@ one producer thread and one consumer running while a tablet server is killed (-9
 the coordinator is killed and restarted, and the S3 process is frozen (SIGSTOP) and thawed.
 
 Every record the producer was told is acknowledged is read exactly once, in order per bucket;
-the producer never saw an error (no application retry); the figures (records sent, acknowledged,
-batches resent, read; time to recover after each fault) are printed for the issue's closing note.
+the producer never saw an error (no application retry); the frozen S3 is reported once per stalled
+pass, with the upload backlog in the metrics; the figures (records sent, acknowledged, batches
+resent, read; time to recover after each fault) are printed for the issue's closing note. A second
+test restarts the in-memory S3, so every remote object vanishes: the servers notice by themselves.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import urllib.request
+
 import pyarrow as pa
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 import lakelog
 from lakelog.errors import LakelogError
@@ -90,6 +95,24 @@ def port_open(port: int) -> bool:
         return False
 
 
+def create_bucket(port: int) -> str:
+    import boto3
+
+    bucket = f"chaos-{uuid.uuid4().hex[:10]}"
+    boto3.client(
+        "s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY, region_name=REGION,
+    ).create_bucket(Bucket=bucket)
+    return bucket
+
+
+def scrape(port: int, name: str) -> float:
+    """The sum of a metric's samples on the Prometheus endpoint at ``port``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples if s.name == name)
+
+
 @dataclass
 class Cluster:
     tmp_path: Path
@@ -98,6 +121,10 @@ class Cluster:
     tablets: dict[int, Process]
     coordinator_address: str
     bucket_name: str
+    metrics_ports: dict[int, int]
+
+    def tablet_log(self, server_id: int) -> str:
+        return self.tablets[server_id].log_path.read_text(errors="replace")
 
     def restart(self, process: Process) -> float:
         """Start ``process`` again; seconds until it listens."""
@@ -119,13 +146,8 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     s3 = Process("s3", [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(s3_port)], tmp_path, lambda: port_open(s3_port))
     processes = [s3.start()]
     try:
-        import boto3
-
-        bucket = f"chaos-{uuid.uuid4().hex[:10]}"
-        boto3.client(
-            "s3", endpoint_url=f"http://127.0.0.1:{s3_port}", aws_access_key_id=ACCESS_KEY,
-            aws_secret_access_key=SECRET_KEY, region_name=REGION,
-        ).create_bucket(Bucket=bucket)
+        bucket = create_bucket(s3_port)
+        metrics_ports = {server_id: free_port() for server_id in (1, 2)}
         coordinator_port = free_port()
         coordinator = lakelog_process(
             "coordinator", "coordinator", tmp_path / "c", coordinator_port, tmp_path,
@@ -143,9 +165,14 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
                 "--set", f"remote.fs.s3.region={REGION}",
                 "--set", "log.segment.max-bytes=64kb",
                 "--set", "remote.log.task-interval=200ms",
+                "--set", "remote.log.stall-warning=2s",
+                "--set", "remote.log.manifest-check-interval=500ms",
+                "--set", "remote.fs.s3.request-timeout=30",
+                "--set", f"metrics.port={metrics_ports[server_id]}",
             ).start()
             processes.append(tablets[server_id])
-        yield Cluster(tmp_path, s3, coordinator, tablets, f"127.0.0.1:{coordinator_port}", bucket)
+            wait_until(lambda: f"tablet server {server_id} registered" in coordinator.log_path.read_text(), f"tablet server {server_id} registered")
+        yield Cluster(tmp_path, s3, coordinator, tablets, f"127.0.0.1:{coordinator_port}", bucket, metrics_ports)
     finally:
         for process in reversed(processes):
             process.stop()
@@ -275,13 +302,22 @@ def test_acknowledged_records_are_read_exactly_once_through_tablet_coordinator_a
             uploaded = remote_end(conn, path)
             cluster.s3.signal(signal.SIGSTOP)
             acked_while_frozen = producer.acknowledged
-            time.sleep(5)
+            wait_until(lambda: all("stalled: no answer from remote storage" in cluster.tablet_log(i) for i in (1, 2)), "both servers saying the upload stalled", 30)
+            time.sleep(3)
+            backlog = {i: scrape(port, "lakelog_remote_upload_backlog_bytes") for i, port in cluster.metrics_ports.items()}
+            backlog_age = {i: scrape(port, "lakelog_remote_upload_backlog_age_seconds") for i, port in cluster.metrics_ports.items()}
+            figures["upload backlog while S3 was frozen (bytes, per server)"] = backlog
             figures["records acknowledged while S3 was frozen"] = producer.acknowledged - acked_while_frozen
+            assert all(size > 0 for size in backlog.values()) and all(age > 0 for age in backlog_age.values())
             cluster.s3.signal(signal.SIGCONT)
             back = time.monotonic()
             frozen_end = producer.acknowledged
             wait_until(lambda: remote_end(conn, path) > max(uploaded, 0) and remote_end(conn, path) >= frozen_end // 2, "uploads resumed after the thaw", 90)
             figures["S3: thaw to uploads caught up past the freeze (s)"] = time.monotonic() - back
+            for server_id in (1, 2):
+                wait_until(lambda: "moves again after a stall" in cluster.tablet_log(server_id), f"server {server_id} saying uploads move again")
+                stalls = cluster.tablet_log(server_id).count("stalled: no answer from remote storage")
+                assert stalls == cluster.tablet_log(server_id).count("moves again after a stall") == 1, "one stall, said once"
 
             time.sleep(1)
         finally:
@@ -331,3 +367,37 @@ def _answers(conn: lakelog.Connection, path: lakelog.TablePath) -> bool:
         return True
     except LakelogError:
         return False
+
+
+def test_a_remote_tier_whose_objects_vanished_is_found_logged_described_and_counted(cluster: Cluster) -> None:
+    """The in-memory S3 restarted: every uploaded segment and manifest is gone. Each server finds out
+    by its periodic manifest check, says so once at ERROR, describe_buckets and the metrics show it,
+    and the local segments (now the only copy) are kept."""
+    with lakelog.connect(cluster.coordinator_address) as conn:
+        path = lakelog.TablePath("shop", "vanishing")
+        conn.admin.create_database("shop", ignore_if_exists=True)
+        conn.admin.create_table(path, lakelog.TableDescriptor(ORDERS_SCHEMA, BUCKETS))
+        table = conn.get_table(path)
+        with table.new_append().create_writer() as writer:
+            for start in range(0, 40000, 1000):
+                ids = list(range(start, start + 1000))
+                writer.append_arrow(
+                    pa.record_batch([pa.array(ids, pa.int64()), pa.array([f"n{i}" for i in ids]), pa.array([i * 0.5 for i in ids])], schema=ORDERS_SCHEMA),
+                    bucket=(start // 1000) % BUCKETS,
+                )
+        wait_until(lambda: all(info.remote_log_end_offset > 0 for info in conn.admin.describe_buckets(path).values()), "every bucket uploaded")
+        assert all(info.remote_error == "" for info in conn.admin.describe_buckets(path).values())
+
+        cluster.s3.signal(signal.SIGKILL)
+        cluster.restart(cluster.s3)
+        create_bucket(int(cluster.s3.args[-1]))  # the bucket name differs: the old one is gone with its objects
+        wait_until(lambda: all(info.remote_error for info in conn.admin.describe_buckets(path).values()), "every bucket's lost remote tier described")
+        described = conn.admin.describe_buckets(path)
+        assert all("lakelog repair remote shop.vanishing" in info.remote_error for info in described.values()), described
+        assert sum(scrape(port, "lakelog_remote_manifest_errors") for port in cluster.metrics_ports.values()) == BUCKETS
+        time.sleep(1)  # more manifest checks run: each finding is still said once
+        errors = [line for i in (1, 2) for line in cluster.tablet_log(i).splitlines() if " ERROR " in line and "shop.vanishing bucket " in line]
+        assert sorted(line.split("shop.vanishing bucket ")[1][0] for line in errors) == [str(b) for b in range(BUCKETS)], errors
+        offsets = conn.admin.list_offsets(path, spec=lakelog.OffsetSpec.latest())
+        assert sum(offsets.values()) == 40000
+        assert all(info.local_log_start_offset == described[bucket].local_log_start_offset for bucket, info in conn.admin.describe_buckets(path).items())

@@ -314,8 +314,8 @@ class RemoteLogManager:
         now = self._monotonic()
         if not manifest.segments or (key not in self._vanished and now - self._checked_at.get(key, float("-inf")) < self.manifest_check_interval_ms / 1000):
             return True
-        self._checked_at[key] = now
         missing = self.storage.missing_objects(remote.directory, manifest)
+        self._checked_at[key] = now
         if not missing:
             if self._vanished.pop(key, None) is not None:
                 remote.manifest_error = None
@@ -328,7 +328,7 @@ class RemoteLogManager:
             f"cannot be read from it; uploads and local cleanup of the bucket stop until "
             f"`lakelog repair remote {remote.info.path}` or the objects are back"
         )
-        if key not in self._vanished:
+        if key not in self._vanished and remote.manifest_error is None:  # else said already, by this check or a manifest read
             logger.error("%s", error.message)
         self._vanished[key] = error
         remote.manifest_error = error
