@@ -275,10 +275,10 @@ class AppendWriter:
             return
         if queue.retries and error is None:
             log.info("produce to %s bucket %d works again after %d retries", self._info.path, bucket, queue.retries)
-        queue.retries = 0
+        attempts, queue.retries = queue.retries + 1, 0
         self._pending -= len(batches)
         if error is not None:
-            error = self._delivery.gave_up(bucket, batches, error, queue.retries + 1)
+            error = self._delivery.gave_up(bucket, batches, error, attempts)
             if self._delivery.idempotent:
                 queue.sealed = deque(queue.sequence.new_epoch(self._delivery.writer_id, list(queue.sealed)))
             log.warning("produce to %s bucket %d failed: %s", self._info.path, bucket, error)

@@ -25,7 +25,8 @@ def test_sigkill_under_concurrent_produce_loses_no_acknowledged_record(tmp_path:
     failed = threading.Event()
 
     def producer(first_id: int) -> None:
-        with lakelog.connect(server.address, {"client.request-timeout": "5s"}) as conn:
+        # The server stays down: each writer retries for its delivery timeout, then fails.
+        with lakelog.connect(server.address, {"client.request-timeout": "5s", "client.writer.delivery-timeout": "5s"}) as conn:
             writer = conn.get_table(lakelog.TablePath("shop", "orders")).new_append().create_writer()
             next_id = first_id
             try:
