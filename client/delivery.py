@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from lakelog.errors import DeliveryTimeoutError, LakelogError
 from lakelog.record import batch as rb
 from lakelog.client.rpc.leader_router import LeaderRouter
+from lakelog.client.rpc.retry_policy import TRANSPORT_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +73,18 @@ class Delivery:
     def idempotent(self) -> bool:
         return self.writer_id != rb.NO_WRITER
 
+    def _resend_safe(self, error: LakelogError) -> bool:
+        """A request lost in transport may have been appended: resent only by an idempotent writer.
+        Other retriable errors (a full disk, say) are the application's to see, at once."""
+        return self.idempotent and isinstance(error, TRANSPORT_ERRORS)
+
+    def _retried(self, error: LakelogError) -> bool:
+        return self._router.policy.should_retry(error, self._resend_safe(error))
+
     def retry_delay_s(self, error: LakelogError, attempt: int, failing_since: float, batches: int) -> float | None:
         """The wait before resending a request of ``batches`` batches that failed with ``error``,
-        None to give up: not retriable, or past the delivery timeout."""
-        delay = self._router.retry_delay_s(error, attempt, resend_safe=self.idempotent, table_id=self.table_id)
+        None to give up: not an error resent, or past the delivery timeout."""
+        delay = self._router.retry_delay_s(error, attempt, resend_safe=self._resend_safe(error), table_id=self.table_id)
         if delay is None or time.monotonic() + delay - failing_since > self.timeout_s:
             return None
         self.stats.retried_requests += 1
@@ -86,7 +95,7 @@ class Delivery:
         """The error a failed request reaches ``flush()`` with: a retriable one that ran out of time
         becomes a :class:`DeliveryTimeoutError` naming the table, the bucket and the records lost."""
         self.stats.failed_batches += len(batches)
-        if not error.retriable and not self._router.policy.needs_metadata(error):
+        if not self._retried(error):
             return error
         records = sum(rb.read_header(data).record_count for data in batches)
         return DeliveryTimeoutError(

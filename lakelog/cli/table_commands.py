@@ -124,6 +124,9 @@ def _describe(args: argparse.Namespace) -> int:
     if down:
         lost = sum(not b.leader_available for b in buckets.values())
         print(f"\n{lost} of {len(buckets)} buckets unavailable: tablet server(s) {', '.join(map(str, down))} down or unreachable")
+    for bucket, b in buckets.items():
+        if b.remote_error:
+            print(f"\nbucket {bucket} remote tier unusable: {b.remote_error}")
     print(f"\ntiers (each bar spans offsets 0 to the bucket's high watermark; {LEGEND}):")
     print(_indent("\n".join(line for bucket, b in buckets.items() for line in bucket_lines(bucket, b))))
     return 0
@@ -131,7 +134,7 @@ def _describe(args: argparse.Namespace) -> int:
 
 def _bucket_offsets(bucket: BucketInfo) -> dict[str, int]:
     """The leader and the offsets, in the order of the table's columns."""
-    return {field.name: getattr(bucket, field.name) for field in dataclasses.fields(bucket) if field.name != "leader_available"}
+    return {field.name: getattr(bucket, field.name) for field in dataclasses.fields(bucket) if field.name not in ("leader_available", "remote_error")}
 
 
 def _description(info: TableInfo, buckets: dict[int, BucketInfo]) -> dict[str, Any]:
@@ -151,6 +154,7 @@ def _description(info: TableInfo, buckets: dict[int, BucketInfo]) -> dict[str, A
                 "bucket": bucket,
                 **{name: offset_or_none(value) for name, value in _bucket_offsets(b).items()},
                 "leader_available": b.leader_available,
+                "remote_error": b.remote_error or None,
             }
             for bucket, b in buckets.items()
         ],
