@@ -320,6 +320,8 @@ def test_acknowledged_records_are_read_exactly_once_through_tablet_coordinator_a
             for server_id in (1, 2):
                 stalls = cluster.tablet_log(server_id).count("stalled: no answer from remote storage")
                 assert stalls == cluster.tablet_log(server_id).count("moves again after a stall") == 1, "one stall, said once"
+                uploads = [line for line in cluster.tablet_log(server_id).splitlines() if "uploaded shop.chaos" in line]
+                assert uploads and all(" KiB as " in line or " MiB as " in line for line in uploads), uploads[:3]
 
             time.sleep(1)
         finally:
