@@ -62,7 +62,7 @@ class _BucketQueue:
     sequence: BucketSequence = field(default_factory=BucketSequence)
     # A failed request waiting to be sent again exactly as it was (the server recognises it whole).
     resend: list[bytes] = field(default_factory=list)
-    # While the head of ``sealed`` is being retried: tries so far, when they started, the next one.
+    # While ``resend`` is being retried: tries so far, when they started, the next one.
     retries: int = 0
     failing_since: float = 0.0
     retry_at: float = 0.0

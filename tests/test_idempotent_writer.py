@@ -197,3 +197,19 @@ def test_a_batch_not_delivered_in_time_fails_by_table_bucket_and_records_and_the
         scanner = table.new_scan().create_log_scanner()
         scanner.subscribe_from_beginning()
         assert scan_all(scanner, 8).column("id").to_pylist() == [0, 1, 2, 3, 4, 12, 13, 14]
+
+
+def test_writer_ids_are_never_handed_out_twice_across_coordinator_restarts(tmp_path: Path) -> None:
+    first = ServerProcess({"data.dir": str(tmp_path / "c"), "server.port": 0}, ("coordinator",)).start()
+    try:
+        with lakelog.connect(first.address) as conn:
+            before = [conn.admin.init_writer() for _ in range(3)]
+    finally:
+        first.stop(0)
+    again = ServerProcess({"data.dir": str(tmp_path / "c"), "server.port": 0}, ("coordinator",)).start()
+    try:
+        with lakelog.connect(again.address) as conn:
+            after = conn.admin.init_writer()
+    finally:
+        again.stop(0)
+    assert before == sorted(set(before)) and before[0] > 0 and after > before[-1]

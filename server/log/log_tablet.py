@@ -333,7 +333,8 @@ class LogTablet:
         stamped = []
         for position, header in headers:
             stamp(buffer, position, offset, commit_timestamp)
-            stamped.append(replace(header, base_offset=offset, commit_timestamp=commit_timestamp))
+            if writer is not None:
+                stamped.append(replace(header, base_offset=offset, commit_timestamp=commit_timestamp))
             offset += header.record_count
         self._segments[-1].append(buffer)
         if writer is not None:
