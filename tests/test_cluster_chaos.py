@@ -261,7 +261,10 @@ def remote_end(conn: lakelog.Connection, path: lakelog.TablePath) -> int:
     return sum(max(info.remote_log_end_offset, 0) for info in conn.admin.describe_buckets(path).values())
 
 
-def test_acknowledged_records_are_read_exactly_once_through_tablet_coordinator_and_storage_faults(cluster: Cluster) -> None:
+def test_acknowledged_records_are_read_exactly_once_through_tablet_coordinator_and_storage_faults(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="lakelog.client")
     figures: dict[str, Any] = {}
     with lakelog.connect(cluster.coordinator_address) as conn:
         path = lakelog.TablePath("shop", "chaos")
@@ -362,6 +365,9 @@ def test_acknowledged_records_are_read_exactly_once_through_tablet_coordinator_a
                 ),
             }
         )
+        retry_lines = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage() or "works again" in r.getMessage()]
+        figures["client retry log lines (start + end of each bucket's outage)"] = len(retry_lines)
+        assert len(retry_lines) <= 2 * 2 * BUCKETS * 3, retry_lines  # produce and fetch, per bucket, per fault at most
         print("\nchaos figures:")
         for name, value in figures.items():
             print(f"  {name}: {value:.2f}" if isinstance(value, float) else f"  {name}: {value}")
