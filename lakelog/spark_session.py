@@ -14,7 +14,9 @@ DEFAULT_MASTER = "local[*]"
 APP_NAME = "lakelog-tier"
 
 
-def spark_session(master: str | None = None, app_name: str = APP_NAME) -> "SparkSession":
+def spark_session(master: str | None = None, app_name: str = APP_NAME, log_level: str = "ERROR") -> "SparkSession":
+    """``log_level``: Spark's own (DEBUG, INFO, WARN, ERROR) for a session this call starts; its
+    console lines bury the job's own at anything below ERROR."""
     from pyspark.sql import SparkSession
 
     if master and master.startswith("sc://"):
@@ -32,4 +34,5 @@ def spark_session(master: str | None = None, app_name: str = APP_NAME) -> "Spark
             # Local Python workers must run this interpreter, the one lakelog is installed in.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # The job prints its own progress line; Spark's console bar would garble it.
+    builder = builder.config("spark.log.level", log_level.upper().replace("WARNING", "WARN"))
     return builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()

@@ -27,7 +27,6 @@ import pytest
 
 import lakelog
 from lakelog.cli.main import main
-from lakelog.cli.produce_command import Progress
 from lakelog.cli.schema_text import format_schema, parse_schema
 from lakelog.cli.tier_bars import BAR_WIDTH
 from lakelog.errors import InvalidTableError
@@ -352,16 +351,6 @@ def test_errors_exit_1_with_a_clear_message(cli: Cli, tmp_path: Path) -> None:
     assert code == 1 and "--format" in err
     code, _, err = cli("scan", "shop.strict", "--bucket", "5")
     assert code == 1 and "UnknownBucketError" in err
-
-
-def test_progress_lines_are_plain_lines() -> None:
-    stream = io.StringIO()
-    progress = Progress("shop.orders", stream, interval_s=0)
-    progress.add(10)
-    progress.add(5)
-    lines = stream.getvalue().splitlines()
-    assert len(lines) == 2 and "\r" not in stream.getvalue()
-    assert lines[-1].startswith("lakelog produce: 15 records to shop.orders")
 
 
 def _lakelog(server: ServerProcess, *argv: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
