@@ -1,5 +1,5 @@
 """What a tiering round is doing while it runs, on stderr: per table the records it plans to tier,
-the Spark tasks' progress toward them, and per table the records and bytes committed.
+then the Spark tasks' progress toward them (the job logs each table's commit, records and bytes).
 
 A bar on a terminal, plain lines otherwise (:mod:`lakelog.cli.progress`). The tasks' progress
 comes from Spark itself: the status tracker of a classic session (polled), the progress reports a
@@ -26,7 +26,7 @@ POLL_INTERVAL_S = 0.5
 
 
 class RoundProgress:
-    """One round's progress; :meth:`tasks` wraps the Spark job, :meth:`committed` reports a table."""
+    """One round's progress: :meth:`planned`, then :meth:`tasks` around the Spark job, then :meth:`finished`."""
 
     def __init__(self, round_number: int, spark: "SparkSession") -> None:
         self._label = f"lakelog tier (round {round_number})"
@@ -58,15 +58,9 @@ class RoundProgress:
         with _tracked_job_group(self._spark, self._on_tasks):
             yield
 
-    def committed(self, path: TablePath, records: int, size: int, snapshot_id: int) -> None:
-        if self._progress is not None:
-            self._progress.note(
-                f"{self._label}: {path}: tiered {counted(records, 'record')} ({size_text(size)}) as snapshot {snapshot_id}"
-            )
-
     def finished(self, records: int) -> None:
         if self._progress is not None:
-            self._progress.advance(records - self._progress.count)
+            self._progress.set_count(records)
             self._progress.close()
 
     def _on_tasks(self, completed: int, total: int) -> None:

@@ -212,8 +212,6 @@ class TieringJob:
                 elif result is not None:
                     done.append(result)
                     self.metrics.table_tiered(result.path, result.records, result.bytes, result.lake, result.snapshot_id is not None)
-                    if result.snapshot_id is not None and result.records:
-                        progress.committed(result.path, result.records, result.bytes, result.snapshot_id)
             if not pending:
                 break
         for path in pending:

@@ -140,14 +140,14 @@ def _run(args: argparse.Namespace) -> int:
 def _story(args: argparse.Namespace, data_dir: str) -> int:
     from lakelog.server.server_process import ServerProcess
     from lakelog.spark_connect_server import SparkConnectServer
+    from lakelog.spark_session import spark_log_conf
     from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 
     first, second = args.records * 3 // 4, args.records - args.records * 3 // 4
     print("starting a Spark Connect server (lakelog spark-connect)", flush=True)
-    # Its WARN lines are about the demo's own sessions; Spark spells WARNING as WARN.
-    spark_conf = {"spark.log.level": (args.log_level or "ERROR").replace("WARNING", "WARN")}
     with (
-        SparkConnectServer(port=0, master="local[2]", conf=spark_conf) as spark,
+        # Errors only unless asked: its WARN lines are about the demo's own sessions.
+        SparkConnectServer(port=0, master="local[2]", conf=spark_log_conf(args.log_level or "ERROR")) as spark,
         _connect_session_closed(spark.address),
         ServerProcess(_server_config(data_dir, spark.address)) as server,
         connect(server.address, {"client.lake.source": args.lake_source}) as conn,

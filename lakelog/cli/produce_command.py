@@ -82,7 +82,7 @@ def _close_after_failure(writer: AppendWriter, progress: Progress, label: str) -
     """Send what was read before the failure, and say so: the user must know the table changed."""
     try:
         writer.close()
-        progress.close()
+        progress.close(summary=False)
         print(f"lakelog produce: {counted(progress.count, 'record')} were produced to {label} before the failure", file=sys.stderr)
     except Exception as exc:  # the original failure is the one to report; this one is context
         print(f"lakelog produce: closing the writer also failed: {exc}", file=sys.stderr)

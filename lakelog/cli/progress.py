@@ -68,6 +68,12 @@ class Progress:
             self._last = now
             self._line(now)
 
+    def set_count(self, count: int) -> None:
+        """The count as it is now (no plain line printed for it)."""
+        self.count = count
+        if self._bar is not None:
+            self._bar.update(self._task, completed=count)
+
     def note(self, text: str) -> None:
         """A line of its own above the bar (or among the plain lines)."""
         if self._bar is not None:
@@ -75,12 +81,15 @@ class Progress:
         elif self._enabled:
             print(text, file=self._stream, flush=True)
 
-    def close(self) -> None:
+    def close(self, summary: bool = True) -> None:
+        """Stop the bar, or print the last plain line (``summary=False``: none, when the caller
+        reports a failure in its own words)."""
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
         elif self._enabled:
-            self._line(time.monotonic(), final=True)
+            if summary:
+                self._line(time.monotonic(), final=True)
             self._enabled = False
 
     def _line(self, now: float, final: bool = False) -> None:
