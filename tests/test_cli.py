@@ -494,3 +494,20 @@ def test_tier_table_flag_does_not_swallow_the_action() -> None:
 
     args = build_parser().parse_args(["tier", "--table", "shop.orders", "status", "--table", "shop.items"])
     assert (args.action, args.table) == ("status", ["shop.orders", "shop.items"])
+
+
+def test_produce_treats_a_missing_column_as_append_arrow_does(cli: Cli, tmp_path: Path) -> None:
+    cli.ok("table", "create", "shop.partial", "--schema", "id:int64 not null,amount:float64,note:string")
+    partial = tmp_path / "partial.csv"
+    partial.write_text("id,amount\n1,2.5\n")
+    assert cli.ok("produce", "shop.partial", "--file", str(partial)) == "produced 1 record to shop.partial\n"
+    assert [{k: row[k] for k in ("id", "amount", "note")} for row in cli.jsonl("shop.partial")] == [{"id": 1, "amount": 2.5, "note": None}]
+    no_id = tmp_path / "no_id.csv"
+    no_id.write_text("amount\n2.5\n")
+    code, _, err = cli("produce", "shop.partial", "--file", str(no_id))
+    assert code == 1 and "missing, and the table requires (not null): ['id']" in err, err
+    assert cli.offsets("shop.partial") == {0: 1}, "nothing of the refused file was written"
+
+
+def test_tier_status_without_a_job_says_so(cli: Cli) -> None:
+    assert cli.ok("tier", "status") == "no tiering job has reported yet (`lakelog tier` runs one)\n"

@@ -145,9 +145,14 @@ def _story(args: argparse.Namespace, data_dir: str) -> int:
 
     first, second = args.records * 3 // 4, args.records - args.records * 3 // 4
     print("starting a Spark Connect server (lakelog spark-connect)", flush=True)
+    # Errors only unless asked: its WARN lines are about the demo's own sessions. At ERROR the log4j2
+    # file sets the level; the server's default spark.log.level (WARN) would lower it again.
+    spark_conf = spark_log_conf(args.log_level or "ERROR")
+    connect_server = SparkConnectServer(port=0, master="local[2]", conf=spark_conf)
+    if "spark.log.level" not in spark_conf:
+        del connect_server.conf["spark.log.level"]
     with (
-        # Errors only unless asked: its WARN lines are about the demo's own sessions.
-        SparkConnectServer(port=0, master="local[2]", conf=spark_log_conf(args.log_level or "ERROR")) as spark,
+        connect_server as spark,
         _connect_session_closed(spark.address),
         ServerProcess(_server_config(data_dir, spark.address)) as server,
         connect(server.address, {"client.lake.source": args.lake_source}) as conn,

@@ -126,6 +126,9 @@ def _print_status(args: argparse.Namespace) -> int:
             for s in status.values()
         ])
         return 0
+    if not status:
+        print("no tiering job has reported yet (`lakelog tier` runs one)")
+        return 0
     rows = [
         [str(s.path), s.job_id, _time_text(s.last_barrier), _time_text(s.lake_max_timestamp), _lag_text(s.lag_ms), s.offsets_behind]
         for s in status.values()
