@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pytest
 
-from lakelog.cli.progress import Progress
+from lakelog.progress import Progress
 from lakelog.server.server_process import ServerProcess
 
 RECORDS = 120_000

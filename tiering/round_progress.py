@@ -1,7 +1,7 @@
 """What a tiering round is doing while it runs, on stderr: per table the records it plans to tier,
 then the Spark tasks' progress toward them (the job logs each table's commit, records and bytes).
 
-A bar on a terminal, plain lines otherwise (:mod:`lakelog.cli.progress`). The tasks' progress
+A bar on a terminal, plain lines otherwise (:mod:`lakelog.progress`). The tasks' progress
 comes from Spark itself: the status tracker of a classic session (polled), the progress reports a
 Spark Connect server streams (a handler). Splits of a round are cut to about the same size, so
 records written are estimated as the planned records times the share of tasks finished.
@@ -14,8 +14,7 @@ import uuid
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-from lakelog.cli.output_format import counted
-from lakelog.cli.progress import Progress
+from lakelog.progress import Progress, counted
 from lakelog.metadata import TablePath
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ and exits non-zero if anything is off.
 The background tasks of a real deployment (uploads and expiry every ``remote.log.task-interval``,
 ``lakelog tier`` rounds) are run here one pass at a time, so the story is deterministic.
 
-Progress goes to stderr (:mod:`lakelog.cli.progress`); Spark logs errors only unless
+Progress goes to stderr (:mod:`lakelog.progress`); Spark logs errors only unless
 ``lakelog --log-level`` asks for more. Without ``--data-dir`` the data lives in a temporary
 directory, named at the start and removed at the end.
 """
@@ -29,7 +29,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.cli.progress import Progress
+from lakelog.progress import Progress
 from lakelog.client.connection import connect
 from lakelog.client.table import Table
 from lakelog.logging_config import configure_logging

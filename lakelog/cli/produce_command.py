@@ -1,7 +1,7 @@
 """`lakelog produce DB.TABLE --file PATH|-`: append a CSV, JSON lines or Parquet file to a table.
 
 The file streams through in bounded Arrow batches (see :mod:`lakelog.cli.record_files`), so its size
-is not limited by memory. Progress goes to stderr (:mod:`lakelog.cli.progress`: a bar with the total
+is not limited by memory. Progress goes to stderr (:mod:`lakelog.progress`: a bar with the total
 and time left on a terminal, plain lines elsewhere); the result line goes to stdout. The total is
 exact for Parquet and counted from the file's lines for plain CSV and JSON lines (unknown for stdin
 and compressed files).
@@ -16,7 +16,7 @@ from typing import Any
 
 from lakelog.cli.common_args import add_connection_arguments, add_table_argument, open_connection, table_path
 from lakelog.cli.output_format import counted
-from lakelog.cli.progress import Progress
+from lakelog.progress import Progress
 from lakelog.cli.record_files import FORMATS, STDIN, infer_format, read_batches
 from lakelog.client.writer import AppendWriter
 

@@ -5,7 +5,7 @@ Without ``--follow`` a scan is a snapshot: it reads each bucket up to the high w
 reported when it started, so it ends even while producers keep writing. Every poll is printed as it
 arrives; nothing accumulates (but a Parquet row group), so a scan of any size runs in bounded memory.
 When stdout is a file or a pipe, progress toward that snapshot goes to stderr (a bar on a terminal,
-plain lines otherwise, :mod:`lakelog.cli.progress`); on a terminal the records themselves show it.
+plain lines otherwise, :mod:`lakelog.progress`); on a terminal the records themselves show it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from lakelog.cli.common_args import (
     table_path,
     timestamp_ms,
 )
-from lakelog.cli.progress import Progress
+from lakelog.progress import Progress
 from lakelog.cli.record_writers import BINARY_FORMATS, OUTPUT_FORMATS, RecordWriter, open_writer, plain_value
 from lakelog.cli.text_table import TextTable
 from lakelog.client.scanner.log_scanner import LogScanner

@@ -1,4 +1,5 @@
-"""Progress of a long command (produce, scan, tier, demo) on stderr, where stdout keeps the results.
+"""Progress of long work (the CLI's produce, scan and demo, the tiering job's rounds) on stderr,
+where stdout keeps the results. In the core, below the CLI, because the tiering job reports with it.
 
 On a terminal: a rich bar with the count, the total, the rate and the time left. Anywhere else (a
 log file, CI, a pipe): one plain line every few seconds and one at the end, no carriage returns or
@@ -11,7 +12,10 @@ import sys
 import time
 from typing import Any, TextIO
 
-from lakelog.cli.output_format import counted
+def counted(count: int, noun: str) -> str:
+    """``1 bucket``, ``3 buckets``, ``1,234,567 records``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
 
 # A plain line at most this often: enough to see a stall, few enough to keep a log readable.
 PLAIN_INTERVAL_S = 5.0
