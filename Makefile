@@ -11,10 +11,12 @@ export PYTHONUNBUFFERED := 1
 
 .PHONY: demo test proto bench clean
 
+# PYTHONWARNINGS: setuptools' boxed notice on editable installs about folders named like the
+# package (here they are the package) would greet every first run.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	PYTHONWARNINGS='ignore:Editable installation' $(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -4,6 +4,10 @@ Users hold data as pyarrow tables and batches, record batch readers, pandas Data
 other Arrow tools (polars, DuckDB, ...) that export the Arrow PyCapsule stream. All of them are read
 here, columns matched by name (order does not matter), each cast to its table type, so a mismatch is
 reported with the column at fault instead of a bare ``TypeError`` from deep inside pyarrow.
+
+A column the data lacks is null in every row when the table allows nulls in it, and refused, named,
+when it does not: PyIceberg's ``append`` and a Kafka schema's optional fields behave so, and
+``lakelog produce`` (a CSV without an optional column) goes through this same function.
 """
 
 from __future__ import annotations
@@ -24,12 +28,12 @@ def arrow_table(data: Any, schema: pa.Schema, label: str) -> pa.Table:
     table = _read(data, label)
     names = [name for name in table.schema.names if name not in META_COLUMNS]
     extra = [name for name in names if name not in schema.names]
-    missing = [name for name in schema.names if name not in names]
-    if extra or missing:
+    required = [field.name for field in schema if not field.nullable and field.name not in names]
+    if extra or required:
         raise SchemaMismatchError(
             f"{label}: columns {names} do not match {schema.names}"
             + (f"; not in the table: {extra}" if extra else "")
-            + (f"; missing: {missing}" if missing else "")
+            + (f"; missing, and the table requires (not null): {required}" if required else "")
         )
     return pa.Table.from_arrays([_column(table, field, label) for field in schema], schema=schema)
 
@@ -57,6 +61,8 @@ def _is_pandas(data: Any) -> bool:
 
 
 def _column(table: pa.Table, field: pa.Field, label: str) -> pa.ChunkedArray:
+    if field.name not in table.schema.names:
+        return pa.chunked_array([pa.nulls(table.num_rows, field.type)], field.type)
     column = table.column(field.name)
     if column.type != field.type:
         try:

@@ -200,14 +200,17 @@ class AppendWriter:
             if any(self._loses_precision(row) for row in rows):
                 raise ValueError("a float value would be truncated into an integer column")
             batch = pa.RecordBatch.from_pylist(rows, schema=self._info.schema)
-        except _CONVERSION_ERRORS:
-            good = [row for row in rows if self._converts(row)]
-            bad = next(row for row in rows if not self._converts(row))
+        except _CONVERSION_ERRORS as exc:
+            faults = [self._fault(row) for row in rows]
+            if all(fault is None for fault in faults):  # each column fits alone: the rows together do not
+                raise SchemaMismatchError(f"{self._info.path}: {len(rows)} row(s) do not convert: {str(exc).splitlines()[0]}") from None
+            good = [row for row, fault in zip(rows, faults) if fault is None]
+            first = next(fault for fault in faults if fault is not None)
             if good:
                 self._seal(queue, pa.RecordBatch.from_pylist(good, schema=self._info.schema))
             raise SchemaMismatchError(
-                f"{self._info.path}: {len(rows) - len(good)} row(s) do not match the schema {self._info.schema}, "
-                f"e.g. {bad!r}; the other {len(good)} row(s) were kept"
+                f"{self._info.path}: {len(rows) - len(good)} row(s) do not match the table's schema, e.g. {first};"
+                f" the other {len(good)} row(s) were kept"
             ) from None
         self._seal(queue, batch)
 
@@ -215,14 +218,20 @@ class AppendWriter:
         """pyarrow casts 2.5 into an int column as 2; a log must not change what it was given."""
         return any(isinstance(row.get(name), float) for name in self._integer_columns)
 
-    def _converts(self, row: dict[str, Any]) -> bool:
-        if self._loses_precision(row):
-            return False
-        try:
-            pa.RecordBatch.from_pylist([row], schema=self._info.schema)
-            return True
-        except _CONVERSION_ERRORS:
-            return False
+    def _fault(self, row: dict[str, Any]) -> str | None:
+        """Why ``row`` does not fit the schema, naming the column (None: it fits)."""
+        for schema_field in self._info.schema:
+            value = row.get(schema_field.name)
+            if schema_field.name in self._integer_columns and isinstance(value, float):
+                return f"column {schema_field.name!r} is {schema_field.type} and {value!r} is not a whole number"
+            try:
+                pa.array([value], type=schema_field.type)
+            except _CONVERSION_ERRORS as exc:
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                return f"column {schema_field.name!r} is {schema_field.type} and {value!r} does not fit it ({reason})"
+            if value is None and not schema_field.nullable:
+                return f"column {schema_field.name!r} is required (not null) and the row has no value for it"
+        return None
 
     def _seal(self, queue: _BucketQueue, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -12,9 +14,22 @@ if TYPE_CHECKING:
 
 DEFAULT_MASTER = "local[*]"
 APP_NAME = "lakelog-tier"
+QUIET_LOG4J2 = Path(__file__).with_name("spark_log4j2.properties")
 
 
-def spark_session(master: str | None = None, app_name: str = APP_NAME) -> "SparkSession":
+def spark_log_conf(log_level: str) -> dict[str, str]:
+    """Spark settings for a JVM that logs at ``log_level`` (Python's level names work too). ERROR
+    holds from the JVM's first line on, through a log4j2 file (Spark's banner and its own notice of
+    the level change stay out)."""
+    level = log_level.upper().replace("WARNING", "WARN")
+    if level == "ERROR":
+        return {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J2}"}
+    return {"spark.log.level": level}
+
+
+def spark_session(master: str | None = None, app_name: str = APP_NAME, log_level: str = "ERROR") -> "SparkSession":
+    """``log_level``: Spark's own (DEBUG, INFO, WARN, ERROR) for a session this call starts; its
+    console lines bury the job's own at anything below ERROR."""
     from pyspark.sql import SparkSession
 
     if master and master.startswith("sc://"):
@@ -32,4 +47,8 @@ def spark_session(master: str | None = None, app_name: str = APP_NAME) -> "Spark
             # Local Python workers must run this interpreter, the one lakelog is installed in.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # The job prints its own progress line; Spark's console bar would garble it.
+    for key, value in spark_log_conf(log_level).items():
+        builder = builder.config(key, value)
+    if log_level.upper() not in ("DEBUG", "INFO"):
+        logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO line per closed connection
     return builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()

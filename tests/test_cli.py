@@ -27,7 +27,6 @@ import pytest
 
 import lakelog
 from lakelog.cli.main import main
-from lakelog.cli.produce_command import Progress
 from lakelog.cli.schema_text import format_schema, parse_schema
 from lakelog.cli.tier_bars import BAR_WIDTH
 from lakelog.errors import InvalidTableError
@@ -354,16 +353,6 @@ def test_errors_exit_1_with_a_clear_message(cli: Cli, tmp_path: Path) -> None:
     assert code == 1 and "UnknownBucketError" in err
 
 
-def test_progress_lines_are_plain_lines() -> None:
-    stream = io.StringIO()
-    progress = Progress("shop.orders", stream, interval_s=0)
-    progress.add(10)
-    progress.add(5)
-    lines = stream.getvalue().splitlines()
-    assert len(lines) == 2 and "\r" not in stream.getvalue()
-    assert lines[-1].startswith("lakelog produce: 15 records to shop.orders")
-
-
 def _lakelog(server: ServerProcess, *argv: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LAKELOG_BOOTSTRAP": server.address}
     return subprocess.run([sys.executable, "-m", "lakelog", *argv], env=env, capture_output=True, text=True, timeout=120, **kwargs)
@@ -505,3 +494,20 @@ def test_tier_table_flag_does_not_swallow_the_action() -> None:
 
     args = build_parser().parse_args(["tier", "--table", "shop.orders", "status", "--table", "shop.items"])
     assert (args.action, args.table) == ("status", ["shop.orders", "shop.items"])
+
+
+def test_produce_treats_a_missing_column_as_append_arrow_does(cli: Cli, tmp_path: Path) -> None:
+    cli.ok("table", "create", "shop.partial", "--schema", "id:int64 not null,amount:float64,note:string")
+    partial = tmp_path / "partial.csv"
+    partial.write_text("id,amount\n1,2.5\n")
+    assert cli.ok("produce", "shop.partial", "--file", str(partial)) == "produced 1 record to shop.partial\n"
+    assert [{k: row[k] for k in ("id", "amount", "note")} for row in cli.jsonl("shop.partial")] == [{"id": 1, "amount": 2.5, "note": None}]
+    no_id = tmp_path / "no_id.csv"
+    no_id.write_text("amount\n2.5\n")
+    code, _, err = cli("produce", "shop.partial", "--file", str(no_id))
+    assert code == 1 and "missing, and the table requires (not null): ['id']" in err, err
+    assert cli.offsets("shop.partial") == {0: 1}, "nothing of the refused file was written"
+
+
+def test_tier_status_without_a_job_says_so(cli: Cli) -> None:
+    assert cli.ok("tier", "status") == "no tiering job has reported yet (`lakelog tier` runs one)\n"

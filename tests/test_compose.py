@@ -2,12 +2,15 @@
 promises, and everything of lakelog it names exists. Every ``lakelog`` command goes through the
 CLI's real argument parser and its config files and ``--set`` keys through ``Configuration.load``,
 exactly as the container would run them; mounted files, Dockerfile sources and extras exist; every
-address points at a service; every ``${VAR}`` has a default.
+address points at a service; every ``${VAR}`` has a default. Every service's image is a target of
+the Dockerfile that runs as a user of its own with a HEALTHCHECK, servers without PySpark; every
+metric the Grafana dashboard queries is one the servers or the tiering job export.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -23,8 +26,16 @@ from lakelog.config import Configuration
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
-EXPECTED_SERVICES = {"minio", "minio-buckets", "iceberg-rest", "coordinator", "tablet-server-1", "tablet-server-2", "tiering", "prometheus", "spark-connect"}
+EXPECTED_SERVICES = {
+    "minio", "minio-buckets", "iceberg-rest", "coordinator", "tablet-server-1", "tablet-server-2", "tiering", "prometheus",
+    "spark-connect", "grafana", "client",
+}
 SERVERS = {"coordinator", "tablet-server-1", "tablet-server-2"}
+DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "lakelog.json"
+# Where metric families are defined: every "lakelog_..." string literal there is one.
+METRIC_SOURCES = [*(ROOT / "server").rglob("*.py"), *(ROOT / "tiering").rglob("*.py")]
+# What prometheus_client appends to a family's name in the samples it exports.
+SAMPLE_SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_info", "_created")
 # Keys whose values are addresses other containers must resolve: each host must be a service.
 ADDRESS_KEYS = ("coordinator.address", "remote.fs.s3.endpoint", "datalake.iceberg.uri", "datalake.iceberg.s3.endpoint", "lake.spark.master")
 # ${VAR}, ${VAR:-default}, ${VAR-default}; $$ escapes a dollar for the container's own shell.
@@ -91,7 +102,7 @@ def test_the_compose_file_has_every_service(services: dict[str, dict[str, Any]])
 
 def test_every_lakelog_command_parses_with_the_real_cli(services: dict[str, dict[str, Any]]) -> None:
     commands = _lakelog_services(services)
-    assert set(commands) == {"coordinator", "tablet-server-1", "tablet-server-2", "spark-connect", "tiering"}
+    assert set(commands) == {"coordinator", "tablet-server-1", "tablet-server-2", "spark-connect", "tiering", "client"}
     parsed = {name: _parse(argv) for name, argv in commands.items()}
     assert parsed["coordinator"].command == "coordinator"
     assert {parsed[f"tablet-server-{i}"].server_id for i in (1, 2)} == {1, 2}
@@ -101,8 +112,8 @@ def test_every_lakelog_command_parses_with_the_real_cli(services: dict[str, dict
 def test_every_config_key_loads(services: dict[str, dict[str, Any]]) -> None:
     for name, argv in _lakelog_services(services).items():
         args = _parse(argv)
-        if not hasattr(args, "set"):
-            continue  # spark-connect: Spark settings (--conf), no lakelog keys
+        if name not in SERVERS | {"tiering"}:
+            continue  # spark-connect: Spark settings (--conf); client: LAKELOG_BOOTSTRAP only
         conf = _configuration(services[name], args)  # raises InvalidConfigError on an unknown key or bad value
         assert conf.items(), f"{name} configures nothing"
     coordinator = _configuration(services["coordinator"], _parse(_lakelog_services(services)["coordinator"]))
@@ -196,8 +207,9 @@ def test_every_server_is_probed_with_lakelog_health(services: dict[str, dict[str
         assert args.command == "health", name
         port = _configuration(services[name], _parse(_lakelog_services(services)[name])).get("server.port")
         assert args.bootstrap == f"127.0.0.1:{port}", f"{name} probes the port its server listens on"
-    assert services["tiering"]["healthcheck"] == {"disable": True}
-    assert "HEALTHCHECK" in DOCKERFILE.read_text() and "\nUSER lakelog" in DOCKERFILE.read_text(), "the image probes itself and is not root"
+    tiering = _parse(_lakelog_services(services)["tiering"])
+    probe = " ".join(services["tiering"]["healthcheck"]["test"])
+    assert f"http://127.0.0.1:{tiering.metrics_port}/metrics" in probe, "the tiering job is healthy while it serves its metrics"
 
 
 def test_prometheus_scrapes_every_server(services: dict[str, dict[str, Any]]) -> None:
@@ -207,4 +219,84 @@ def test_prometheus_scrapes_every_server(services: dict[str, dict[str, Any]]) ->
     for name in SERVERS:
         metrics_port = _configuration(services[name], _parse(_lakelog_services(services)[name])).get("metrics.port")
         expected.add(f"{name}:{metrics_port}")
+    expected.add(f"tiering:{_parse(_lakelog_services(services)['tiering']).metrics_port}")
     assert targets == expected
+
+
+def _dockerfile_stages() -> dict[str, list[str]]:
+    """Per ``FROM ... AS name`` stage, its instructions (continuation lines joined), its parent's first."""
+    stages: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in DOCKERFILE.read_text().replace("\\\n", " ").splitlines():
+        line = line.strip()
+        if line.startswith("FROM "):
+            parts = line.split()
+            assert len(parts) == 4 and parts[2].upper() == "AS", f"every stage is named: {line}"
+            current = list(stages.get(parts[1], [])) + [line]
+            stages[parts[3]] = current
+        elif line and not line.startswith("#"):
+            current.append(line)
+    return stages
+
+
+def test_every_image_is_a_dockerfile_target_that_is_not_root_and_probes_itself(services: dict[str, dict[str, Any]]) -> None:
+    stages = _dockerfile_stages()
+    targets = {}
+    for name, service in services.items():
+        if "build" in service:
+            build = service["build"]
+            assert isinstance(build, dict) and build.get("target") in stages, f"{name} builds a target of the Dockerfile"
+            targets[name] = build["target"]
+    assert {targets[name] for name in SERVERS} == {"coordinator", "tablet-server"}
+    assert targets["tiering"] == targets["spark-connect"] == "tiering" and targets["client"] == "client"
+    for target in {"client", "coordinator", "tablet-server", "tiering"}:
+        lines = stages[target]
+        users = [line.split()[1] for line in lines if line.startswith("USER ")]
+        assert users and users[-1] == "lakelog", f"{target} runs as user lakelog, not root"
+        assert any(line.startswith("HEALTHCHECK ") for line in lines), f"{target} has a HEALTHCHECK"
+        extras = {extra for line in lines for group in re.findall(r"\.\[([^\]]+)\]", line) for extra in group.split(",")}
+        java = any("jre" in line for line in lines)
+        if target == "tiering":
+            assert "spark" in extras and java
+        else:
+            assert not extras & {"spark", "all"} and not java, f"{target} installs no PySpark and no JVM"
+
+
+def _exported_metrics() -> set[str]:
+    names = set()
+    for source in METRIC_SOURCES:
+        names.update(re.findall(r'"(lakelog_[a-z_]+)"', source.read_text()))
+    return names
+
+
+def test_the_dashboard_queries_only_metrics_the_code_exports(services: dict[str, dict[str, Any]]) -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    exported = _exported_metrics()
+    assert {"lakelog_tablet_server_up", "lakelog_tiering_rounds", "lakelog_tiering_lake_lag_seconds"} <= exported
+    queried = set()
+    for panel in dashboard["panels"]:
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            assert target["datasource"]["uid"] == "prometheus", panel["title"]
+            queried.update(re.findall(r"\blakelog_[a-z_]+", target["expr"]))
+    for name in queried:
+        family = next((name[: -len(s)] for s in SAMPLE_SUFFIXES if name.endswith(s) and name[: -len(s)] in exported), name)
+        assert family in exported, f"the dashboard queries {name}, which no server or tiering job exports"
+    wanted = {
+        "lakelog_produce_records_total", "lakelog_fetch_answers_total", "lakelog_lake_lag_records", "lakelog_tiering_lake_lag_seconds",
+        "lakelog_tablet_server_up", "lakelog_tiering_rounds_total", "lakelog_tiering_round_duration_seconds_bucket",
+    }
+    assert wanted <= queried, f"not on the dashboard: {wanted - queried}"
+    datasource = yaml.safe_load(_bind_mounts(services["grafana"])["/etc/grafana/provisioning/datasources/prometheus.yml"].read_text())
+    assert datasource["datasources"][0]["uid"] == "prometheus"
+    assert urlsplit(datasource["datasources"][0]["url"]).hostname == "prometheus"
+    provider = yaml.safe_load(_bind_mounts(services["grafana"])["/etc/grafana/provisioning/dashboards/lakelog.yml"].read_text())
+    assert _bind_mounts(services["grafana"])[f"{provider['providers'][0]['options']['path']}/lakelog.json"] == DASHBOARD
+
+
+def test_the_servers_share_a_cluster_secret(services: dict[str, dict[str, Any]]) -> None:
+    secrets = {
+        name: _configuration(services[name], _parse(argv)).get("cluster.secret")
+        for name, argv in _lakelog_services(services).items() if name in SERVERS
+    }
+    assert len(set(secrets.values())) == 1 and next(iter(secrets.values())), "one cluster.secret, set on every server"

@@ -126,12 +126,17 @@ def test_append_arrow_names_the_column_at_fault(conn: lakelog.Connection) -> Non
     assert "\n" not in str(info.value)
     with pytest.raises(lakelog.SchemaMismatchError, match=r"column 'id' of type double does not fit int64"):
         writer.append_arrow(pl.DataFrame({"id": [2.5], "name": ["a"], "amount": [1.0]}))
-    with pytest.raises(lakelog.SchemaMismatchError, match=r"missing: \['amount'\]"):
-        writer.append_arrow(pa.table({"id": [1], "name": ["a"]}))
+    strict = create_table(conn, "strict", pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())]))
+    with pytest.raises(lakelog.SchemaMismatchError, match=r"missing, and the table requires \(not null\): \['id'\]"):
+        strict.new_append().create_writer().append_arrow(pa.table({"name": ["a"]}))
     with pytest.raises(lakelog.SchemaMismatchError, match=r"not in the table: \['colour'\]"):
         writer.append_arrow(pa.table({"id": [1], "name": ["a"], "amount": [1.0], "colour": ["red"]}))
     with pytest.raises(lakelog.SchemaMismatchError, match="append_arrow takes a pyarrow Table.*not builtins.list"):
         writer.append_arrow([{"id": 1, "name": "a", "amount": 1.0}])
     writer.append_arrow(pl.DataFrame({"id": [3.0], "name": ["whole"], "amount": [1]}))  # exact casts are fine
+    writer.append_arrow(pa.table({"id": [4], "name": ["no amount"]}))  # a nullable column left out is null, as in PyIceberg
     writer.close()
-    assert conn.admin.list_offsets(table.path) == {0: 1}, "nothing of a refused input was written"
+    assert conn.admin.list_offsets(table.path) == {0: 2}, "nothing of a refused input was written"
+    with table.new_scan().create_log_scanner() as scanner:
+        scanner.subscribe_from_beginning()
+        assert scanner.to_arrow().select(["id", "amount"]).to_pylist() == [{"id": 3, "amount": 1.0}, {"id": 4, "amount": None}]

@@ -21,6 +21,9 @@ A round, per table:
 The first time the job touches a table it deletes the data files of rounds that never committed
 (see :mod:`lakelog.tiering.orphan_files`).
 
+While a round runs, its progress goes to stderr (:mod:`lakelog.tiering.round_progress`); every
+round moves the job's metrics (:mod:`lakelog.tiering.tiering_metrics`).
+
 Test hook: ``LAKELOG_TIERING_KILL_AT=after-write|after-commit`` makes the job SIGKILL itself at
 that point of a round (see :mod:`lakelog.tiering.kill_points`).
 """
@@ -49,6 +52,8 @@ from lakelog.metadata import LakeSnapshot, OffsetSpec, TablePath
 from lakelog.tiering.kill_points import AFTER_COMMIT, AFTER_WRITE, kill_point
 from lakelog.tiering.lake_commit import commit_files, discard_files, guard_commits, next_offsets
 from lakelog.tiering.orphan_files import remove_orphan_files
+from lakelog.tiering.round_progress import RoundProgress, size_text
+from lakelog.tiering.tiering_metrics import TieringMetrics
 from lakelog.spark_session import spark_session
 from lakelog.client.scanner.offset_range import split_range
 from lakelog.tiering.split_planner import TieringSplit, barrier_ends, bucket_ranges
@@ -76,6 +81,7 @@ class TieringOptions:
     interval_ms: int = 10_000
     max_records_per_round: int | None = None
     spark_master: str | None = None
+    spark_log_level: str = "ERROR"  # of a classic session the job starts (a Connect server has its own)
     client_config: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -138,8 +144,9 @@ class TieringJob:
         self._owns_spark = spark is None
         # --spark-master, else the job's own lake.spark.master, else the Spark the cluster advertises.
         master = options.spark_master or self.lake_config.spark_master_for(self._conn.config) or None
-        self._spark = spark if spark is not None else spark_session(master)
+        self._spark = spark if spark is not None else spark_session(master, log_level=options.spark_log_level)
         self._cleaned: set[TablePath] = set()
+        self.metrics = TieringMetrics()
         self._rounds = 0
         self._total_records = 0
         self._total_bytes = 0
@@ -166,15 +173,34 @@ class TieringJob:
         """One round over every table. A table that fails (its catalog entry gone, a refused RPC)
         is reported in ``failed`` without holding the others back; a failed Spark job fails the round."""
         self._rounds += 1
+        began = time.monotonic()
+        progress = RoundProgress(self._rounds, self._spark)
+        try:
+            report = self._round(progress)
+        except BaseException:
+            self.metrics.round_finished(time.monotonic() - began, ok=False)
+            progress.finished(0)
+            raise
+        self.metrics.round_finished(time.monotonic() - began, ok=True)
+        for path in report.failed:
+            self.metrics.table_failed(path)
+        progress.finished(report.records)
+        self._report(report)
+        return report
+
+    def _round(self, progress: RoundProgress) -> RoundReport:
         done: list[TableRound] = []
         failed: dict[TablePath, LakelogError] = {}
         pending = tables = self._tables()
         barrier = -1
-        for _attempt in range(COMMIT_ATTEMPTS):
+        for attempt in range(COMMIT_ATTEMPTS):
             # Taken again after a lost commit race: the winner's barrier is newer than ours was.
             barrier = self._conn.admin.barrier_safe_time(pending) if pending else -1
             plans = [plan for path in pending if (plan := self._for_table(path, failed, lambda: self._plan(path, barrier)))]
-            written = self._write(plans)
+            if attempt == 0:
+                progress.planned({p.path: (sum(s.end_offset - s.start_offset for s in p.splits), len(p.splits)) for p in plans if p.splits})
+            with progress.tasks():
+                written = self._write(plans)
             if written:
                 kill_point(AFTER_WRITE)
             pending = []
@@ -185,14 +211,13 @@ class TieringJob:
                     pending.append(plan.path)
                 elif result is not None:
                     done.append(result)
+                    self.metrics.table_tiered(result.path, result.records, result.bytes, result.lake, result.snapshot_id is not None)
             if not pending:
                 break
         for path in pending:
             failed[path] = LakeError(f"{path}: lost the commit race {COMMIT_ATTEMPTS} times; the next round tries again")
-        report = RoundReport(done, failed, barrier)
         self._heartbeat(tables, barrier)
-        self._progress(report)
-        return report
+        return RoundReport(done, failed, barrier)
 
     def close(self) -> None:
         self._conn.close()
@@ -305,7 +330,7 @@ class TieringJob:
         records, size = sum(f.record_count for f in files), sum(f.file_size_bytes for f in files)
         log.info(
             "%s: tiered %d records (%s) in %d file(s) as snapshot %d; lake %s",
-            plan.path, records, _size(size), len(files), snapshot_id, _describe(lake),
+            plan.path, records, size_text(size), len(files), snapshot_id, _describe(lake),
         )
         return TableRound(plan.path, snapshot_id, records, size, len(files), lake)
 
@@ -325,19 +350,15 @@ class TieringJob:
         except LakelogError as error:
             log.warning("could not report this job to the coordinator: %s", error)
 
-    def _progress(self, report: RoundReport) -> None:
+    def _report(self, report: RoundReport) -> None:
         self._total_records += report.records
         self._total_bytes += report.bytes
         print(
-            f"lakelog tier: round {self._rounds}: {report.records} records, {_size(report.bytes)} tiered"
-            f" ({len(report.tables)} table(s)); total {self._total_records} records, {_size(self._total_bytes)}",
+            f"lakelog tier: round {self._rounds}: {report.records} records, {size_text(report.bytes)} tiered"
+            f" ({len(report.tables)} table(s)); total {self._total_records} records, {size_text(self._total_bytes)}",
             file=sys.stderr,
             flush=True,
         )
-
-
-def _size(count: int) -> str:
-    return f"{count / (1 << 20):.1f} MiB" if count >= 1 << 20 else f"{count / 1024:.1f} KiB"
 
 
 def _describe(lake: LakeSnapshot | None) -> str:

@@ -11,12 +11,16 @@ and exits non-zero if anything is off.
 
 The background tasks of a real deployment (uploads and expiry every ``remote.log.task-interval``,
 ``lakelog tier`` rounds) are run here one pass at a time, so the story is deterministic.
+
+Progress goes to stderr (:mod:`lakelog.progress`); Spark logs errors only unless
+``lakelog --log-level`` asks for more. Without ``--data-dir`` the data lives in a temporary
+directory, named at the start and removed at the end.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+import shutil
 import tempfile
 import time
 from contextlib import contextmanager
@@ -25,6 +29,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakelog.progress import Progress
 from lakelog.client.connection import connect
 from lakelog.client.table import Table
 from lakelog.logging_config import configure_logging
@@ -41,7 +46,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("demo", help="Run the whole story on an embedded server and print what happened.")
     parser.add_argument("--records", type=int, default=1_000_000, help="records to produce (default 1,000,000)")
     parser.add_argument("--buckets", type=int, default=4)
-    parser.add_argument("--data-dir", help="keep the data here (default: a fresh temporary directory)")
+    parser.add_argument("--data-dir", help="keep the data here (default: a temporary directory, removed at the end)")
     parser.add_argument("--lake-source", choices=["auto", "iceberg", "iceberg-arrow"], default="auto",
                         help="how the client reads the lake (default: auto, i.e. iceberg through the demo's Spark Connect server)")
     parser.set_defaults(handler=_run)
@@ -58,15 +63,13 @@ def _step(text: str) -> None:
     print(f"== {text}", flush=True)
 
 
-def _produce(table: Table, start: int, count: int) -> None:
-    began = time.monotonic()
-    with table.new_append().create_writer() as writer:
+def _produce(table: Table, start: int, count: int, why: str) -> None:
+    """Produce ``count`` records from id ``start``; ``why`` labels this run's progress bar."""
+    with Progress(f"   produce {why}", count) as progress, table.new_append().create_writer() as writer:
         for offset in range(start, start + count, CHUNK):
             size = min(CHUNK, start + count - offset)
             writer.append_arrow(_batch(offset, size))
-            rate = (offset + size - start) / max(time.monotonic() - began, 1e-9)
-            print(f"\r   produced {offset + size - start:,}/{count:,} records ({rate:,.0f}/s)", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
+            progress.advance(size)
 
 
 def _read_back(table: Table, expected: int) -> tuple[dict[str, int], int]:
@@ -76,16 +79,17 @@ def _read_back(table: Table, expected: int) -> tuple[dict[str, int], int]:
         scanner.subscribe(bucket, 0)
     next_offset = {bucket: 0 for bucket in range(table.info.buckets)}
     seen = 0
-    began = progress = time.monotonic()
+    began = moved = time.monotonic()
     first_records_s = None
-    while seen < expected and time.monotonic() - progress < IDLE_LIMIT_S:
+    progress = Progress("   read back", expected).__enter__()
+    while seen < expected and time.monotonic() - moved < IDLE_LIMIT_S:
         polled = scanner.poll_arrow(timeout_ms=1000)
         if polled.num_rows == 0:
             continue
-        progress = time.monotonic()
+        moved = time.monotonic()
         if first_records_s is None:
-            first_records_s = progress - began
-            print(f"   first records after {first_records_s:.1f}s", flush=True)
+            first_records_s = moved - began
+            progress.note(f"   first records after {first_records_s:.1f}s")
         stats = polled.group_by("__bucket").aggregate([("__offset", "min"), ("__offset", "max"), ("__offset", "count")])
         for row in stats.to_pylist():
             bucket, first, last, count = row["__bucket"], row["__offset_min"], row["__offset_max"], row["__offset_count"]
@@ -93,9 +97,8 @@ def _read_back(table: Table, expected: int) -> tuple[dict[str, int], int]:
                 raise SystemExit(f"bucket {bucket}: expected offset {next_offset[bucket]}, got {first}..{last} ({count} records)")
             next_offset[bucket] = last + 1
         seen += polled.num_rows
-        rate = seen / max(time.monotonic() - began, 1e-9)
-        print(f"\r   read {seen:,}/{expected:,} records ({rate:,.0f}/s)", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
+        progress.advance(polled.num_rows)
+    progress.close()
     tiers = scanner.records_by_tier()
     scanner.close()
     return tiers, seen
@@ -124,33 +127,50 @@ def _connect_session_closed(address: str) -> Iterator[None]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from lakelog.server.server_process import ServerProcess
-    from lakelog.spark_connect_server import SparkConnectServer
-    from lakelog.tiering.tiering_job import TieringJob, TieringOptions
-
     configure_logging("WARNING")
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="lakelog-demo-")
+    try:
+        return _story(args, data_dir)
+    finally:
+        if not args.data_dir:
+            shutil.rmtree(data_dir, ignore_errors=True)
+            print(f"removed the demo's temporary data directory {data_dir} (--data-dir DIR keeps the data)")
+
+
+def _story(args: argparse.Namespace, data_dir: str) -> int:
+    from lakelog.server.server_process import ServerProcess
+    from lakelog.spark_connect_server import SparkConnectServer
+    from lakelog.spark_session import spark_log_conf
+    from lakelog.tiering.tiering_job import TieringJob, TieringOptions
+
     first, second = args.records * 3 // 4, args.records - args.records * 3 // 4
     print("starting a Spark Connect server (lakelog spark-connect)", flush=True)
+    # Errors only unless asked: its WARN lines are about the demo's own sessions. At ERROR the log4j2
+    # file sets the level; the server's default spark.log.level (WARN) would lower it again.
+    spark_conf = spark_log_conf(args.log_level or "ERROR")
+    connect_server = SparkConnectServer(port=0, master="local[2]", conf=spark_conf)
+    if "spark.log.level" not in spark_conf:
+        del connect_server.conf["spark.log.level"]
     with (
-        SparkConnectServer(port=0, master="local[2]") as spark,
+        connect_server as spark,
         _connect_session_closed(spark.address),
         ServerProcess(_server_config(data_dir, spark.address)) as server,
         connect(server.address, {"client.lake.source": args.lake_source}) as conn,
     ):
         assert server.tablet is not None
         remote = server.tablet.remote
-        print(f"embedded lakelog server on {server.address} (lake.spark.master={spark.address}), data in {data_dir}")
+        print(f"embedded lakelog server on {server.address} (lake.spark.master={spark.address})")
+        print(f"data in {data_dir}" + ("" if args.data_dir else " (a temporary directory, removed when the demo ends)"))
         properties = {"table.datalake.enabled": "true", "table.log.ttl": "1ms", "table.log.tiered.local-segments": "2"}
         conn.admin.create_database(PATH.database, ignore_if_exists=True)
         conn.admin.create_table(PATH, TableDescriptor(SCHEMA, args.buckets, properties), ignore_if_exists=True)
         table = conn.get_table(PATH)
 
-        _step(f"produce {first:,} records into {args.buckets} buckets")
-        _produce(table, 0, first // 2)
+        _step(f"produce {first:,} records into {args.buckets} buckets, in two halves: the time between them is the probe of the last step")
+        _produce(table, 0, first // 2, "first half")
         time.sleep(0.01)
         probe_ms = int(time.time() * 1000)
-        _produce(table, first // 2, first - first // 2)
+        _produce(table, first // 2, first - first // 2, "second half")
 
         _step("roll and upload segments to remote storage, keep 2 segments per bucket locally")
         report = remote.run_once()
@@ -167,7 +187,7 @@ def _run(args: argparse.Namespace) -> int:
 
         newest = min(second // 2, CHUNK * args.buckets)
         _step(f"produce {second:,} more records: upload all but the newest {newest:,}, which stay local only")
-        _produce(table, first, second - newest)
+        _produce(table, first, second - newest, "to be uploaded")
         # Rolled explicitly: how many batches one produce request carries depends on timing, and
         # so do the segments they fill; rolled, every record so far is uploaded.
         for bucket in range(args.buckets):
@@ -175,7 +195,7 @@ def _run(args: argparse.Namespace) -> int:
             if bucket_log is not None:
                 bucket_log.roll()
         remote.run_once()
-        _produce(table, first + second - newest, newest)
+        _produce(table, first + second - newest, newest, "to stay local")
         for bucket, info in conn.admin.describe_buckets(PATH).items():
             print(
                 f"   bucket {bucket}: lake [{info.lake_log_start_offset}, {info.lake_log_end_offset}) "

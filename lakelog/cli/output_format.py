@@ -7,6 +7,10 @@ import argparse
 import json
 from typing import Any
 
+from lakelog.progress import counted  # the CLI's one way to count things, progress lines included
+
+__all__ = ["NONE_TEXT", "add_output_argument", "counted", "offset_or_none", "offset_text", "print_json"]
+
 NONE_TEXT = "—"
 
 
@@ -18,11 +22,6 @@ def add_output_argument(parser: argparse.ArgumentParser) -> None:
 
 def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2))
-
-
-def counted(count: int, noun: str) -> str:
-    """``1 bucket``, ``3 buckets``, ``1,234,567 records``."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def offset_or_none(value: int) -> int | None:

@@ -1,23 +1,24 @@
 """`lakelog produce DB.TABLE --file PATH|-`: append a CSV, JSON lines or Parquet file to a table.
 
 The file streams through in bounded Arrow batches (see :mod:`lakelog.cli.record_files`), so its size
-is not limited by memory. Progress goes to stderr as plain lines (no carriage-return tricks, so a
-log file or CI output reads the same as a terminal); the result line goes to stdout.
+is not limited by memory. Progress goes to stderr (:mod:`lakelog.progress`: a bar with the total
+and time left on a terminal, plain lines elsewhere); the result line goes to stdout. The total is
+exact for Parquet and counted from the file's lines for plain CSV and JSON lines (unknown for stdin
+and compressed files).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-import time
-from typing import Any, TextIO
+from typing import Any
 
 from lakelog.cli.common_args import add_connection_arguments, add_table_argument, open_connection, table_path
 from lakelog.cli.output_format import counted
-from lakelog.cli.record_files import FORMATS, infer_format, read_batches
+from lakelog.progress import Progress
+from lakelog.cli.record_files import FORMATS, STDIN, infer_format, read_batches
 from lakelog.client.writer import AppendWriter
-
-PROGRESS_INTERVAL_S = 1.0
 
 
 def register(subparsers: Any) -> None:
@@ -31,49 +32,57 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=_run)
 
 
-class Progress:
-    """Counts records and prints a line at most every ``interval_s`` seconds."""
-
-    def __init__(self, label: str, stream: TextIO, interval_s: float = PROGRESS_INTERVAL_S) -> None:
-        self.label = label
-        self.count = 0
-        self._stream = stream
-        self._interval_s = interval_s
-        self._started = self._last = time.monotonic()
-
-    def add(self, records: int) -> None:
-        self.count += records
-        now = time.monotonic()
-        if now - self._last >= self._interval_s:
-            self._last = now
-            rate = self.count / max(now - self._started, 1e-9)
-            print(f"lakelog produce: {counted(self.count, 'record')} to {self.label} ({rate:,.0f} records/s)", file=self._stream, flush=True)
-
-
 def _run(args: argparse.Namespace) -> int:
     path = table_path(args)
     fmt = args.format or infer_format(args.file)
     with open_connection(args) as conn:
         table = conn.get_table(path)
         batches = read_batches(args.file, fmt, table.schema, max(args.batch_rows, 1), args.delimiter)
-        progress = Progress(str(path), sys.stderr)
         writer = table.new_append().create_writer()
-        try:
-            for batch in batches:
-                writer.append_arrow(batch)
-                progress.add(batch.num_rows)
-            writer.close()
-        except BaseException:
-            _close_after_failure(writer, progress)
-            raise
+        with Progress(f"lakelog produce {path}", _record_total(args.file, fmt)) as progress:
+            try:
+                for batch in batches:
+                    writer.append_arrow(batch)
+                    progress.advance(batch.num_rows)
+                writer.close()
+            except BaseException:
+                _close_after_failure(writer, progress, str(path))
+                raise
     print(f"produced {counted(progress.count, 'record')} to {path}", flush=True)
     return 0
 
 
-def _close_after_failure(writer: AppendWriter, progress: Progress) -> None:
+def _record_total(file: str, fmt: str) -> int | None:
+    """How many records the file holds, when that is cheap to know: a Parquet footer, or the lines of
+    a plain CSV (less its header) or JSON lines file, read at disk speed (and left in the page cache
+    for the real read). None for stdin and compressed files."""
+    if file == STDIN or not os.path.isfile(file):
+        return None
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            return pq.ParquetFile(file).metadata.num_rows
+        except (OSError, ValueError):
+            return None  # read_batches reports what is wrong with it
+    with open(file, "rb") as stream:
+        head = stream.read(4)
+        if head[:2] == b"\x1f\x8b" or head in (b"\x28\xb5\x2f\xfd", b"\x04\x22\x4d\x18") or head[:3] == b"BZh":
+            return None  # gzip, zstd, lz4, bzip2: the lines are not countable without decompressing
+        stream.seek(0)
+        lines, last = 0, b"\n"
+        for block in iter(lambda: stream.read(1 << 24), b""):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    lines += last != b"\n"  # a last line without a newline
+    return max(lines - (fmt == "csv"), 0)
+
+
+def _close_after_failure(writer: AppendWriter, progress: Progress, label: str) -> None:
     """Send what was read before the failure, and say so: the user must know the table changed."""
     try:
         writer.close()
-        print(f"lakelog produce: {counted(progress.count, 'record')} were produced to {progress.label} before the failure", file=sys.stderr)
+        progress.close(summary=False)
+        print(f"lakelog produce: {counted(progress.count, 'record')} were produced to {label} before the failure", file=sys.stderr)
     except Exception as exc:  # the original failure is the one to report; this one is context
         print(f"lakelog produce: closing the writer also failed: {exc}", file=sys.stderr)

@@ -24,6 +24,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from lakelog.cli import csv_errors
+from lakelog.client.arrow_input import arrow_table
 from lakelog.errors import InvalidRequestError, SchemaMismatchError
 from lakelog.record.meta_columns import META_COLUMNS
 
@@ -59,36 +60,11 @@ def read_batches(file: str, fmt: str, schema: pa.Schema, batch_rows: int, delimi
     label = "stdin" if file == STDIN else file
     try:
         for batch in readers[fmt]():
-            yield conform(batch, schema, label)
+            yield from arrow_table(batch, schema, label).to_batches()
     except FileNotFoundError:
         raise InvalidRequestError(f"no such file: {file}") from None
     except (OSError, pa.ArrowException) as exc:
         raise SchemaMismatchError(f"cannot read {label} as {fmt}: {exc}") from None
-
-
-def conform(batch: pa.RecordBatch, schema: pa.Schema, label: str) -> pa.RecordBatch:
-    """Reorder to ``schema``, fill missing nullable columns with nulls, cast; extra columns are an error."""
-    names = [name for name in batch.schema.names if name not in META_COLUMNS]
-    extra = sorted(set(names) - set(schema.names))
-    if extra:
-        raise SchemaMismatchError(f"{label}: column(s) {extra} are not in the table; its columns are {schema.names}")
-    arrays = []
-    for field in schema:
-        if field.name in names:
-            column = batch.column(field.name)
-            if column.type != field.type:
-                try:
-                    column = column.cast(field.type)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                    raise SchemaMismatchError(f"{label}: column {field.name!r} of type {column.type} does not fit {field.type}: {exc}") from None
-        elif field.nullable:
-            column = pa.nulls(batch.num_rows, field.type)
-        else:
-            raise SchemaMismatchError(f"{label}: column {field.name!r} is missing and the table requires it (not null)")
-        if not field.nullable and column.null_count:
-            raise SchemaMismatchError(f"{label}: column {field.name!r} holds null values but the table requires it (not null)")
-        arrays.append(column)
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 # CSV and Parquet: Arrow's own streaming readers

@@ -4,6 +4,8 @@ Parquet or an Arrow IPC stream.
 Without ``--follow`` a scan is a snapshot: it reads each bucket up to the high watermark the servers
 reported when it started, so it ends even while producers keep writing. Every poll is printed as it
 arrives; nothing accumulates (but a Parquet row group), so a scan of any size runs in bounded memory.
+When stdout is a file or a pipe, progress toward that snapshot goes to stderr (a bar on a terminal,
+plain lines otherwise, :mod:`lakelog.progress`); on a terminal the records themselves show it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from lakelog.cli.common_args import (
     table_path,
     timestamp_ms,
 )
+from lakelog.progress import Progress
 from lakelog.cli.record_writers import BINARY_FORMATS, OUTPUT_FORMATS, RecordWriter, open_writer, plain_value
 from lakelog.cli.text_table import TextTable
 from lakelog.client.scanner.log_scanner import LogScanner
@@ -70,7 +73,9 @@ def _run(args: argparse.Namespace) -> int:
                 stop = None if args.follow else conn.admin.list_offsets(path, buckets, OffsetSpec.latest())
                 _subscribe(scanner, args, buckets)
                 names = [*META_COLUMNS, *scanner.schema.names]
-                _stream(scanner, stop, args.max_records, args.timeout_ms, names, _output(args.output, scanner, names))
+                output = _output(args.output, scanner, names)
+                with Progress(f"lakelog scan {path}", _total(scanner, stop, args.max_records), enabled=not sys.stdout.isatty()) as progress:
+                    _stream(scanner, stop, args.max_records, args.timeout_ms, names, output, progress)
     except BrokenPipeError:
         # `lakelog scan ... | head`: the reader left, which is not an error; keep Python quiet at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -97,8 +102,23 @@ def _subscribe(scanner: LogScanner, args: argparse.Namespace, buckets: list[int]
         scanner.subscribe_from_beginning(buckets)
 
 
+def _total(scanner: LogScanner, stop: dict[int, int] | None, max_records: int | None) -> int | None:
+    """Records the scan will print: from each bucket's start to its stop offset (unknown with --follow)."""
+    if stop is None:
+        return max_records
+    positions = scanner.positions()
+    total = sum(max(end - positions.get(bucket, end), 0) for bucket, end in stop.items())
+    return total if max_records is None else min(total, max_records)
+
+
 def _stream(
-    scanner: LogScanner, stop: dict[int, int] | None, max_records: int | None, timeout_ms: int, names: list[str], output: RecordWriter
+    scanner: LogScanner,
+    stop: dict[int, int] | None,
+    max_records: int | None,
+    timeout_ms: int,
+    names: list[str],
+    output: RecordWriter,
+    progress: Progress,
 ) -> None:
     """Poll and print until every bucket reached ``stop`` (never, with ``None``) or ``max_records``."""
     remaining = max_records
@@ -117,6 +137,7 @@ def _stream(
         for chunk in table.select(names).to_batches(max_chunksize=CHUNK_ROWS):
             output.write(chunk)
         output.flush()
+        progress.advance(table.num_rows)
     output.finish()
 
 

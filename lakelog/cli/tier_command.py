@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import threading
+from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from lakelog.cli.common_args import add_connection_arguments, bootstrap_address, client_configuration, open_connection
 from lakelog.cli.output_format import NONE_TEXT, add_output_argument, offset_or_none, print_json
@@ -21,6 +23,9 @@ from lakelog.cli.text_table import render_table
 from lakelog.config import parse_duration_ms
 from lakelog.logging_config import configure_logging
 from lakelog.metadata import TablePath
+
+if TYPE_CHECKING:
+    from lakelog.tiering.tiering_job import TieringJob
 
 
 def register(subparsers: Any) -> None:
@@ -60,6 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="local[*], spark://HOST:PORT or sc://HOST:PORT (Spark Connect); default: lake.spark.master (the job's, else the"
         " coordinator's), else local[*]; under spark-submit, its master",
     )
+    parser.add_argument(
+        "--metrics-port", type=int, metavar="N",
+        help="serve Prometheus metrics on this port (0 picks a free one; default: metrics.port, -1 = off)",
+    )
     parser.add_argument("--max-records-per-round", type=_positive, metavar="N", help="records a round tiers per table at most, shared fairly by the buckets")
     add_output_argument(parser)
     add_connection_arguments(parser)
@@ -71,20 +80,39 @@ def run(args: argparse.Namespace) -> int:
     from lakelog.tiering.tiering_job import TieringJob, TieringOptions  # PySpark and PyIceberg only here
 
     configure_logging()
+    config = client_configuration(args)
     options = TieringOptions(
         bootstrap=bootstrap_address(args),
         tables=tuple(TablePath.parse(text) for text in args.table),
         interval_ms=args.interval,
         max_records_per_round=args.max_records_per_round,
         spark_master=args.spark_master,
-        client_config=client_configuration(args).items(),
+        spark_log_level=args.log_level or "ERROR",
+        client_config=config.items(),
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    with TieringJob(options) as job:
+    port = args.metrics_port if args.metrics_port is not None else config.get("metrics.port")
+    with TieringJob(options) as job, _metrics_endpoint(job, config.get("metrics.host"), port):
         job.run(once=args.once, stop=stop)
     return 0
+
+
+@contextmanager
+def _metrics_endpoint(job: "TieringJob", host: str, port: int) -> Iterator[None]:
+    """The job's metrics on ``host:port`` while it runs (nothing when ``port`` is -1)."""
+    if port < 0:
+        yield
+        return
+    from lakelog.server.metrics.metrics_endpoint import MetricsEndpoint
+
+    endpoint = MetricsEndpoint(job.metrics.registry, host, port)
+    print(f"lakelog tier: metrics at {endpoint.url}", file=sys.stderr, flush=True)
+    try:
+        yield
+    finally:
+        endpoint.close()
 
 
 def _print_status(args: argparse.Namespace) -> int:
@@ -97,6 +125,9 @@ def _print_status(args: argparse.Namespace) -> int:
              "offsets_behind": s.offsets_behind}
             for s in status.values()
         ])
+        return 0
+    if not status:
+        print("no tiering job has reported yet (`lakelog tier` runs one)")
         return 0
     rows = [
         [str(s.path), s.job_id, _time_text(s.last_barrier), _time_text(s.lake_max_timestamp), _lag_text(s.lag_ms), s.offsets_behind]
