@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable, Mapping, TypeVar
 
 from lakelog.errors import (
     DatabaseNotExistError,
+    InvalidPartitionError,
     InvalidRequestError,
     LakeError,
     LakelogError,
@@ -21,11 +22,14 @@ from lakelog.metadata import (
     LakeSnapshot,
     OffsetSpec,
     OffsetType,
+    PartitionInfo,
     TableDescriptor,
     TableInfo,
     TablePath,
     TableTieringStatus,
     TieringJobInfo,
+    partition_name,
+    partition_spec,
 )
 from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.log_source import LogSource, LookupContext
@@ -92,6 +96,30 @@ class Admin:
 
     def get_table_info(self, path: TablePath) -> TableInfo:
         return self._read("get table info", lambda: self._coordinator.get_table_info(path))
+
+    # partitions
+
+    def create_partition(self, path: TablePath, spec: Mapping[str, str], ignore_if_exists: bool = False) -> int:
+        """Create the partition ``spec`` (partition key -> value) names; its id. Values are checked
+        here first, so a bad one never reaches the server (:class:`InvalidPartitionError`)."""
+        checked = self._checked_spec(path, spec)
+        return self._change("create partition", lambda: self._coordinator.create_partition(path, checked, ignore_if_exists))
+
+    def drop_partition(self, path: TablePath, spec: Mapping[str, str], ignore_if_not_exists: bool = False) -> None:
+        """Drop a partition: its buckets' logs go from the tablet servers and remote storage (what
+        the lake holds of it stays). Its id is never used again."""
+        checked = self._checked_spec(path, spec)
+        self._change("drop partition", lambda: self._coordinator.drop_partition(path, checked, ignore_if_not_exists))
+
+    def _checked_spec(self, path: TablePath, spec: Mapping[str, str]) -> dict[str, str]:
+        info = self._metadata.table(path)
+        if not info.partitioned:
+            raise InvalidPartitionError(f"table {path} is not partitioned")
+        return partition_spec(info.partition_keys, partition_name(info.partition_keys, spec))
+
+    def list_partition_infos(self, path: TablePath) -> list[PartitionInfo]:
+        """Every partition of a partitioned table, oldest (smallest id) first."""
+        return self._read("list partitions", lambda: self._coordinator.list_partition_infos(path))
 
     # offsets and buckets
 

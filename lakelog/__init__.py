@@ -29,6 +29,7 @@ from lakelog.errors import (
     DatabaseAlreadyExistError,
     DatabaseNotExistError,
     InvalidNameError,
+    InvalidPartitionError,
     InvalidRequestError,
     InvalidTableError,
     InvalidTimestampError,
@@ -38,6 +39,8 @@ from lakelog.errors import (
     LakeSnapshotNotExistError,
     NetworkError,
     OffsetOutOfRangeError,
+    PartitionAlreadyExistsError,
+    PartitionNotExistError,
     RecordFormatError,
     SchemaMismatchError,
     ServerUnreachableError,
@@ -45,6 +48,7 @@ from lakelog.errors import (
     TableAlreadyExistError,
     TableNotExistError,
     TlsError,
+    TooManyPartitionsError,
     UnknownBucketError,
 )
 from lakelog.metadata import (
@@ -58,6 +62,7 @@ from lakelog.metadata import (
     TableTieringStatus,
     TieringJobInfo,
 )
+from lakelog.metadata import PartitionInfo
 from lakelog.version import __version__
 
 __all__ = [
@@ -107,6 +112,11 @@ __all__ = [
     "TieringJobInfo",
     "TlsError",
     "UnknownBucketError",
+    "InvalidPartitionError",
+    "PartitionAlreadyExistsError",
+    "PartitionInfo",
+    "PartitionNotExistError",
+    "TooManyPartitionsError",
     "__version__",
     "connect",
 ]

@@ -235,6 +235,29 @@ class LogFencedError(LakelogError):
     code = 35
 
 
+class InvalidPartitionError(InvalidRequestError):
+    """A partition spec or value that cannot name a partition: not a string, empty, a character
+    outside ``A-Z a-z 0-9 _ - .``, ``..``, or not exactly the table's partition keys."""
+
+    code = 60
+
+
+class PartitionNotExistError(LakelogError):
+    """A partition (by name or id) that the table does not have, or no longer has."""
+
+    code = 61
+
+
+class PartitionAlreadyExistsError(LakelogError):
+    code = 62
+
+
+class TooManyPartitionsError(LakelogError):
+    """Creating the partition would pass the coordinator's ``max.partition.num``."""
+
+    code = 63
+
+
 _BY_CODE: dict[int, type[LakelogError]] = {}
 
 

@@ -36,7 +36,7 @@ class CoordinatorRole:
         self.tablets = GrpcTabletNotifier(conf, cluster_secret)
         lake = LakeTables(LakeConfig.from_configuration(conf, data_dir))
         timeout_ms = conf.get("coordinator.tablet-server.heartbeat-timeout")
-        self.coordinator = Coordinator(self.store, self.tablets, lake, timeout_ms)
+        self.coordinator = Coordinator(self.store, self.tablets, lake, timeout_ms, conf.get("max.partition.num"))
         self._check_interval_s = min(LIVENESS_CHECK_S, timeout_ms / 4000)
         self._status: ClusterStatus | None = None
         self._stop = threading.Event()

@@ -15,6 +15,7 @@ from lakelog.metadata import (
     LakeLogFetchInfo,
     LakeOffsets,
     LakeSnapshot,
+    PartitionInfo,
     RemoteLogFetchInfo,
     RemoteLogSegment,
     ServerNode,
@@ -53,6 +54,8 @@ def table_info_to_pb(info: TableInfo) -> pb.PbTableInfo:
         properties=properties_to_pb(dict(info.properties)),
         comment=info.comment,
         created_time=info.created_ms,
+        bucket_keys=list(info.bucket_keys),
+        partition_keys=list(info.partition_keys),
     )
 
 
@@ -66,7 +69,25 @@ def table_info_from_pb(message: pb.PbTableInfo) -> TableInfo:
         properties=properties_from_pb(list(message.properties)),
         comment=message.comment,
         created_ms=message.created_time,
+        bucket_keys=tuple(message.bucket_keys),
+        partition_keys=tuple(message.partition_keys),
     )
+
+
+def partition_spec_to_pb(spec: dict[str, str]) -> pb.PbPartitionSpec:
+    return pb.PbPartitionSpec(partition_key_values=properties_to_pb(spec))
+
+
+def partition_spec_from_pb(message: pb.PbPartitionSpec) -> dict[str, str]:
+    return properties_from_pb(list(message.partition_key_values))
+
+
+def partition_info_to_pb(info: PartitionInfo) -> pb.PbPartitionInfo:
+    return pb.PbPartitionInfo(partition_id=info.partition_id, partition_name=info.partition_name)
+
+
+def partition_info_from_pb(message: pb.PbPartitionInfo) -> PartitionInfo:
+    return PartitionInfo(message.partition_id, message.partition_name)
 
 
 def node_to_pb(node: ServerNode) -> pb.PbServerNode:

@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from lakelog.errors import (
     DatabaseAlreadyExistError,
@@ -27,6 +27,7 @@ from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
     LakeOffsets,
     LakeSnapshot,
+    PartitionInfo,
     ServerNode,
     TableAssignment,
     TableDescriptor,
@@ -38,6 +39,7 @@ from lakelog.metadata import (
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.table_properties import check_comment, validate_table_properties
 from lakelog.server.coordinator.metadata_store import MetadataStore
+from lakelog.server.coordinator.partitions import PartitionCatalog
 from lakelog.server.coordinator.tablet_liveness import TabletLiveness
 
 log = logging.getLogger(__name__)
@@ -61,8 +63,11 @@ class TabletNotifier(Protocol):
 
 
 class Coordinator:
-    def __init__(self, store: MetadataStore, notifier: TabletNotifier, lake: LakeTables, heartbeat_timeout_ms: int) -> None:
+    def __init__(
+        self, store: MetadataStore, notifier: TabletNotifier, lake: LakeTables, heartbeat_timeout_ms: int, max_partitions: int = 1000
+    ) -> None:
         self._store = store
+        self.partitions = PartitionCatalog(store, max_partitions)
         self._notifier = notifier
         self._lake = lake
         self.liveness = TabletLiveness(heartbeat_timeout_ms, (node.server_id for node in store.tablet_servers()))
@@ -131,17 +136,39 @@ class Coordinator:
                 if ignore_if_exists:
                     return existing.table_id
                 raise TableAlreadyExistError(f"table {path} already exists")
-            servers = self._store.tablet_servers()
-            if not servers:
-                raise NoTabletServerError(f"cannot create table {path}: no tablet server has registered yet")
-            start = self._store.table_count()
-            leaders = {b: servers[(start + b) % len(servers)].server_id for b in range(descriptor.buckets)}
+            leaders = self._place(f"table {path}", descriptor.buckets, self._store.table_count())
             if descriptor.lake_enabled:
                 self._lake.create_table(path, descriptor.schema)
             info = self._store.insert_table(path, descriptor, leaders)
         log.info("created table %s (id %d, %d buckets, leaders %s)", path, info.table_id, info.buckets, leaders)
         self._tell_leaders([TableAssignment(info, leaders)], [])
         return info.table_id
+
+    def _place(self, what: str, buckets: int, start: int) -> dict[int, int]:
+        """Leaders for ``buckets`` buckets, round robin over the tablet servers from ``start``."""
+        servers = self._store.tablet_servers()
+        if not servers:
+            raise NoTabletServerError(f"cannot create {what}: no tablet server has registered yet")
+        return {b: servers[(start + b) % len(servers)].server_id for b in range(buckets)}
+
+    # partitions
+
+    def create_partition(self, path: TablePath, spec: Mapping[str, object], ignore_if_exists: bool = False) -> PartitionInfo:
+        """Create a partition of a partitioned table, its buckets placed like a table's."""
+        with self._lock:
+            info = self.table(path)
+            name = self.partitions.name_of(info, spec)
+            leaders = self._place(f"partition {name} of {path}", info.buckets, self._store.partition_count() + info.table_id)
+            partition, created = self.partitions.create(info, name, leaders, ignore_if_exists)
+        return partition
+
+    def drop_partition(self, path: TablePath, spec: Mapping[str, object], ignore_if_not_exists: bool = False) -> None:
+        with self._lock:
+            info = self.table(path)
+            self.partitions.drop(info, self.partitions.name_of(info, spec), ignore_if_not_exists)
+
+    def list_partitions(self, path: TablePath) -> list[PartitionInfo]:
+        return self.partitions.list(self.table(path))
 
     def drop_table(self, path: TablePath, ignore_if_not_exists: bool = False) -> None:
         with self._lock:
