@@ -13,6 +13,7 @@ from lakelog.errors import (
     LakelogError,
     LakeSnapshotNotExistError,
     NetworkError,
+    PartitionNotExistError,
     RequestTimeoutError,
     TableNotExistError,
 )
@@ -123,18 +124,40 @@ class Admin:
 
     # offsets and buckets
 
-    def list_offsets(
-        self, path: TablePath, buckets: Iterable[int] | None = None, spec: OffsetSpec | None = None
-    ) -> dict[int, int]:
-        """Per bucket, the offset ``spec`` names (default: latest). With the table's LogSource the
-        earliest offset counts the lake, and a timestamp the lake holds is resolved in the lake."""
-        chosen = spec or OffsetSpec.latest()
+    def _log_set(self, path: TablePath, partition_name: str | None) -> TableInfo:
+        """The table's info, or with ``partition_name`` that partition's (a partitioned table's
+        buckets are its partitions')."""
         info = self._metadata.table(path)
+        if partition_name is None:
+            if info.partitioned:
+                raise InvalidPartitionError(f"table {path} is partitioned by {list(info.partition_keys)}: name a partition")
+            return info
+        if not info.partitioned:
+            raise InvalidPartitionError(f"table {path} is not partitioned")
+        found = self._metadata.partitions(info).get(partition_name) or self._metadata.partitions(info, refresh=True).get(partition_name)
+        if found is None:
+            raise PartitionNotExistError(f"table {path} has no partition {partition_name!r}")
+        return found
+
+    def list_offsets(
+        self,
+        path: TablePath,
+        buckets: Iterable[int] | None = None,
+        spec: OffsetSpec | None = None,
+        partition_name: str | None = None,
+    ) -> dict[int, int]:
+        """Per bucket (of the partition ``partition_name`` of a partitioned table), the offset
+        ``spec`` names (default: latest). With the table's LogSource the earliest offset counts the
+        lake, and a timestamp the lake holds is resolved in the lake."""
+        chosen = spec or OffsetSpec.latest()
+        info = self._log_set(path, partition_name)
         source = self._lake.log_source(info) if self._lake is not None and chosen.type != OffsetType.LATEST else None
         listed = self._router.call_leaders(
             info,
             buckets,
-            lambda node, group: self._tablets.list_offsets(node, info.table_id, group, chosen, source is not None),
+            lambda node, group: self._tablets.list_offsets(
+                node, info.table_id, group, chosen, source is not None, info.partition_id or 0
+            ),
             "list offsets",
         )
         offsets = {}
@@ -144,11 +167,13 @@ class Admin:
                 offsets[item.bucket] = _lake_offset(source, info, item.bucket, chosen.ms, item.lake_snapshot_id)
         return dict(sorted(offsets.items()))
 
-    def describe_buckets(self, path: TablePath) -> dict[int, BucketInfo]:
-        """Every bucket, also when some leaders are down: their buckets come back as
-        :meth:`BucketInfo.unavailable`, so the healthy ones can still be shown."""
-        table_id = self._metadata.table(path).table_id
-        info = self._read("describe buckets", lambda: self._metadata.refresh(table_id))
+    def describe_buckets(self, path: TablePath, partition_name: str | None = None) -> dict[int, BucketInfo]:
+        """Every bucket (of the partition ``partition_name`` of a partitioned table), also when some
+        leaders are down: their buckets come back as :meth:`BucketInfo.unavailable`, so the healthy
+        ones can still be shown."""
+        physical_id = self._log_set(path, partition_name).physical_id
+        info = self._read("describe buckets", lambda: self._metadata.refresh(physical_id))
+        table_id, partition_id = info.table_id, info.partition_id or 0
 
         def describe() -> dict[int, BucketInfo]:
             described: dict[int, BucketInfo] = {}
@@ -158,12 +183,12 @@ class Admin:
                     described.update(unavailable)
                     continue
                 try:
-                    described.update(self._tablets.describe_log_buckets(node, table_id, group))
+                    described.update(self._tablets.describe_log_buckets(node, table_id, group, partition_id))
                 except (NetworkError, RequestTimeoutError):
                     described.update(unavailable)
             return dict(sorted(described.items()))
 
-        return self._router.call(describe, f"describe buckets of {path}", resend_safe=True, tables=[table_id])
+        return self._router.call(describe, f"describe buckets of {info.label}", resend_safe=True, tables=[physical_id])
 
     def repair_buckets(
         self, path: TablePath, buckets: Iterable[int] | None = None, local: bool = False, accept_truncation: bool = False
@@ -263,7 +288,7 @@ class Admin:
 def _lake_offset(source: LogSource, info: TableInfo, bucket: int, ms: int, snapshot_id: int) -> int:
     """The first offset at or after ``ms`` in lake snapshot ``snapshot_id``, asked of the LogSource."""
     try:
-        return source.lookup_log_offset_by_timestamp(LookupContext("", bucket, ms, snapshot_id))
+        return source.lookup_log_offset_by_timestamp(LookupContext(info.partition_name, bucket, ms, snapshot_id))
     except LakelogError:
         raise
     except Exception as exc:  # noqa: BLE001 - a plugin's own failure must reach the caller as a lakelog error

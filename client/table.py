@@ -15,6 +15,7 @@ from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 from lakelog.client.scanner.log_scanner import LogScanner
+from lakelog.client.partition_writer import PartitionedAppendWriter
 from lakelog.client.writer import AppendAck, AppendWriter
 
 
@@ -49,8 +50,19 @@ class Table:
     def new_scan(self) -> "TableScan":
         return TableScan(self)
 
-    def _writer(self, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None) -> AppendWriter:
-        writer = AppendWriter(self.info, self._tablets, self._router, self._conf, on_ack, hold)
+    def _writer(
+        self, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None
+    ) -> AppendWriter | PartitionedAppendWriter:
+        if self.info.partitioned:
+            return PartitionedAppendWriter(
+                self.info, lambda partition: self._append_writer(partition, on_ack, hold), self._admin, self._router.metadata, self._conf
+            )
+        return self._append_writer(self.info, on_ack, hold)
+
+    def _append_writer(
+        self, info: TableInfo, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None
+    ) -> AppendWriter:
+        writer = AppendWriter(info, self._tablets, self._router, self._conf, on_ack, hold)
         if hold is not None:
             try:
                 hold.attach(writer)
@@ -70,7 +82,7 @@ class TableAppend:
 
     def create_writer(
         self, on_ack: Callable[[AppendAck], None] | None = None, hold: BarrierHold | None = None
-    ) -> AppendWriter:
+    ) -> AppendWriter | PartitionedAppendWriter:
         """``on_ack`` receives every acknowledged append's offsets and commit timestamp. With ``hold``
         (:meth:`Connection.open_barrier_hold`), no tiering barrier falls between the writer's appends
         and those of the hold's other writers."""

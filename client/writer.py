@@ -241,13 +241,13 @@ class AppendWriter:
             size += len(batches[-1])
         queue.in_flight = True
         try:
-            node = self._router.leader(self._info.table_id, bucket)
+            node = self._router.leader(self._info.physical_id, bucket)
         except LakelogError as error:
             self._finish(bucket, batches, error)
             return
         hold_id = self._hold.hold_id if self._hold is not None else ""
         timeout_ms = int(self._tablets.timeout_s * 1000)
-        request = ProduceRequest(self._info.table_id, bucket, b"".join(batches), timeout_ms, hold_id)
+        request = ProduceRequest(self._info.table_id, bucket, b"".join(batches), timeout_ms, hold_id, self._info.partition_id or 0)
         self._tablets.produce_log(node, request, lambda answer: self._on_response(answer, bucket, batches))
 
     def _on_response(self, answer: ProducedBatch | LakelogError, bucket: int, batches: list[bytes]) -> None:
@@ -283,7 +283,7 @@ class AppendWriter:
         now = time.monotonic()
         if not queue.retries:
             queue.failing_since = now
-        delay = self._router.retry_delay_s(error, queue.retries, resend_safe=False, table_id=self._info.table_id)
+        delay = self._router.retry_delay_s(error, queue.retries, resend_safe=False, table_id=self._info.physical_id)
         if delay is None or now + delay - queue.failing_since > self._tablets.timeout_s:
             return False
         if not queue.retries:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -130,6 +131,9 @@ class TableInfo:
     created_ms: int = 0
     bucket_keys: tuple[str, ...] = ()
     partition_keys: tuple[str, ...] = ()
+    # Set on the info of one partition of a partitioned table: its buckets are a log set of their own.
+    partition_id: int | None = None
+    partition_name: str = ""
 
     @property
     def lake_enabled(self) -> bool:
@@ -138,6 +142,20 @@ class TableInfo:
     @property
     def partitioned(self) -> bool:
         return bool(self.partition_keys)
+
+    @property
+    def physical_id(self) -> int:
+        """What tablet servers and clients key a set of bucket logs by: the partition's id for a
+        partition, else the table's. Table and partition ids come from one sequence, so they never clash."""
+        return self.table_id if self.partition_id is None else self.partition_id
+
+    @property
+    def label(self) -> str:
+        """``db.table`` or ``db.table partition NAME``, for messages."""
+        return str(self.path) if self.partition_id is None else f"{self.path} partition {self.partition_name}"
+
+    def for_partition(self, partition: PartitionInfo) -> "TableInfo":
+        return dataclasses.replace(self, partition_id=partition.partition_id, partition_name=partition.partition_name)
 
     @property
     def descriptor(self) -> TableDescriptor:

@@ -128,3 +128,63 @@ def test_partition_cli(server: ServerProcess) -> None:
     assert "2026-11-24" in text and "2026-11-23" not in text
     described = _cli(server, "table", "describe", "shop.events", "--output", "json")
     assert json.loads(described.stdout)["partition_keys"] == ["dt"]
+
+
+def _rows(day: str, start: int, count: int) -> pa.Table:
+    return pa.table({"dt": [day] * count, "id": list(range(start, start + count)), "amount": [1.0] * count}, schema=EVENTS)
+
+
+def test_rows_go_to_their_partition_and_a_batch_spanning_partitions_is_split(server: ServerProcess, conn: lakelog.Connection) -> None:
+    table = _partitioned(conn)
+    conn.admin.create_partition(PATH, {"dt": "2026-11-23"})
+    with table.new_append().create_writer() as writer:
+        writer.append_arrow(pa.concat_tables([_rows("2026-11-23", 0, 300), _rows("2026-11-24", 300, 200), _rows("2026-11-23", 500, 5)]))
+        writer.append({"dt": "2026-11-25", "id": 999, "amount": 2.0})
+    names = [p.partition_name for p in conn.admin.list_partition_infos(PATH)]
+    assert names == ["2026-11-23", "2026-11-24", "2026-11-25"]
+    ends = {name: sum(conn.admin.list_offsets(PATH, partition_name=name).values()) for name in names}
+    assert ends == {"2026-11-23": 305, "2026-11-24": 200, "2026-11-25": 1}
+    assert all(b.high_watermark >= 0 for b in conn.admin.describe_buckets(PATH, partition_name="2026-11-24").values())
+    with pytest.raises(lakelog.InvalidPartitionError, match="name a partition"):
+        conn.admin.list_offsets(PATH)
+    with pytest.raises(lakelog.PartitionNotExistError, match="2026-12-01"):
+        conn.admin.list_offsets(PATH, partition_name="2026-12-01")
+
+
+def test_bad_partition_values_in_a_write_write_nothing(server_factory: Callable[..., ServerProcess]) -> None:
+    server = server_factory()
+    with lakelog.connect(server.address, {"client.writer.dynamic-create-partition.enabled": "false"}) as conn:
+        table = _partitioned(conn)
+        conn.admin.create_partition(PATH, {"dt": "2026-11-23"})
+        with table.new_append().create_writer() as writer:
+            with pytest.raises(lakelog.InvalidPartitionError, match="a/b"):
+                writer.append_arrow(pa.concat_tables([_rows("2026-11-23", 0, 10), _rows("a/b", 10, 1)]))
+            with pytest.raises(lakelog.InvalidPartitionError, match="no value for partition key 'dt'"):
+                writer.append_arrow(pa.table({"dt": ["2026-11-23", None], "id": [1, 2], "amount": [1.0, 2.0]}, schema=EVENTS))
+            with pytest.raises(lakelog.PartitionNotExistError, match="2026-11-24"):
+                writer.append_arrow(pa.concat_tables([_rows("2026-11-23", 0, 10), _rows("2026-11-24", 10, 1)]))
+            with pytest.raises(lakelog.PartitionNotExistError, match="2026-11-24"):
+                writer.append({"dt": "2026-11-24", "id": 1, "amount": 1.0})
+            with pytest.raises(lakelog.InvalidPartitionError, match="int"):
+                writer.append({"dt": 5, "id": 1, "amount": 1.0})
+        assert conn.admin.list_offsets(PATH, partition_name="2026-11-23") == {0: 0, 1: 0}
+        assert [p.partition_name for p in conn.admin.list_partition_infos(PATH)] == ["2026-11-23"]
+
+
+def test_dropping_a_partition_deletes_its_local_log(server: ServerProcess, conn: lakelog.Connection) -> None:
+    table = _partitioned(conn)
+    with table.new_append().create_writer() as writer:
+        writer.append_arrow(pa.concat_tables([_rows("keep", 0, 50), _rows("gone", 50, 50)]))
+    ids = {p.partition_name: p.partition_id for p in conn.admin.list_partition_infos(PATH)}
+    info = conn.admin.get_table_info(PATH)
+    log_root = server.data_dir / "tablet-server" / "log" / str(info.table_id)
+    assert {d.name for d in log_root.iterdir()} >= {f"p{ids['keep']}", f"p{ids['gone']}"}
+    conn.admin.drop_partition(PATH, {"dt": "gone"})
+    assert not (log_root / f"p{ids['gone']}").exists()
+    assert (log_root / f"p{ids['keep']}").exists()
+    assert sum(conn.admin.list_offsets(PATH, partition_name="keep").values()) == 50
+    with table.new_append().create_writer() as writer:
+        writer.append_arrow(_rows("gone", 0, 7))
+    recreated = {p.partition_name: p.partition_id for p in conn.admin.list_partition_infos(PATH)}["gone"]
+    assert recreated != ids["gone"]
+    assert sum(conn.admin.list_offsets(PATH, partition_name="gone").values()) == 7

@@ -56,6 +56,7 @@ def register(subparsers: Any) -> None:
 
     describe = commands.add_parser("describe", help="Schema, buckets, properties and where each bucket's log lives.")
     add_table_argument(describe)
+    describe.add_argument("--partition", metavar="NAME", help="the buckets of this partition (partitioned tables)")
     add_output_argument(describe)
     describe.set_defaults(handler=_describe)
 
@@ -106,9 +107,11 @@ def _describe(args: argparse.Namespace) -> int:
     path = table_path(args)
     with open_connection(args) as conn:
         info = conn.admin.get_table_info(path)
-        buckets = conn.admin.describe_buckets(path)
+        partitions = conn.admin.list_partition_infos(path) if info.partitioned else []
+        described = info.partitioned and args.partition is None
+        buckets = {} if described else conn.admin.describe_buckets(path, partition_name=args.partition)
     if args.output == "json":
-        print_json(_description(info, buckets))
+        print_json({**_description(info, buckets), "partitions": [p.partition_name for p in partitions]})
         return 0
     created = datetime.fromtimestamp(info.created_ms / 1000, timezone.utc).isoformat(timespec="seconds") if info.created_ms else NONE_TEXT
     print(f"table:      {info.path} (id {info.table_id})")
@@ -117,7 +120,8 @@ def _describe(args: argparse.Namespace) -> int:
     if info.bucket_keys:
         print(f"bucket key: {', '.join(info.bucket_keys)}")
     if info.partition_keys:
-        print(f"partitioned by: {', '.join(info.partition_keys)}")
+        print(f"partitioned by: {', '.join(info.partition_keys)} ({counted(len(partitions), 'partition')}: "
+              f"{', '.join(p.partition_name for p in partitions) or NONE_TEXT}; --partition NAME shows one's buckets)")
     print(f"created:    {created}")
     if info.comment:
         print(f"comment:    {info.comment}")

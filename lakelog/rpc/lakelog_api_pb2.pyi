@@ -50,7 +50,7 @@ class PbKeyValue(_message.Message):
     def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class PbTableInfo(_message.Message):
-    __slots__ = ("table_id", "table_path", "schema", "schema_id", "bucket_count", "properties", "comment", "created_time", "bucket_keys", "partition_keys")
+    __slots__ = ("table_id", "table_path", "schema", "schema_id", "bucket_count", "properties", "comment", "created_time", "bucket_keys", "partition_keys", "partition_id", "partition_name")
     TABLE_ID_FIELD_NUMBER: _ClassVar[int]
     TABLE_PATH_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,8 @@ class PbTableInfo(_message.Message):
     CREATED_TIME_FIELD_NUMBER: _ClassVar[int]
     BUCKET_KEYS_FIELD_NUMBER: _ClassVar[int]
     PARTITION_KEYS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_NAME_FIELD_NUMBER: _ClassVar[int]
     table_id: int
     table_path: PbTablePath
     schema: bytes
@@ -71,7 +73,9 @@ class PbTableInfo(_message.Message):
     created_time: int
     bucket_keys: _containers.RepeatedScalarFieldContainer[str]
     partition_keys: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, table_id: _Optional[int] = ..., table_path: _Optional[_Union[PbTablePath, _Mapping]] = ..., schema: _Optional[bytes] = ..., schema_id: _Optional[int] = ..., bucket_count: _Optional[int] = ..., properties: _Optional[_Iterable[_Union[PbKeyValue, _Mapping]]] = ..., comment: _Optional[str] = ..., created_time: _Optional[int] = ..., bucket_keys: _Optional[_Iterable[str]] = ..., partition_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+    partition_id: int
+    partition_name: str
+    def __init__(self, table_id: _Optional[int] = ..., table_path: _Optional[_Union[PbTablePath, _Mapping]] = ..., schema: _Optional[bytes] = ..., schema_id: _Optional[int] = ..., bucket_count: _Optional[int] = ..., properties: _Optional[_Iterable[_Union[PbKeyValue, _Mapping]]] = ..., comment: _Optional[str] = ..., created_time: _Optional[int] = ..., bucket_keys: _Optional[_Iterable[str]] = ..., partition_keys: _Optional[_Iterable[str]] = ..., partition_id: _Optional[int] = ..., partition_name: _Optional[str] = ...) -> None: ...
 
 class PbBucketMetadata(_message.Message):
     __slots__ = ("bucket_id", "leader_id")
@@ -432,12 +436,14 @@ class PbListOffsetsRespForBucket(_message.Message):
     def __init__(self, bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., offset: _Optional[int] = ..., lake_snapshot_id: _Optional[int] = ...) -> None: ...
 
 class DescribeLogBucketsRequest(_message.Message):
-    __slots__ = ("table_id", "bucket_id")
+    __slots__ = ("table_id", "bucket_id", "partition_id")
     TABLE_ID_FIELD_NUMBER: _ClassVar[int]
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     table_id: int
     bucket_id: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, table_id: _Optional[int] = ..., bucket_id: _Optional[_Iterable[int]] = ...) -> None: ...
+    partition_id: int
+    def __init__(self, table_id: _Optional[int] = ..., bucket_id: _Optional[_Iterable[int]] = ..., partition_id: _Optional[int] = ...) -> None: ...
 
 class DescribeLogBucketsResponse(_message.Message):
     __slots__ = ("buckets",)
@@ -474,16 +480,18 @@ class PbLogBucketInfo(_message.Message):
     def __init__(self, bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., remote_log_start_offset: _Optional[int] = ..., remote_log_end_offset: _Optional[int] = ..., lake_log_start_offset: _Optional[int] = ..., lake_log_end_offset: _Optional[int] = ..., local_segment_count: _Optional[int] = ..., remote_segment_count: _Optional[int] = ...) -> None: ...
 
 class RepairLogRequest(_message.Message):
-    __slots__ = ("table_id", "bucket_id", "tier", "accept_truncation")
+    __slots__ = ("table_id", "bucket_id", "tier", "accept_truncation", "partition_id")
     TABLE_ID_FIELD_NUMBER: _ClassVar[int]
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
     TIER_FIELD_NUMBER: _ClassVar[int]
     ACCEPT_TRUNCATION_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     table_id: int
     bucket_id: _containers.RepeatedScalarFieldContainer[int]
     tier: RepairTier
     accept_truncation: bool
-    def __init__(self, table_id: _Optional[int] = ..., bucket_id: _Optional[_Iterable[int]] = ..., tier: _Optional[_Union[RepairTier, str]] = ..., accept_truncation: _Optional[bool] = ...) -> None: ...
+    partition_id: int
+    def __init__(self, table_id: _Optional[int] = ..., bucket_id: _Optional[_Iterable[int]] = ..., tier: _Optional[_Union[RepairTier, str]] = ..., accept_truncation: _Optional[bool] = ..., partition_id: _Optional[int] = ...) -> None: ...
 
 class RepairLogResponse(_message.Message):
     __slots__ = ("buckets",)

@@ -110,11 +110,10 @@ class Coordinator:
             tables = self._store.tables_in(name)
             if tables and not cascade:
                 raise DatabaseNotEmptyError(f"database {name!r} still has {len(tables)} table(s); drop them or cascade")
-            for info in tables:
-                self._drop(info)
+            dropped = [log_id for info in tables for log_id in self._drop(info)]
             self._store.delete_database(name)
         log.info("dropped database %s", name)
-        self._tell_leaders([], [info.table_id for info in tables])
+        self._tell_leaders([], dropped)
 
     def list_databases(self) -> list[str]:
         return self._store.list_databases()
@@ -160,12 +159,17 @@ class Coordinator:
             name = self.partitions.name_of(info, spec)
             leaders = self._place(f"partition {name} of {path}", info.buckets, self._store.partition_count() + info.table_id)
             partition, created = self.partitions.create(info, name, leaders, ignore_if_exists)
+        if created:
+            self._tell_leaders([TableAssignment(info.for_partition(partition), leaders)], [])
         return partition
 
     def drop_partition(self, path: TablePath, spec: Mapping[str, object], ignore_if_not_exists: bool = False) -> None:
+        """Forget the partition; its tablet servers delete its local and remote logs."""
         with self._lock:
             info = self.table(path)
-            self.partitions.drop(info, self.partitions.name_of(info, spec), ignore_if_not_exists)
+            dropped = self.partitions.drop(info, self.partitions.name_of(info, spec), ignore_if_not_exists)
+        if dropped is not None:
+            self._tell_leaders([], [dropped.partition_id])
 
     def list_partitions(self, path: TablePath) -> list[PartitionInfo]:
         return self.partitions.list(self.table(path))
@@ -177,14 +181,16 @@ class Coordinator:
                 if ignore_if_not_exists:
                     return
                 raise TableNotExistError(f"table {path} does not exist")
-            self._drop(info)
-        self._tell_leaders([], [info.table_id])
+            dropped = self._drop(info)
+        self._tell_leaders([], dropped)
 
-    def _drop(self, info: TableInfo) -> None:
-        """Forget the table (lock held); callers tell the tablet servers after releasing the lock,
-        so an unreachable server never stalls the coordinator."""
+    def _drop(self, info: TableInfo) -> list[int]:
+        """Forget the table (lock held) and return its id and its partitions' ids; callers tell the
+        tablet servers after releasing the lock, so an unreachable server never stalls the coordinator."""
+        partitions = [p.partition_id for p in self._store.partitions(info.table_id)]
         self._store.delete_table(info.table_id)
         log.info("dropped table %s (id %d)", info.path, info.table_id)
+        return [info.table_id, *partitions]
 
     def list_tables(self, database: str) -> list[str]:
         validate_name("database", database)
@@ -210,6 +216,27 @@ class Coordinator:
 
     def assignment(self, info: TableInfo) -> TableAssignment:
         return TableAssignment(info, self._store.leaders(info.table_id))
+
+    def assignments(self, info: TableInfo) -> list[TableAssignment]:
+        """The table's own buckets, and for a partitioned table each partition's, with their leaders."""
+        if not info.partitioned:
+            return [self.assignment(info)]
+        leaders = self._store.partition_leaders(info.table_id)
+        return [self.assignment(info)] + [
+            TableAssignment(info.for_partition(p), leaders.get(p.partition_id, {})) for p in self._store.partitions(info.table_id)
+        ]
+
+    def assignment_by_id(self, physical_id: int) -> TableAssignment:
+        """A table's or a partition's buckets and leaders, by its id (see ``TableInfo.physical_id``)."""
+        info = self._store.table_by_id(physical_id)
+        if info is not None:
+            return self.assignment(info)
+        found = self._store.partition_by_id(physical_id)
+        if found is None:
+            raise TableNotExistError(f"no table or partition has id {physical_id}")
+        table_id, partition = found
+        leaders = self._store.partition_leaders(table_id).get(physical_id, {})
+        return TableAssignment(self.table_by_id(table_id).for_partition(partition), leaders)
 
     def tablet_servers(self) -> list[ServerNode]:
         return self._store.tablet_servers()
@@ -283,6 +310,7 @@ class Coordinator:
         led: list[TableAssignment] = []
         lake: list[LakeOffsets] = []
         for info in self._store.all_tables():
+            led += [a for a in self.assignments(info)[1:] if node.server_id in a.leaders.values()]
             leaders = self._store.leaders(info.table_id)
             if node.server_id not in leaders.values():
                 continue

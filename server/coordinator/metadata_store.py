@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS tables (
     UNIQUE (database, name)
 );
 CREATE TABLE IF NOT EXISTS partitions (
-    partition_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    partition_id INTEGER PRIMARY KEY,
     table_id INTEGER NOT NULL REFERENCES tables(table_id) ON DELETE CASCADE,
     name TEXT NOT NULL,
     created_ms INTEGER NOT NULL,
@@ -230,15 +230,17 @@ class MetadataStore:
             ).fetchall()
         return {bucket: leader for bucket, leader in rows}
 
-    # partitions (AUTOINCREMENT: SQLite never hands out an id again, even after a drop)
+    # partitions: their ids come from the tables' AUTOINCREMENT sequence, which SQLite never hands
+    # out twice (even after a drop), so a partition id names no table and is never reused.
 
     def insert_partition(self, table_id: int, name: str, leaders: dict[int, int]) -> PartitionInfo:
         with self._transaction() as db:
-            cursor = db.execute(
-                "INSERT INTO partitions (table_id, name, created_ms) VALUES (?, ?, ?)",
-                (table_id, name, int(time.time() * 1000)),
+            db.execute("UPDATE sqlite_sequence SET seq = seq + 1 WHERE name = 'tables'")
+            partition_id = int(db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'tables'").fetchone()[0])
+            db.execute(
+                "INSERT INTO partitions (partition_id, table_id, name, created_ms) VALUES (?, ?, ?, ?)",
+                (partition_id, table_id, name, int(time.time() * 1000)),
             )
-            partition_id = int(cursor.lastrowid or 0)
             db.executemany(
                 "INSERT INTO partition_bucket_leaders (partition_id, bucket, leader_id) VALUES (?, ?, ?)",
                 [(partition_id, bucket, leader) for bucket, leader in leaders.items()],
@@ -255,6 +257,12 @@ class MetadataStore:
                 "SELECT partition_id, name FROM partitions WHERE table_id = ? ORDER BY partition_id", (table_id,)
             ).fetchall()
         return [PartitionInfo(partition_id, name) for partition_id, name in rows]
+
+    def partition_by_id(self, partition_id: int) -> tuple[int, PartitionInfo] | None:
+        """The table id and the partition, for a partition id."""
+        with self._lock:
+            row = self._db.execute("SELECT table_id, name FROM partitions WHERE partition_id = ?", (partition_id,)).fetchone()
+        return None if row is None else (row[0], PartitionInfo(partition_id, row[1]))
 
     def partition_count(self) -> int:
         with self._lock:

@@ -80,8 +80,8 @@ class CoordinatorService(CoordinatorServiceServicer):
     @rpc_method
     def GetMetadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataResponse:
         infos = [self._coordinator.table(codec.path_from_pb(p)) for p in request.table_path]
-        infos += [self._coordinator.table_by_id(table_id) for table_id in request.table_id]
-        assignments = [self._coordinator.assignment(info) for info in infos]
+        assignments = [a for info in infos for a in self._coordinator.assignments(info)]
+        assignments += [self._coordinator.assignment_by_id(physical_id) for physical_id in request.table_id]
         return pb.MetadataResponse(
             coordinator_server=codec.node_to_pb(self._node),
             tablet_servers=[codec.node_to_pb(node) for node in self._coordinator.tablet_servers()],
