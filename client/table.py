@@ -15,6 +15,7 @@ from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 from lakelog.client.scanner.log_scanner import LogScanner
+from lakelog.client.scanner.partition_scanner import PartitionedLogScanner
 from lakelog.client.partition_writer import PartitionedAppendWriter
 from lakelog.client.writer import AppendAck, AppendWriter
 
@@ -71,9 +72,16 @@ class Table:
                 raise
         return writer
 
-    def _scanner(self, projection: list[int] | None) -> LogScanner:
-        source = self._lake.log_source(self.info) if self._lake is not None else None
-        return LogScanner(self.info, projection, self._tablets, self._router, self._admin, self._conf, source)
+    def _scanner(self, projection: list[int] | None) -> LogScanner | PartitionedLogScanner:
+        if self.info.partitioned:
+            return PartitionedLogScanner(
+                self.info, projection, lambda partition: self._log_scanner(partition, projection), self._router.metadata, self._conf
+            )
+        return self._log_scanner(self.info, projection)
+
+    def _log_scanner(self, info: TableInfo, projection: list[int] | None) -> LogScanner:
+        source = self._lake.log_source(info) if self._lake is not None else None
+        return LogScanner(info, projection, self._tablets, self._router, self._admin, self._conf, source)
 
 
 class TableAppend:
@@ -112,5 +120,5 @@ class TableScan:
             raise InvalidRequestError("project() needs at least one column")
         return TableScan(self._table, indexes)
 
-    def create_log_scanner(self) -> LogScanner:
+    def create_log_scanner(self) -> LogScanner | PartitionedLogScanner:
         return self._table._scanner(self._projection)

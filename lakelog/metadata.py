@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from lakelog.errors import InvalidNameError, InvalidPartitionError, InvalidRequestError, InvalidTableError
-from lakelog.record.meta_columns import META_COLUMNS
+from lakelog.record.meta_columns import RESERVED_COLUMNS
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,127}")
 DATALAKE_ENABLED = "table.datalake.enabled"
@@ -94,7 +94,7 @@ class TableDescriptor:
         if len(set(names)) != len(names):
             raise InvalidTableError(f"duplicate column names in schema: {names}")
         for name in names:
-            if name in META_COLUMNS:
+            if name in RESERVED_COLUMNS:
                 raise InvalidTableError(f"column name {name!r} is reserved for lakelog's own columns")
         if not isinstance(self.buckets, int) or not 1 <= self.buckets <= MAX_BUCKETS:
             raise InvalidTableError(f"buckets must be between 1 and {MAX_BUCKETS}, got {self.buckets!r}")

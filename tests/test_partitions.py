@@ -188,3 +188,66 @@ def test_dropping_a_partition_deletes_its_local_log(server: ServerProcess, conn:
     recreated = {p.partition_name: p.partition_id for p in conn.admin.list_partition_infos(PATH)}["gone"]
     assert recreated != ids["gone"]
     assert sum(conn.admin.list_offsets(PATH, partition_name="gone").values()) == 7
+
+
+def _poll_until(scanner: object, expected: int, timeout_s: float = 60.0) -> list[lakelog.ScanRecord]:
+    import time
+
+    got: list[lakelog.ScanRecord] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < expected:
+        assert time.monotonic() < deadline, f"only {len(got)} of {expected} records arrived"
+        got += list(scanner.poll(timeout_ms=300))  # type: ignore[attr-defined]
+    return got
+
+
+def test_scan_from_beginning_reads_every_partition_now_and_later_and_ends_dropped_ones(
+    server_factory: Callable[..., ServerProcess],
+) -> None:
+    server = server_factory()
+    with lakelog.connect(server.address, {"client.scanner.partition-discovery.interval": "200ms"}) as conn:
+        table = _partitioned(conn, buckets=3)
+        with table.new_append().create_writer() as writer:
+            writer.append_arrow(pa.concat_tables([_rows("d1", 0, 400), _rows("d2", 400, 300)]))
+        ids = {p.partition_name: p.partition_id for p in conn.admin.list_partition_infos(PATH)}
+        with table.new_scan().create_log_scanner() as scanner:
+            scanner.subscribe_from_beginning()
+            first = _poll_until(scanner, 700)
+            with table.new_append().create_writer() as writer:
+                writer.append_arrow(_rows("d3", 700, 50))  # a partition created after the subscription
+            later = _poll_until(scanner, 50)
+            conn.admin.drop_partition(PATH, {"dt": "d1"})
+            with table.new_append().create_writer() as writer:
+                writer.append_arrow(_rows("d2", 750, 10))
+            last = _poll_until(scanner, 10)
+            assert len(scanner.poll(timeout_ms=500)) == 0  # the dropped partition ended quietly
+            positions = scanner.positions()
+        ids["d3"] = next(p.partition_id for p in conn.admin.list_partition_infos(PATH) if p.partition_name == "d3")
+        records = first + later + last
+        assert sorted(r.row["id"] for r in records) == list(range(760))
+        assert all(r.partition_id == ids[r.row["dt"]] for r in records)
+        by_bucket: dict[tuple[int, int], list[int]] = {}
+        for r in records:
+            by_bucket.setdefault((r.partition_id, r.bucket), []).append(r.offset)
+        assert all(offsets == list(range(len(offsets))) for offsets in by_bucket.values())
+        assert {pid for pid, _ in positions} == {ids["d2"], ids["d3"]}
+
+
+def test_subscribe_one_partition_and_the_columnar_form(server: ServerProcess, conn: lakelog.Connection) -> None:
+    table = _partitioned(conn, buckets=1)
+    with table.new_append().create_writer() as writer:
+        writer.append_arrow(pa.concat_tables([_rows("a", 0, 20), _rows("b", 20, 30)]))
+    ids = {p.partition_name: p.partition_id for p in conn.admin.list_partition_infos(PATH)}
+    with table.new_scan().project(["id"]).create_log_scanner() as scanner:
+        scanner.subscribe(0, 5, partition_id=ids["b"])
+        got = scanner.to_arrow()
+        assert got.column_names == ["id", "__bucket", "__offset", "__timestamp", "__partition_id"]
+        assert got.column("id").to_pylist() == list(range(25, 50))
+        assert set(got.column("__partition_id").to_pylist()) == {ids["b"]}
+        with pytest.raises(lakelog.InvalidPartitionError, match="partition_id"):
+            scanner.subscribe(0, 0)
+        with pytest.raises(lakelog.PartitionNotExistError, match="12345"):
+            scanner.subscribe_partition(12345, 0, 0)
+        scanner.subscribe_partition(ids["a"], 0, 18)
+        polled = scanner.poll_arrow(timeout_ms=5000)
+        assert sorted(polled.column("id").to_pylist()) == [18, 19]
