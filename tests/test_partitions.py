@@ -9,15 +9,20 @@ import sys
 from typing import Callable
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute in the tests below
+import pyarrow.fs as pafs
 import pytest
 
 import lakelog
 from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
 from lakelog.rpc.rpc_edge import RpcEdge
 from lakelog.server.server_process import ServerProcess
+from tests.s3 import MotoS3
+from tests.test_remote_server import Remote
 
 EVENTS = pa.schema([("dt", pa.string()), ("id", pa.int64()), ("amount", pa.float64())])
 PATH = lakelog.TablePath("shop", "events")
+REMOTE_CONF = {"log.segment.max-bytes": "64kb", "remote.log.task-interval": "1h"}
 
 
 def _partitioned(conn: lakelog.Connection, buckets: int = 2, properties: dict[str, str] | None = None) -> lakelog.Table:
@@ -251,3 +256,40 @@ def test_subscribe_one_partition_and_the_columnar_form(server: ServerProcess, co
         scanner.subscribe_partition(ids["a"], 0, 18)
         polled = scanner.poll_arrow(timeout_ms=5000)
         assert sorted(polled.column("id").to_pylist()) == [18, 19]
+
+
+def test_partitions_tier_to_remote_storage_on_s3_and_a_drop_deletes_the_remote_log(
+    server_factory: Callable[..., ServerProcess], moto_s3: MotoS3
+) -> None:
+    remote = Remote({**REMOTE_CONF, "remote.data.dir": f"s3://{moto_s3.create_bucket()}/lakelog", **moto_s3.settings()})
+    server = server_factory(**remote.conf)
+    client_conf = {k: v for k, v in remote.conf.items() if k.startswith("remote.fs.")}
+    with lakelog.connect(server.address, client_conf) as conn:
+        table = _partitioned(conn, buckets=1, properties={"table.log.tiered.local-segments": "1"})
+        with table.new_append().create_writer() as writer:
+            for batch in range(60):
+                for day in ("d1", "d2"):
+                    writer.append_arrow(_rows(day, batch * 100, 100))
+                writer.flush()
+        assert server.tablet is not None
+        server.tablet.remote.run_once()
+        server.tablet.remote.run_once()
+        ids = {p.partition_name: p.partition_id for p in conn.admin.list_partition_infos(PATH)}
+        table_dir = remote.root.child("log", "shop", f"events-{table.info.table_id}")
+        for day in ("d1", "d2"):
+            bucket = conn.admin.describe_buckets(PATH, partition_name=day)[0]
+            assert bucket.remote_log_start_offset == 0 and bucket.local_log_start_offset > 0, bucket
+            manifest = json.loads(remote.read(table_dir.child(f"{day}-{ids[day]}", "0", "manifest.json")))
+            assert manifest["segments"]
+        with table.new_scan().create_log_scanner() as scanner:
+            scanner.subscribe_from_beginning()
+            rows = scanner.to_arrow()
+            assert scanner.records_by_tier()["remote"] > 0
+        for day in ("d1", "d2"):
+            mine = rows.filter(pa.compute.equal(rows.column("dt"), day))
+            assert mine.column("__offset").to_pylist() == list(range(6000))
+            assert set(mine.column("__partition_id").to_pylist()) == {ids[day]}
+        conn.admin.drop_partition(PATH, {"dt": "d1"})
+        server.tablet.remote.run_once()
+        listing = remote.fs().get_file_info(pafs.FileSelector(table_dir.path, allow_not_found=True))
+        assert {info.base_name for info in listing} == {f"d2-{ids['d2']}"}
