@@ -293,3 +293,54 @@ def test_partitions_tier_to_remote_storage_on_s3_and_a_drop_deletes_the_remote_l
         server.tablet.remote.run_once()
         listing = remote.fs().get_file_info(pafs.FileSelector(table_dir.path, allow_not_found=True))
         assert {info.base_name for info in listing} == {f"d2-{ids['d2']}"}
+
+
+AUTO = {
+    "table.auto-partition.enabled": "true",
+    "table.auto-partition.time-unit": "day",
+    "table.auto-partition.num-precreate": "3",
+    "table.auto-partition.num-retention": "2",
+    "table.auto-partition.time-zone": "Pacific/Kiritimati",
+}
+
+
+def test_auto_partitioning_precreates_ahead_and_drops_past_retention(server_factory: Callable[..., ServerProcess]) -> None:
+    import datetime
+    import time
+    import zoneinfo
+
+    server = server_factory(**{"coordinator.auto-partition.check-interval": "200ms"})
+    with lakelog.connect(server.address) as conn:
+        _partitioned(conn, properties=AUTO)
+        today = datetime.datetime.now(zoneinfo.ZoneInfo("Pacific/Kiritimati")).date()
+        days = [(today + datetime.timedelta(days=step)).strftime("%Y%m%d") for step in range(3)]
+        names = [p.partition_name for p in conn.admin.list_partition_infos(PATH)]
+        assert set(days[1:]) <= set(names) and len(names) >= 3, names  # today's may be a new day's by now
+        old = (today - datetime.timedelta(days=5)).strftime("%Y%m%d")
+        kept = (today - datetime.timedelta(days=2)).strftime("%Y%m%d")
+        for name in (old, kept, "manual"):
+            conn.admin.create_partition(PATH, {"dt": name})
+        deadline = time.monotonic() + 30
+        while old in {p.partition_name for p in conn.admin.list_partition_infos(PATH)}:
+            assert time.monotonic() < deadline, "the expired partition was never dropped"
+            time.sleep(0.1)
+        left = {p.partition_name for p in conn.admin.list_partition_infos(PATH)}
+        assert {kept, "manual", *days[1:]} <= left
+
+
+@pytest.mark.parametrize(
+    "properties, keys, match",
+    [
+        ({"table.auto-partition.enabled": "true"}, ["dt", "region"], "exactly one partition key"),
+        ({"table.auto-partition.enabled": "true"}, [], "exactly one partition key"),
+        ({"table.auto-partition.time-unit": "week"}, ["dt"], "week"),
+        ({"table.auto-partition.time-zone": "Mars/Olympus"}, ["dt"], "Mars/Olympus"),
+        ({"table.auto-partition.num-precreate": "-1"}, ["dt"], "num-precreate"),
+    ],
+)
+def test_bad_auto_partition_properties_are_refused(conn: lakelog.Connection, properties: dict, keys: list, match: str) -> None:
+    schema = EVENTS.append(pa.field("region", pa.string()))
+    conn.admin.create_database("shop", ignore_if_exists=True)
+    with pytest.raises(lakelog.InvalidTableError, match=match):
+        conn.admin.create_table(PATH, lakelog.TableDescriptor(schema, 2, properties, partition_keys=keys))
+    assert not conn.admin.table_exists(PATH)

@@ -36,6 +36,7 @@ from lakelog.metadata import (
     TieringJobInfo,
     validate_name,
 )
+from lakelog.server.coordinator.auto_partitioning import AutoPartitioner, auto_partition_spec
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.table_properties import check_comment, validate_table_properties
 from lakelog.server.coordinator.metadata_store import MetadataStore
@@ -64,10 +65,18 @@ class TabletNotifier(Protocol):
 
 class Coordinator:
     def __init__(
-        self, store: MetadataStore, notifier: TabletNotifier, lake: LakeTables, heartbeat_timeout_ms: int, max_partitions: int = 1000
+        self,
+        store: MetadataStore,
+        notifier: TabletNotifier,
+        lake: LakeTables,
+        heartbeat_timeout_ms: int,
+        max_partitions: int = 1000,
+        auto_partition_interval_ms: int = 60_000,
     ) -> None:
+        """``auto_partitioner`` is started by the caller (the coordinator role), which also closes it."""
         self._store = store
         self.partitions = PartitionCatalog(store, max_partitions)
+        self.auto_partitioner = AutoPartitioner(self, auto_partition_interval_ms)
         self._notifier = notifier
         self._lake = lake
         self.liveness = TabletLiveness(heartbeat_timeout_ms, (node.server_id for node in store.tablet_servers()))
@@ -125,6 +134,7 @@ class Coordinator:
         cannot hold is refused before the lakelog table exists."""
         descriptor.validate()
         validate_table_properties(f"table {path}", descriptor.properties, descriptor.comment)
+        auto_partition_spec(path, descriptor.properties, descriptor.partition_keys)
         if descriptor.lake_enabled:
             descriptor = self._lake.with_format(descriptor)
         with self._lock:
@@ -141,6 +151,7 @@ class Coordinator:
             info = self._store.insert_table(path, descriptor, leaders)
         log.info("created table %s (id %d, %d buckets, leaders %s)", path, info.table_id, info.buckets, leaders)
         self._tell_leaders([TableAssignment(info, leaders)], [])
+        self.auto_partitioner.check(info)
         return info.table_id
 
     def _place(self, what: str, buckets: int, start: int) -> dict[int, int]:
@@ -172,7 +183,10 @@ class Coordinator:
             self._tell_leaders([], [dropped.partition_id])
 
     def list_partitions(self, path: TablePath) -> list[PartitionInfo]:
-        return self.partitions.list(self.table(path))
+        return self.list_partitions_of(self.table(path))
+
+    def list_partitions_of(self, info: TableInfo) -> list[PartitionInfo]:
+        return self.partitions.list(info)
 
     def drop_table(self, path: TablePath, ignore_if_not_exists: bool = False) -> None:
         with self._lock:
