@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 import pyarrow as pa
 
 from lakelog.config import Configuration
-from lakelog.errors import BarrierHoldError, InvalidRequestError
+from lakelog.errors import BarrierHoldError, InvalidPartitionError, InvalidRequestError, PartitionNotExistError
 from lakelog.metadata import TableInfo, TablePath
 from lakelog.client.admin import Admin
 from lakelog.client.barrier_hold import BarrierHold
@@ -45,6 +45,16 @@ class Table:
     def schema(self) -> pa.Schema:
         return self.info.schema
 
+    def partition(self, name: str) -> "Table":
+        """The handle of one partition of a partitioned table: its writers and scanners work on that
+        partition's buckets alone, as on a table's."""
+        if not self.info.partitioned:
+            raise InvalidPartitionError(f"table {self.path} is not partitioned")
+        found = self._router.metadata.partitions(self.info, refresh=True).get(name)
+        if found is None:
+            raise PartitionNotExistError(f"table {self.path} has no partition {name!r}")
+        return Table(found, self._tablets, self._router, self._admin, self._conf, self._lake)
+
     def new_append(self) -> "TableAppend":
         return TableAppend(self)
 
@@ -54,7 +64,7 @@ class Table:
     def _writer(
         self, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None
     ) -> AppendWriter | PartitionedAppendWriter:
-        if self.info.partitioned:
+        if self.info.partitioned:  # also on a partition's handle: each row goes where its key value says
             return PartitionedAppendWriter(
                 self.info, lambda partition: self._append_writer(partition, on_ack, hold), self._admin, self._router.metadata, self._conf
             )
@@ -73,7 +83,7 @@ class Table:
         return writer
 
     def _scanner(self, projection: list[int] | None) -> LogScanner | PartitionedLogScanner:
-        if self.info.partitioned:
+        if self.info.partitioned and self.info.partition_id is None:
             return PartitionedLogScanner(
                 self.info, projection, lambda partition: self._log_scanner(partition, projection), self._router.metadata, self._conf
             )

@@ -344,3 +344,16 @@ def test_bad_auto_partition_properties_are_refused(conn: lakelog.Connection, pro
     with pytest.raises(lakelog.InvalidTableError, match=match):
         conn.admin.create_table(PATH, lakelog.TableDescriptor(schema, 2, properties, partition_keys=keys))
     assert not conn.admin.table_exists(PATH)
+
+
+def test_scan_and_offsets_cli_take_a_partition(server: ServerProcess, conn: lakelog.Connection) -> None:
+    table = _partitioned(conn, buckets=1)
+    with table.new_append().create_writer() as writer:
+        writer.append_arrow(pa.concat_tables([_rows("a", 0, 3), _rows("b", 3, 4)]))
+    scanned = _cli(server, "scan", "shop.events", "--partition", "b", "--output", "jsonl")
+    assert scanned.returncode == 0, scanned.stderr
+    assert [json.loads(line)["id"] for line in scanned.stdout.splitlines()] == [3, 4, 5, 6]
+    refused = _cli(server, "scan", "shop.events")
+    assert refused.returncode != 0 and "--partition" in refused.stderr
+    offsets = _cli(server, "offsets", "shop.events", "--partition", "a", "--output", "json")
+    assert json.loads(offsets.stdout) == [{"bucket": 0, "offset": 3}]
