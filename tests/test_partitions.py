@@ -357,3 +357,10 @@ def test_scan_and_offsets_cli_take_a_partition(server: ServerProcess, conn: lake
     assert refused.returncode != 0 and "--partition" in refused.stderr
     offsets = _cli(server, "offsets", "shop.events", "--partition", "a", "--output", "json")
     assert json.loads(offsets.stdout) == [{"bucket": 0, "offset": 3}]
+
+
+def test_a_partitioned_table_cannot_be_lake_enabled_yet(conn: lakelog.Connection) -> None:
+    conn.admin.create_database("shop", ignore_if_exists=True)
+    with pytest.raises(lakelog.InvalidTableError, match="lake-enabled"):
+        conn.admin.create_table(PATH, lakelog.TableDescriptor(EVENTS, 2, {"table.datalake.enabled": "true"}, partition_keys=["dt"]))
+    assert not conn.admin.table_exists(PATH)

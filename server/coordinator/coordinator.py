@@ -17,6 +17,7 @@ from lakelog.errors import (
     DatabaseNotEmptyError,
     DatabaseNotExistError,
     InvalidRequestError,
+    InvalidTableError,
     LakeSnapshotNotExistError,
     NoTabletServerError,
     StaleLakeSnapshotError,
@@ -135,6 +136,8 @@ class Coordinator:
         descriptor.validate()
         validate_table_properties(f"table {path}", descriptor.properties, descriptor.comment)
         auto_partition_spec(path, descriptor.properties, descriptor.partition_keys)
+        if descriptor.lake_enabled and descriptor.partition_keys:
+            raise InvalidTableError(f"table {path}: a partitioned table cannot be lake-enabled yet (tiering is per table, not per partition)")
         if descriptor.lake_enabled:
             descriptor = self._lake.with_format(descriptor)
         with self._lock:
