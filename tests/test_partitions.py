@@ -364,3 +364,35 @@ def test_a_partitioned_table_cannot_be_lake_enabled_yet(conn: lakelog.Connection
     with pytest.raises(lakelog.InvalidTableError, match="lake-enabled"):
         conn.admin.create_table(PATH, lakelog.TableDescriptor(EVENTS, 2, {"table.datalake.enabled": "true"}, partition_keys=["dt"]))
     assert not conn.admin.table_exists(PATH)
+
+
+def test_partitions_survive_a_restart_and_spread_over_two_tablet_servers(tmp_path) -> None:
+    from tests.test_cluster import SECRET
+
+    coordinator = ServerProcess({"data.dir": str(tmp_path / "c"), "server.port": 0, **SECRET}, ("coordinator",)).start()
+
+    def tablet(number: int) -> ServerProcess:
+        conf = {"data.dir": str(tmp_path / f"t{number}"), "server.port": 0, "coordinator.address": coordinator.address}
+        return ServerProcess({**conf, "tablet-server.id": number, **SECRET}, ("tablet-server",)).start()
+
+    tablets = [tablet(1), tablet(2)]
+    try:
+        with lakelog.connect(coordinator.address) as conn:
+            table = _partitioned(conn, buckets=2)
+            with table.new_append().create_writer() as writer:
+                writer.append_arrow(pa.concat_tables([_rows(day, n * 100, 100) for n, day in enumerate(["a", "b", "c"])]))
+            leaders = {b.leader for day in "abc" for b in conn.admin.describe_buckets(PATH, partition_name=day).values()}
+            assert leaders == {1, 2}
+        tablets[0].stop(0)
+        tablets[0] = tablet(1)
+        with lakelog.connect(coordinator.address) as conn:
+            with conn.get_table(PATH).new_scan().create_log_scanner() as scanner:
+                scanner.subscribe_from_beginning()
+                got = _poll_until(scanner, 300)
+            assert sorted(r.row["id"] for r in got) == list(range(300))
+            with conn.get_table(PATH).new_append().create_writer() as writer:
+                writer.append({"dt": "a", "id": 300, "amount": 0.0})
+            assert sum(conn.admin.list_offsets(PATH, partition_name="a").values()) == 101
+    finally:
+        for process in [*tablets, coordinator]:
+            process.stop(0)
