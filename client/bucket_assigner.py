@@ -134,17 +134,21 @@ class BucketAssigner:
 
     def split(self, table: pa.Table) -> list[tuple[int, pa.Table]]:
         """``table``'s rows grouped by bucket, each group in the order given."""
-        buckets = self.arrow_buckets(table)
-        order = pc.sort_indices(buckets)
-        ordered = table.take(order)
-        sorted_buckets = buckets.take(order)
-        groups = pc.value_counts(sorted_buckets)
-        pieces: list[tuple[int, pa.Table]] = []
-        start = 0
-        for bucket, count in sorted(zip(groups.field("values").to_pylist(), groups.field("counts").to_pylist())):
-            pieces.append((bucket, ordered.slice(start, count)))
-            start += count
-        return pieces
+        return split_rows(table, self.arrow_buckets(table))
+
+
+def split_rows(table: pa.Table, keys: pa.Array | pa.ChunkedArray) -> list[tuple[Any, pa.Table]]:
+    """``table``'s rows grouped by ``keys`` (one per row), in key order, each group in the order
+    given: one stable sort and one take, however many groups there are."""
+    order = pc.sort_indices(keys)
+    ordered = table.take(order)
+    counts = pc.value_counts(keys)
+    pieces: list[tuple[Any, pa.Table]] = []
+    start = 0
+    for key, count in sorted(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist())):
+        pieces.append((key, ordered.slice(start, count)))
+        start += count
+    return pieces
 
 
 def _scalar_value(value: Any, field: pa.Field) -> Any:

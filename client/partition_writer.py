@@ -10,6 +10,8 @@ before any row is written: a bad or missing partition value anywhere writes noth
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import pyarrow as pa
@@ -20,8 +22,18 @@ from lakelog.errors import InvalidPartitionError, PartitionNotExistError
 from lakelog.metadata import PARTITION_NAME_SEPARATOR, TableInfo, partition_name
 from lakelog.client.admin import Admin
 from lakelog.client.arrow_input import arrow_table
+from lakelog.client.bucket_assigner import split_rows
 from lakelog.client.metadata_cache import MetadataCache
 from lakelog.client.writer import AppendWriter
+
+
+@dataclass
+class _Gathered:
+    """Arrow rows of one partition not sent yet, since ``since`` (monotonic seconds)."""
+
+    since: float
+    tables: list[pa.Table] = field(default_factory=list)
+    size: int = 0
 
 
 class PartitionedAppendWriter:
@@ -43,11 +55,24 @@ class PartitionedAppendWriter:
         self._create = conf.get("client.writer.dynamic-create-partition.enabled")
         self._writers: dict[str, AppendWriter] = {}
         self._lock = threading.Lock()
+        # Arrow input split by partition is gathered per partition up to a batch (or linger), so a
+        # table with many partitions is sent in batches as large as an unpartitioned table's.
+        self._batch_bytes = conf.get("client.writer.batch-size")
+        self._linger_s = conf.get("client.writer.linger") / 1000
+        self._gathered: dict[str, _Gathered] = {}
+        self._gather_lock = threading.Lock()
+        self._error: Exception | None = None
+        self._closed = threading.Event()
+        self._linger = threading.Thread(target=self._linger_loop, name="partition-writer-linger", daemon=True)
+        self._linger.start()
 
     def append(self, row: Mapping[str, Any], bucket: int | None = None) -> None:
         """Append one row to its partition (see :meth:`AppendWriter.append`)."""
         name = partition_name(self._info.partition_keys, {key: row.get(key) for key in self._info.partition_keys})
-        self._writer(name).append(row, bucket)
+        writer = self._writer(name)
+        self._raise_error()
+        self._send(name)  # Arrow rows gathered before this row go first
+        writer.append(row, bucket)
 
     def append_arrow(self, data: Any, bucket: int | None = None) -> None:
         """Append Arrow data (see :meth:`AppendWriter.append_arrow`), split by partition; every
@@ -58,15 +83,59 @@ class PartitionedAppendWriter:
         for name in distinct:
             self._check_name(name)
         writers = {name: self._writer(name) for name in distinct}
-        for name, writer in writers.items():
-            writer.append_arrow(table.filter(pc.equal(names, name)), bucket)
+        self._raise_error()
+        for name, rows in split_rows(table, names) if len(distinct) > 1 else [(distinct[0], table)]:
+            writer = writers[name]
+            if bucket is not None:  # pinned: sent as given, after what was gathered before it
+                self._send(name)
+                writer.append_arrow(rows, bucket)
+                continue
+            with self._gather_lock:
+                gathered = self._gathered.setdefault(name, _Gathered(time.monotonic()))
+                gathered.tables.append(rows)
+                gathered.size += rows.nbytes
+                full = gathered.size >= self._batch_bytes
+            if full:
+                self._send(name)
 
     def flush(self) -> None:
-        """Flush every partition's writer; raise the first failure."""
+        """Send what was gathered, flush every partition's writer; raise the first failure."""
+        self._send_all()
+        self._raise_error()
         self._each(AppendWriter.flush)
 
     def close(self) -> None:
-        self._each(AppendWriter.close)
+        try:
+            self._send_all()
+        finally:
+            self._closed.set()
+            self._linger.join()
+            self._each(AppendWriter.close)
+
+    def _send(self, name: str) -> None:
+        with self._gather_lock:
+            gathered = self._gathered.pop(name, None)
+        if gathered is not None:
+            self._writers[name].append_arrow(pa.concat_tables(gathered.tables).combine_chunks())
+
+    def _send_all(self, older_than: float | None = None) -> None:
+        with self._gather_lock:
+            names = [n for n, g in self._gathered.items() if older_than is None or g.since <= older_than]
+        for name in names:
+            self._send(name)
+
+    def _linger_loop(self) -> None:
+        """Sends what waited ``client.writer.linger``; a failure is raised by the next call."""
+        while not self._closed.wait(self._linger_s):
+            try:
+                self._send_all(older_than=time.monotonic() - self._linger_s)
+            except Exception as error:  # noqa: BLE001 - handed to the caller's next append or flush
+                self._error = self._error or error
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
 
     def __enter__(self) -> "PartitionedAppendWriter":
         return self
@@ -113,9 +182,12 @@ class PartitionedAppendWriter:
             return writer
 
     def _partition(self, name: str) -> TableInfo:
-        """The partition named ``name``, created if missing and allowed. Looked up fresh (once per
-        partition and writer): a cached one may have been dropped and created again meanwhile."""
-        known = self._metadata.partitions(self._info, refresh=True)
+        """The partition named ``name``, created if missing and allowed. The partitions are looked
+        up fresh by a writer's first row (a cached one may have been dropped and created again
+        since), and again for a name not found."""
+        known = self._metadata.partitions(self._info, refresh=not self._writers)
+        if name not in known:
+            known = self._metadata.partitions(self._info, refresh=True)
         if name in known:
             return known[name]
         if not self._create:

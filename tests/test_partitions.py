@@ -235,6 +235,10 @@ def test_scan_from_beginning_reads_every_partition_now_and_later_and_ends_droppe
         for r in records:
             by_bucket.setdefault((r.partition_id, r.bucket), []).append(r.offset)
         assert all(offsets == list(range(len(offsets))) for offsets in by_bucket.values())
+        ids_in_log_order = {}
+        for r in sorted(records, key=lambda r: (r.partition_id, r.bucket, r.offset)):
+            ids_in_log_order.setdefault((r.partition_id, r.bucket), []).append(r.row["id"])
+        assert all(found == sorted(found) for found in ids_in_log_order.values())  # appended order kept
         assert {pid for pid, _ in positions} == {ids["d2"], ids["d3"]}
 
 
