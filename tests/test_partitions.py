@@ -400,3 +400,18 @@ def test_partitions_survive_a_restart_and_spread_over_two_tablet_servers(tmp_pat
     finally:
         for process in [*tablets, coordinator]:
             process.stop(0)
+
+
+def test_dropping_a_partitioned_table_deletes_every_partition_log(server: ServerProcess, conn: lakelog.Connection, caplog) -> None:
+    table = _partitioned(conn)
+    with table.new_append().create_writer() as writer:
+        writer.append_arrow(pa.concat_tables([_rows("a", 0, 10), _rows("b", 10, 10)]))
+    log_root = server.data_dir / "tablet-server" / "log" / str(table.info.table_id)
+    assert log_root.exists()
+    conn.admin.drop_table(PATH)
+    assert not log_root.exists()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    again = _partitioned(conn)
+    with again.new_append().create_writer() as writer:
+        writer.append_arrow(_rows("a", 0, 5))
+    assert conn.admin.list_offsets(PATH, partition_name="a") != {}

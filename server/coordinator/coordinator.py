@@ -202,12 +202,14 @@ class Coordinator:
         self._tell_leaders([], dropped)
 
     def _drop(self, info: TableInfo) -> list[int]:
-        """Forget the table (lock held) and return its id and its partitions' ids; callers tell the
-        tablet servers after releasing the lock, so an unreachable server never stalls the coordinator."""
+        """Forget the table (lock held) and return its partitions' ids, then its own (a tablet
+        server closes a partition's logs before it deletes the table's directory around them);
+        callers tell the tablet servers after releasing the lock, so an unreachable server never
+        stalls the coordinator."""
         partitions = [p.partition_id for p in self._store.partitions(info.table_id)]
         self._store.delete_table(info.table_id)
         log.info("dropped table %s (id %d)", info.path, info.table_id)
-        return [info.table_id, *partitions]
+        return [*partitions, info.table_id]
 
     def list_tables(self, database: str) -> list[str]:
         validate_name("database", database)
