@@ -32,18 +32,6 @@ class PartitionCatalog:
     def find(self, info: TableInfo, name: str) -> PartitionInfo | None:
         return next((p for p in self._store.partitions(info.table_id) if p.partition_name == name), None)
 
-    def get(self, info: TableInfo, name: str) -> PartitionInfo:
-        found = self.find(info, name)
-        if found is None:
-            raise PartitionNotExistError(f"table {info.path} has no partition {name!r}")
-        return found
-
-    def by_id(self, info: TableInfo, partition_id: int) -> PartitionInfo:
-        found = next((p for p in self._store.partitions(info.table_id) if p.partition_id == partition_id), None)
-        if found is None:
-            raise PartitionNotExistError(f"table {info.path} has no partition with id {partition_id}")
-        return found
-
     def create(self, info: TableInfo, name: str, leaders: dict[int, int], ignore_if_exists: bool) -> tuple[PartitionInfo, bool]:
         """The partition named ``name`` and whether this call created it."""
         existing = self.find(info, name)

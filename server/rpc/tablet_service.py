@@ -33,6 +33,7 @@ class TabletService(TabletServiceServicer):
     def ProduceLog(self, request: pb.ProduceLogRequest, context: grpc.ServicerContext) -> pb.ProduceLogResponse:
         responses = []
         records = size = 0
+        physical_id = request.table_id
         for bucket_req in request.buckets_req:
             try:
                 physical_id = self._replicas.physical_id(request.table_id, bucket_req.partition_id)
@@ -49,7 +50,7 @@ class TabletService(TabletServiceServicer):
                     )
                 )
             except LakelogError as error:
-                log.warning("produce to %s bucket %d refused: %s", self._replicas.table_name(request.table_id), bucket_req.bucket_id, error)
+                log.warning("produce to %s bucket %d refused: %s", self._replicas.table_name(physical_id), bucket_req.bucket_id, error)
                 self.metrics.count_error("ProduceLog", error)
                 responses.append(
                     pb.PbProduceLogRespForBucket(
@@ -60,7 +61,7 @@ class TabletService(TabletServiceServicer):
                     )
                 )
         if records:  # named after the appends: the first one is what makes a table known here
-            self.metrics.record_produce(self._replicas.table_name(request.table_id), records, size)
+            self.metrics.record_produce(self._replicas.table_name(physical_id), records, size)
         return pb.ProduceLogResponse(buckets_resp=responses)
 
     @rpc_method
