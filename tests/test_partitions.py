@@ -480,3 +480,22 @@ def test_random_walk_of_partition_creates_drops_and_writes(server_factory: Calla
                     assert in_bucket == sorted(in_bucket), where  # append order kept per (partition, bucket)
     finally:
         conn.close()
+
+
+def test_subscribe_from_timestamp_per_partition(server: ServerProcess, conn: lakelog.Connection) -> None:
+    import time
+
+    table = _partitioned(conn, buckets=1)
+    with table.new_append().create_writer() as writer:
+        writer.append_arrow(pa.concat_tables([_rows("a", 0, 10), _rows("b", 10, 10)]))
+    time.sleep(0.01)
+    acks: list[lakelog.AppendAck] = []
+    with table.new_append().create_writer(on_ack=acks.append) as writer:
+        writer.append_arrow(pa.concat_tables([_rows("a", 20, 3), _rows("b", 23, 4)]))
+    since = min(ack.commit_timestamp for ack in acks)
+    offsets = {day: conn.admin.list_offsets(PATH, spec=lakelog.OffsetSpec.timestamp(since), partition_name=day) for day in "ab"}
+    assert offsets == {"a": {0: 10}, "b": {0: 10}}
+    with table.new_scan().create_log_scanner() as scanner:
+        scanner.subscribe_from_timestamp(since)
+        got = _poll_until(scanner, 7)
+    assert sorted(r.row["id"] for r in got) == list(range(20, 27))
