@@ -61,6 +61,7 @@ class PartitionedAppendWriter:
         self._linger_s = conf.get("client.writer.linger") / 1000
         self._gathered: dict[str, _Gathered] = {}
         self._gather_lock = threading.Lock()
+        self._send_lock = threading.RLock()
         self._error: Exception | None = None
         self._closed = threading.Event()
         self._linger = threading.Thread(target=self._linger_loop, name="partition-writer-linger", daemon=True)
@@ -71,13 +72,16 @@ class PartitionedAppendWriter:
         name = partition_name(self._info.partition_keys, {key: row.get(key) for key in self._info.partition_keys})
         writer = self._writer(name)
         self._raise_error()
-        self._send(name)  # Arrow rows gathered before this row go first
-        writer.append(row, bucket)
+        with self._send_lock:
+            self._send(name)  # Arrow rows gathered before this row go first
+            writer.append(row, bucket)
 
     def append_arrow(self, data: Any, bucket: int | None = None) -> None:
         """Append Arrow data (see :meth:`AppendWriter.append_arrow`), split by partition; every
         partition value is checked, and missing partitions created, before anything is written."""
         table = arrow_table(data, self._info.schema, str(self._info.path))
+        if table.num_rows == 0:
+            return
         names = self._row_names(table)
         distinct = pc.unique(names).to_pylist()
         for name in distinct:
@@ -87,8 +91,9 @@ class PartitionedAppendWriter:
         for name, rows in split_rows(table, names) if len(distinct) > 1 else [(distinct[0], table)]:
             writer = writers[name]
             if bucket is not None:  # pinned: sent as given, after what was gathered before it
-                self._send(name)
-                writer.append_arrow(rows, bucket)
+                with self._send_lock:
+                    self._send(name)
+                    writer.append_arrow(rows, bucket)
                 continue
             with self._gather_lock:
                 gathered = self._gathered.setdefault(name, _Gathered(time.monotonic()))
@@ -113,10 +118,13 @@ class PartitionedAppendWriter:
             self._each(AppendWriter.close)
 
     def _send(self, name: str) -> None:
-        with self._gather_lock:
-            gathered = self._gathered.pop(name, None)
-        if gathered is not None:
-            self._writers[name].append_arrow(pa.concat_tables(gathered.tables).combine_chunks())
+        """Hand the partition's gathered rows to its writer; one send at a time, so rows gathered
+        later (or a row appended after them) never overtake them."""
+        with self._send_lock:
+            with self._gather_lock:
+                gathered = self._gathered.pop(name, None)
+            if gathered is not None:
+                self._writers[name].append_arrow(pa.concat_tables(gathered.tables).combine_chunks())
 
     def _send_all(self, older_than: float | None = None) -> None:
         with self._gather_lock:
