@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable, Mapping, TypeVar
 
 from lakelog.errors import (
     DatabaseNotExistError,
+    InvalidPartitionError,
     InvalidRequestError,
     LakeError,
     LakelogError,
     LakeSnapshotNotExistError,
     NetworkError,
+    PartitionNotExistError,
     RequestTimeoutError,
     TableNotExistError,
 )
@@ -21,11 +23,14 @@ from lakelog.metadata import (
     LakeSnapshot,
     OffsetSpec,
     OffsetType,
+    PartitionInfo,
     TableDescriptor,
     TableInfo,
     TablePath,
     TableTieringStatus,
     TieringJobInfo,
+    partition_name,
+    partition_spec,
 )
 from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.log_source import LogSource, LookupContext
@@ -93,20 +98,66 @@ class Admin:
     def get_table_info(self, path: TablePath) -> TableInfo:
         return self._read("get table info", lambda: self._coordinator.get_table_info(path))
 
+    # partitions
+
+    def create_partition(self, path: TablePath, spec: Mapping[str, str], ignore_if_exists: bool = False) -> int:
+        """Create the partition ``spec`` (partition key -> value) names; its id. Values are checked
+        here first, so a bad one never reaches the server (:class:`InvalidPartitionError`)."""
+        checked = self._checked_spec(path, spec)
+        return self._change("create partition", lambda: self._coordinator.create_partition(path, checked, ignore_if_exists))
+
+    def drop_partition(self, path: TablePath, spec: Mapping[str, str], ignore_if_not_exists: bool = False) -> None:
+        """Drop a partition: its buckets' logs go from the tablet servers and remote storage (what
+        the lake holds of it stays). Its id is never used again."""
+        checked = self._checked_spec(path, spec)
+        self._change("drop partition", lambda: self._coordinator.drop_partition(path, checked, ignore_if_not_exists))
+
+    def _checked_spec(self, path: TablePath, spec: Mapping[str, str]) -> dict[str, str]:
+        info = self._metadata.table(path)
+        if not info.partitioned:
+            raise InvalidPartitionError(f"table {path} is not partitioned")
+        return partition_spec(info.partition_keys, partition_name(info.partition_keys, spec))
+
+    def list_partition_infos(self, path: TablePath) -> list[PartitionInfo]:
+        """Every partition of a partitioned table, oldest (smallest id) first."""
+        return self._read("list partitions", lambda: self._coordinator.list_partition_infos(path))
+
     # offsets and buckets
 
-    def list_offsets(
-        self, path: TablePath, buckets: Iterable[int] | None = None, spec: OffsetSpec | None = None
-    ) -> dict[int, int]:
-        """Per bucket, the offset ``spec`` names (default: latest). With the table's LogSource the
-        earliest offset counts the lake, and a timestamp the lake holds is resolved in the lake."""
-        chosen = spec or OffsetSpec.latest()
+    def _log_set(self, path: TablePath, partition_name: str | None) -> TableInfo:
+        """The table's info, or with ``partition_name`` that partition's (a partitioned table's
+        buckets are its partitions')."""
         info = self._metadata.table(path)
+        if partition_name is None:
+            if info.partitioned:
+                raise InvalidPartitionError(f"table {path} is partitioned by {list(info.partition_keys)}: name a partition")
+            return info
+        if not info.partitioned:
+            raise InvalidPartitionError(f"table {path} is not partitioned")
+        found = self._metadata.partitions(info).get(partition_name) or self._metadata.partitions(info, refresh=True).get(partition_name)
+        if found is None:
+            raise PartitionNotExistError(f"table {path} has no partition {partition_name!r}")
+        return found
+
+    def list_offsets(
+        self,
+        path: TablePath,
+        buckets: Iterable[int] | None = None,
+        spec: OffsetSpec | None = None,
+        partition_name: str | None = None,
+    ) -> dict[int, int]:
+        """Per bucket (of the partition ``partition_name`` of a partitioned table), the offset
+        ``spec`` names (default: latest). With the table's LogSource the earliest offset counts the
+        lake, and a timestamp the lake holds is resolved in the lake."""
+        chosen = spec or OffsetSpec.latest()
+        info = self._log_set(path, partition_name)
         source = self._lake.log_source(info) if self._lake is not None and chosen.type != OffsetType.LATEST else None
         listed = self._router.call_leaders(
             info,
             buckets,
-            lambda node, group: self._tablets.list_offsets(node, info.table_id, group, chosen, source is not None),
+            lambda node, group: self._tablets.list_offsets(
+                node, info.table_id, group, chosen, source is not None, info.partition_id or 0
+            ),
             "list offsets",
         )
         offsets = {}
@@ -116,11 +167,13 @@ class Admin:
                 offsets[item.bucket] = _lake_offset(source, info, item.bucket, chosen.ms, item.lake_snapshot_id)
         return dict(sorted(offsets.items()))
 
-    def describe_buckets(self, path: TablePath) -> dict[int, BucketInfo]:
-        """Every bucket, also when some leaders are down: their buckets come back as
-        :meth:`BucketInfo.unavailable`, so the healthy ones can still be shown."""
-        table_id = self._metadata.table(path).table_id
-        info = self._read("describe buckets", lambda: self._metadata.refresh(table_id))
+    def describe_buckets(self, path: TablePath, partition_name: str | None = None) -> dict[int, BucketInfo]:
+        """Every bucket (of the partition ``partition_name`` of a partitioned table), also when some
+        leaders are down: their buckets come back as :meth:`BucketInfo.unavailable`, so the healthy
+        ones can still be shown."""
+        physical_id = self._log_set(path, partition_name).physical_id
+        info = self._read("describe buckets", lambda: self._metadata.refresh(physical_id))
+        table_id, partition_id = info.table_id, info.partition_id or 0
 
         def describe() -> dict[int, BucketInfo]:
             described: dict[int, BucketInfo] = {}
@@ -130,12 +183,12 @@ class Admin:
                     described.update(unavailable)
                     continue
                 try:
-                    described.update(self._tablets.describe_log_buckets(node, table_id, group))
+                    described.update(self._tablets.describe_log_buckets(node, table_id, group, partition_id))
                 except (NetworkError, RequestTimeoutError):
                     described.update(unavailable)
             return dict(sorted(described.items()))
 
-        return self._router.call(describe, f"describe buckets of {path}", resend_safe=True, tables=[table_id])
+        return self._router.call(describe, f"describe buckets of {info.label}", resend_safe=True, tables=[physical_id])
 
     def repair_buckets(
         self, path: TablePath, buckets: Iterable[int] | None = None, local: bool = False, accept_truncation: bool = False
@@ -240,7 +293,7 @@ class Admin:
 def _lake_offset(source: LogSource, info: TableInfo, bucket: int, ms: int, snapshot_id: int) -> int:
     """The first offset at or after ``ms`` in lake snapshot ``snapshot_id``, asked of the LogSource."""
     try:
-        return source.lookup_log_offset_by_timestamp(LookupContext("", bucket, ms, snapshot_id))
+        return source.lookup_log_offset_by_timestamp(LookupContext(info.partition_name, bucket, ms, snapshot_id))
     except LakelogError:
         raise
     except Exception as exc:  # noqa: BLE001 - a plugin's own failure must reach the caller as a lakelog error

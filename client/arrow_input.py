@@ -17,16 +17,16 @@ from typing import Any
 import pyarrow as pa
 
 from lakelog.errors import SchemaMismatchError
-from lakelog.record.meta_columns import META_COLUMNS
+from lakelog.record.meta_columns import RESERVED_COLUMNS
 
 ACCEPTED = "a pyarrow Table, RecordBatch or RecordBatchReader, a pandas DataFrame, or an object with __arrow_c_stream__"
 
 
 def arrow_table(data: Any, schema: pa.Schema, label: str) -> pa.Table:
-    """``data`` as a table of ``schema``. The ``__bucket``/``__offset``/``__timestamp`` columns a scan
-    adds are dropped, so what one table's scanner returns can be appended to another table."""
+    """``data`` as a table of ``schema``. The ``__bucket``/``__offset``/``__timestamp`` (and
+    ``__partition_id``) columns a scan adds are dropped, so what one table's scanner returns can be appended to another table."""
     table = _read(data, label)
-    names = [name for name in table.schema.names if name not in META_COLUMNS]
+    names = [name for name in table.schema.names if name not in RESERVED_COLUMNS]
     extra = [name for name in names if name not in schema.names]
     required = [field.name for field in schema if not field.nullable and field.name not in names]
     if extra or required:

@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 import pyarrow as pa
 
 from lakelog.config import Configuration
-from lakelog.errors import BarrierHoldError, InvalidRequestError
+from lakelog.errors import BarrierHoldError, InvalidPartitionError, InvalidRequestError, PartitionNotExistError
 from lakelog.metadata import TableInfo, TablePath
 from lakelog.client.admin import Admin
 from lakelog.client.barrier_hold import BarrierHold
@@ -15,6 +15,8 @@ from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 from lakelog.client.scanner.log_scanner import LogScanner
+from lakelog.client.scanner.partition_scanner import PartitionedLogScanner
+from lakelog.client.partition_writer import PartitionedAppendWriter
 from lakelog.client.writer import AppendAck, AppendWriter
 
 
@@ -43,14 +45,42 @@ class Table:
     def schema(self) -> pa.Schema:
         return self.info.schema
 
+    def partition(self, name: str) -> "Table":
+        """The handle of one partition of a partitioned table: its writers and scanners work on that
+        partition's buckets alone, as on a table's."""
+        if not self.info.partitioned:
+            raise InvalidPartitionError(f"table {self.path} is not partitioned")
+        found = self._router.metadata.partitions(self.info, refresh=True).get(name)
+        if found is None:
+            raise PartitionNotExistError(f"table {self.path} has no partition {name!r}")
+        return Table(found, self._tablets, self._router, self._admin, self._conf, self._lake)
+
     def new_append(self) -> "TableAppend":
         return TableAppend(self)
 
     def new_scan(self) -> "TableScan":
         return TableScan(self)
 
-    def _writer(self, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None) -> AppendWriter:
-        writer = AppendWriter(self.info, self._tablets, self._router, self._conf, on_ack, hold, self._admin.init_writer())
+    def _writer(
+        self, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None
+    ) -> AppendWriter | PartitionedAppendWriter:
+        writer_id = self._admin.init_writer()
+        if self.info.partitioned:  # also on a partition's handle: each row goes where its key value says
+            # One writer id for every partition: sequences are kept per bucket log, and each
+            # partition's buckets are logs of their own.
+            return PartitionedAppendWriter(
+                self.info,
+                lambda partition: self._append_writer(partition, on_ack, hold, writer_id),
+                self._admin,
+                self._router.metadata,
+                self._conf,
+            )
+        return self._append_writer(self.info, on_ack, hold, writer_id)
+
+    def _append_writer(
+        self, info: TableInfo, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None, writer_id: int
+    ) -> AppendWriter:
+        writer = AppendWriter(info, self._tablets, self._router, self._conf, on_ack, hold, writer_id)
         if hold is not None:
             try:
                 hold.attach(writer)
@@ -59,9 +89,16 @@ class Table:
                 raise
         return writer
 
-    def _scanner(self, projection: list[int] | None) -> LogScanner:
-        source = self._lake.log_source(self.info) if self._lake is not None else None
-        return LogScanner(self.info, projection, self._tablets, self._router, self._admin, self._conf, source)
+    def _scanner(self, projection: list[int] | None) -> LogScanner | PartitionedLogScanner:
+        if self.info.partitioned and self.info.partition_id is None:
+            return PartitionedLogScanner(
+                self.info, projection, lambda partition: self._log_scanner(partition, projection), self._router.metadata, self._conf
+            )
+        return self._log_scanner(self.info, projection)
+
+    def _log_scanner(self, info: TableInfo, projection: list[int] | None) -> LogScanner:
+        source = self._lake.log_source(info) if self._lake is not None else None
+        return LogScanner(info, projection, self._tablets, self._router, self._admin, self._conf, source)
 
 
 class TableAppend:
@@ -70,7 +107,7 @@ class TableAppend:
 
     def create_writer(
         self, on_ack: Callable[[AppendAck], None] | None = None, hold: BarrierHold | None = None
-    ) -> AppendWriter:
+    ) -> AppendWriter | PartitionedAppendWriter:
         """``on_ack`` receives every acknowledged append's offsets and commit timestamp. With ``hold``
         (:meth:`Connection.open_barrier_hold`), no tiering barrier falls between the writer's appends
         and those of the hold's other writers."""
@@ -100,5 +137,5 @@ class TableScan:
             raise InvalidRequestError("project() needs at least one column")
         return TableScan(self._table, indexes)
 
-    def create_log_scanner(self) -> LogScanner:
+    def create_log_scanner(self) -> LogScanner | PartitionedLogScanner:
         return self._table._scanner(self._projection)

@@ -1,7 +1,8 @@
 """The append writer: rows and Arrow batches gathered per bucket, sent as lakelog batches.
 
-Rows go to one bucket until its batch fills, then the next (Kafka's sticky partitioner), so batches
-stay large. Each bucket has at most one produce request in flight, which keeps a bucket's records
+Rows of a table with bucket keys go to the bucket their key hashes to; other rows go to one bucket
+until its batch is sealed, then the next (Kafka's sticky partitioner), so batches stay large
+(:mod:`lakelog.client.bucket_assigner`). Each bucket has at most one produce request in flight, which keeps a bucket's records
 in the order they were appended; different buckets are sent concurrently. ``flush()`` returns once
 every record appended so far is acknowledged (in the default sync flush mode: on disk).
 
@@ -13,7 +14,6 @@ the server drops what it had already appended. Only what could not be delivered 
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
@@ -31,6 +31,7 @@ from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.messages import ProducedBatch, ProduceRequest
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 from lakelog.client.arrow_input import arrow_table
+from lakelog.client.bucket_assigner import BucketAssigner
 from lakelog.client.delivery import MAX_BATCHES_PER_REQUEST, BucketSequence, Delivery, DeliveryStats
 
 if TYPE_CHECKING:
@@ -87,15 +88,14 @@ class AppendWriter:
         self._hold = hold
         self._tablets = tablets
         self._router = router
-        self._delivery = Delivery(str(info.path), info.table_id, writer_id, router, conf.get("client.writer.delivery-timeout") / 1000)
+        self._delivery = Delivery(info.label, info.physical_id, writer_id, router, conf.get("client.writer.delivery-timeout") / 1000)
         self._batch_bytes = conf.get("client.writer.batch-size")
         self._linger_s = conf.get("client.writer.linger") / 1000
         self._max_pending = max(conf.get("client.writer.max-inflight"), 1) * max(info.buckets, 1)
         self._names = set(info.schema.names)
         self._integer_columns = [f.name for f in info.schema if pa.types.is_integer(f.type)]
         self._queues = [_BucketQueue() for _ in range(info.buckets)]
-        self._sticky = itertools.cycle(range(info.buckets))
-        self._current = next(self._sticky)
+        self._assigner = BucketAssigner.for_table(info)
         self._row_bytes = 64.0
         self._pending = 0
         self._error: LakelogError | None = None
@@ -107,10 +107,13 @@ class AppendWriter:
     # appending
 
     def append(self, row: Mapping[str, Any], bucket: int | None = None) -> None:
-        """Append one row (a dict of column values); ``bucket`` pins it, else the sticky bucket takes it."""
+        """Append one row (a dict of column values); ``bucket`` pins it, else its bucket key or the
+        sticky bucket chooses."""
         unknown = set(row) - self._names
         if unknown:
             raise SchemaMismatchError(f"{self._info.path} has no column(s) {sorted(unknown)}; columns are {self._info.schema.names}")
+        if bucket is None and self._assigner.keyed:
+            bucket = self._assigner.row_bucket(row)
         with self._cond:
             self._check_open()
             target = self._bucket(bucket)
@@ -120,22 +123,27 @@ class AppendWriter:
             queue.rows.append(dict(row))
             if len(queue.rows) * self._row_bytes >= self._batch_bytes:
                 self._seal_rows(target)
-                if bucket is None:
-                    self._current = next(self._sticky)
             self._send_ready()
         self._wait_for_room()
 
     def append_arrow(self, data: Any, bucket: int | None = None) -> None:
-        """Append Arrow data (see :mod:`lakelog.client.arrow_input`) whose columns match the table's schema."""
+        """Append Arrow data (see :mod:`lakelog.client.arrow_input`) whose columns match the table's
+        schema; with bucket keys each row goes to its key's bucket, in the order given."""
         table = arrow_table(data, self._info.schema, str(self._info.path))
+        if bucket is None and self._assigner.keyed:
+            for key_bucket, rows in self._assigner.split(table):
+                self._append_table(rows, key_bucket)
+        else:
+            self._append_table(table, bucket)
+
+    def _append_table(self, table: pa.Table, bucket: int | None) -> None:
         for batch in table.to_batches(max_chunksize=max(int(self._batch_bytes / max(self._row_bytes, 1)), 1)):
             with self._cond:
                 self._check_open()
                 target = self._bucket(bucket)
                 self._seal_rows(target)
                 self._seal(self._queues[target], batch)
-                if bucket is None:
-                    self._current = next(self._sticky)
+                self._assigner.sealed(target)
                 self._send_ready()
             self._wait_for_room()
 
@@ -186,7 +194,7 @@ class AppendWriter:
 
     def _bucket(self, bucket: int | None) -> int:
         if bucket is None:
-            return self._current
+            return self._assigner.current
         if not 0 <= bucket < self._info.buckets:
             raise UnknownBucketError(f"{self._info.path} has no bucket {bucket} (it has buckets 0..{self._info.buckets - 1})")
         return bucket
@@ -213,6 +221,7 @@ class AppendWriter:
                 f" the other {len(good)} row(s) were kept"
             ) from None
         self._seal(queue, batch)
+        self._assigner.sealed(bucket)
 
     def _loses_precision(self, row: dict[str, Any]) -> bool:
         """pyarrow casts 2.5 into an int column as 2; a log must not change what it was given."""
@@ -256,13 +265,13 @@ class AppendWriter:
             size += len(batches[-1])
         queue.in_flight = True
         try:
-            node = self._router.leader(self._info.table_id, bucket)
+            node = self._router.leader(self._info.physical_id, bucket)
         except LakelogError as error:
             self._finish(bucket, batches, error)
             return
         hold_id = self._hold.hold_id if self._hold is not None else ""
         timeout_ms = int(self._tablets.timeout_s * 1000)
-        request = ProduceRequest(self._info.table_id, bucket, b"".join(batches), timeout_ms, hold_id)
+        request = ProduceRequest(self._info.table_id, bucket, b"".join(batches), timeout_ms, hold_id, self._info.partition_id or 0)
         self._tablets.produce_log(node, request, lambda answer: self._on_response(answer, bucket, batches))
 
     def _on_response(self, answer: ProducedBatch | LakelogError, bucket: int, batches: list[bytes]) -> None:

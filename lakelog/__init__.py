@@ -30,6 +30,7 @@ from lakelog.errors import (
     DatabaseNotExistError,
     DeliveryTimeoutError,
     InvalidNameError,
+    InvalidPartitionError,
     InvalidRequestError,
     InvalidTableError,
     InvalidTimestampError,
@@ -40,6 +41,8 @@ from lakelog.errors import (
     NetworkError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
+    PartitionAlreadyExistsError,
+    PartitionNotExistError,
     RecordFormatError,
     SchemaMismatchError,
     ServerUnreachableError,
@@ -47,6 +50,7 @@ from lakelog.errors import (
     TableAlreadyExistError,
     TableNotExistError,
     TlsError,
+    TooManyPartitionsError,
     UnknownBucketError,
 )
 from lakelog.metadata import (
@@ -60,6 +64,7 @@ from lakelog.metadata import (
     TableTieringStatus,
     TieringJobInfo,
 )
+from lakelog.metadata import PartitionInfo
 from lakelog.version import __version__
 
 __all__ = [
@@ -111,6 +116,11 @@ __all__ = [
     "TieringJobInfo",
     "TlsError",
     "UnknownBucketError",
+    "InvalidPartitionError",
+    "PartitionAlreadyExistsError",
+    "PartitionInfo",
+    "PartitionNotExistError",
+    "TooManyPartitionsError",
     "__version__",
     "connect",
 ]

@@ -217,7 +217,7 @@ class BarrierHoldError(LakelogError):
 class DataDirectoryLockedError(LakelogError):
     """Another server holds the lock on this data directory; starting would corrupt both."""
 
-    code = 33
+    code = 34
 
 
 class ServerNotReadyError(LakelogError):
@@ -235,24 +235,49 @@ class LogFencedError(LakelogError):
     code = 35
 
 
+class InvalidPartitionError(InvalidRequestError):
+    """A partition spec or value that cannot name a partition: not a string, empty, a character
+    outside ``A-Z a-z 0-9 _ - .``, ``..``, or not exactly the table's partition keys."""
+
+    code = 60
+
+
+class PartitionNotExistError(LakelogError):
+    """A partition (by name or id) that the table does not have, or no longer has."""
+
+    code = 61
+
+
 class OutOfOrderSequenceError(LakelogError):
     """An idempotent writer's batch whose sequence is not the next one the bucket expects for that
     writer (a gap, or an epoch older than the one the bucket has seen): appending it could reorder
     or duplicate records, so it is refused. Not retriable: the writer must start a new epoch."""
 
-    code = 61
+    code = 64
 
 
 class DeliveryTimeoutError(LakelogError):
     """A writer gave up on a batch: it was not acknowledged within ``client.writer.delivery-timeout``
     though retried. Names the table, the bucket and how many records were not delivered."""
 
-    code = 62
+    code = 65
 
     def __init__(self, message: str, bucket: int = -1, records: int = 0) -> None:
         super().__init__(message)
         self.bucket = bucket
         self.records = records
+
+
+class PartitionAlreadyExistsError(LakelogError):
+    """A partition that the table already has, created again without ``ignore_if_exists``."""
+
+    code = 62
+
+
+class TooManyPartitionsError(LakelogError):
+    """Creating the partition would pass the coordinator's ``max.partition.num``."""
+
+    code = 63
 
 
 _BY_CODE: dict[int, type[LakelogError]] = {}

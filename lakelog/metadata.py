@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import pyarrow as pa
 
-from lakelog.errors import InvalidNameError, InvalidRequestError, InvalidTableError
-from lakelog.record.meta_columns import META_COLUMNS
+from lakelog.errors import InvalidNameError, InvalidPartitionError, InvalidRequestError, InvalidTableError
+from lakelog.record.meta_columns import RESERVED_COLUMNS
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,127}")
 DATALAKE_ENABLED = "table.datalake.enabled"
 DATALAKE_FORMAT = "table.datalake.format"
 MAX_BUCKETS = 1024
+PARTITION_NAME_SEPARATOR = "$"
+_PARTITION_VALUE_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 
 
 def validate_name(kind: str, name: str) -> str:
@@ -48,12 +51,41 @@ class TablePath:
         return f"{self.database}.{self.table}"
 
 
+def bucket_key_type_ok(data_type: pa.DataType) -> bool:
+    """Types whose values have one canonical encoding for the bucket hash (floats do not: 0.0 and
+    -0.0, NaNs); see lakelog.client.bucket_assigner."""
+    return (
+        pa.types.is_string(data_type)
+        or pa.types.is_large_string(data_type)
+        or pa.types.is_binary(data_type)
+        or pa.types.is_large_binary(data_type)
+        or pa.types.is_boolean(data_type)
+        or pa.types.is_integer(data_type)
+        or pa.types.is_temporal(data_type)
+    )
+
+
+def _key_columns(kind: str, keys: Sequence[str], schema: pa.Schema) -> None:
+    if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
+        raise InvalidTableError(f"{kind} must be a list of column names, got {keys!r}")
+    if len(set(keys)) != len(keys):
+        raise InvalidTableError(f"{kind} {list(keys)} name a column twice")
+    for key in keys:
+        if key not in schema.names:
+            raise InvalidTableError(f"{kind}: {key!r} is not a column of the schema {schema.names}")
+
+
 @dataclass(frozen=True)
 class TableDescriptor:
+    """A table to create. ``bucket_keys``: rows with equal values of these columns go to one bucket.
+    ``partition_keys``: string columns whose values name the partition a row belongs to."""
+
     schema: pa.Schema
     buckets: int = 1
     properties: Mapping[str, str] = field(default_factory=dict)
     comment: str = ""
+    bucket_keys: Sequence[str] = ()
+    partition_keys: Sequence[str] = ()
 
     def validate(self) -> None:
         if not isinstance(self.schema, pa.Schema) or len(self.schema) == 0:
@@ -62,13 +94,23 @@ class TableDescriptor:
         if len(set(names)) != len(names):
             raise InvalidTableError(f"duplicate column names in schema: {names}")
         for name in names:
-            if name in META_COLUMNS:
+            if name in RESERVED_COLUMNS:
                 raise InvalidTableError(f"column name {name!r} is reserved for lakelog's own columns")
         if not isinstance(self.buckets, int) or not 1 <= self.buckets <= MAX_BUCKETS:
             raise InvalidTableError(f"buckets must be between 1 and {MAX_BUCKETS}, got {self.buckets!r}")
         for key, value in self.properties.items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise InvalidTableError(f"table property {key!r}={value!r}: keys and values must be strings")
+        _key_columns("bucket_keys", self.bucket_keys, self.schema)
+        _key_columns("partition_keys", self.partition_keys, self.schema)
+        for key in self.bucket_keys:
+            if not bucket_key_type_ok(self.schema.field(key).type):
+                raise InvalidTableError(f"bucket key {key!r} has type {self.schema.field(key).type}, which has no stable hash")
+            if key in self.partition_keys:
+                raise InvalidTableError(f"{key!r} is a partition key; a bucket key cannot be one (it is constant in a partition)")
+        for key in self.partition_keys:
+            if not pa.types.is_string(self.schema.field(key).type):
+                raise InvalidTableError(f"partition key {key!r} has type {self.schema.field(key).type}; partition keys are string columns")
 
     @property
     def lake_enabled(self) -> bool:
@@ -87,14 +129,82 @@ class TableInfo:
     properties: Mapping[str, str]
     comment: str = ""
     created_ms: int = 0
+    bucket_keys: tuple[str, ...] = ()
+    partition_keys: tuple[str, ...] = ()
+    # Set on the info of one partition of a partitioned table: its buckets are a log set of their own.
+    partition_id: int | None = None
+    partition_name: str = ""
 
     @property
     def lake_enabled(self) -> bool:
         return self.properties.get(DATALAKE_ENABLED, "false").lower() == "true"
 
     @property
+    def partitioned(self) -> bool:
+        return bool(self.partition_keys)
+
+    @property
+    def physical_id(self) -> int:
+        """What tablet servers and clients key a set of bucket logs by: the partition's id for a
+        partition, else the table's. Table and partition ids come from one sequence, so they never clash."""
+        return self.table_id if self.partition_id is None else self.partition_id
+
+    @property
+    def label(self) -> str:
+        """``db.table`` or ``db.table partition NAME``, for messages."""
+        return str(self.path) if self.partition_id is None else f"{self.path} partition {self.partition_name}"
+
+    def for_partition(self, partition: PartitionInfo) -> "TableInfo":
+        return dataclasses.replace(self, partition_id=partition.partition_id, partition_name=partition.partition_name)
+
+    @property
     def descriptor(self) -> TableDescriptor:
-        return TableDescriptor(self.schema, self.buckets, dict(self.properties), self.comment)
+        return TableDescriptor(
+            self.schema, self.buckets, dict(self.properties), self.comment, self.bucket_keys, self.partition_keys
+        )
+
+
+def validate_partition_value(key: str, value: object) -> str:
+    """A partition key's value names directories and object keys: only letters, digits, ``_``,
+    ``-`` and ``.``, 1 to 200 of them, never ``..`` (and never the name separator ``$``)."""
+    if not isinstance(value, str):
+        raise InvalidPartitionError(f"partition key {key!r}: value {value!r} is a {type(value).__name__}, not a string")
+    if not _PARTITION_VALUE_PATTERN.fullmatch(value) or ".." in value or value == ".":
+        raise InvalidPartitionError(
+            f"partition key {key!r}: value {value!r} is not a safe partition name"
+            " (1 to 200 of A-Z a-z 0-9 _ - ., never '..' or '/')"
+        )
+    return value
+
+
+def partition_name(partition_keys: Sequence[str], spec: Mapping[str, object]) -> str:
+    """The name of the partition ``spec`` (key -> value) names: its values in key order, joined by ``$``."""
+    if not isinstance(spec, Mapping):
+        raise InvalidPartitionError(f"a partition spec is a dict of partition key to value, not {spec!r}")
+    if not partition_keys:
+        raise InvalidPartitionError("the table is not partitioned")
+    keys = [key for key in spec]
+    if sorted(map(str, keys)) != sorted(partition_keys):
+        raise InvalidPartitionError(f"partition spec {dict(spec)!r} must give exactly the partition keys {list(partition_keys)}")
+    return PARTITION_NAME_SEPARATOR.join(validate_partition_value(key, spec[key]) for key in partition_keys)
+
+
+def partition_spec(partition_keys: Sequence[str], name: str) -> dict[str, str]:
+    """The inverse of :func:`partition_name`, checked the same way."""
+    values = name.split(PARTITION_NAME_SEPARATOR) if isinstance(name, str) else [name]
+    if len(values) != len(partition_keys):
+        raise InvalidPartitionError(f"partition name {name!r} does not have one value for each partition key {list(partition_keys)}")
+    spec = dict(zip(partition_keys, values))
+    partition_name(partition_keys, spec)
+    return spec
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class PartitionInfo:
+    """A partition of a partitioned table: its coordinator-assigned id (never reused) and name."""
+
+    partition_id: int
+    partition_name: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,15 @@ class CoordinatorRole:
         self.tablets = GrpcTabletNotifier(conf, cluster_secret)
         lake = LakeTables(LakeConfig.from_configuration(conf, data_dir))
         timeout_ms = conf.get("coordinator.tablet-server.heartbeat-timeout")
-        self.coordinator = Coordinator(self.store, self.tablets, lake, timeout_ms)
+        self.coordinator = Coordinator(
+            self.store,
+            self.tablets,
+            lake,
+            timeout_ms,
+            conf.get("max.partition.num"),
+            conf.get("coordinator.auto-partition.check-interval"),
+        )
+        self.coordinator.auto_partitioner.start()
         self._check_interval_s = min(LIVENESS_CHECK_S, timeout_ms / 4000)
         self._status: ClusterStatus | None = None
         self._stop = threading.Event()
@@ -62,6 +70,7 @@ class CoordinatorRole:
             self._status.close()
         self._stop.set()
         self._checker.join()
+        self.coordinator.auto_partitioner.close()
         self.tablets.close()
         self.store.close()
 

@@ -8,6 +8,7 @@ from lakelog.errors import InvalidConfigError, NetworkError, RequestTimeoutError
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
     LakeSnapshot,
+    PartitionInfo,
     TableDescriptor,
     TableInfo,
     TablePath,
@@ -70,6 +71,8 @@ class CoordinatorGateway:
             properties=codec.properties_to_pb(dict(descriptor.properties)),
             comment=descriptor.comment,
             ignore_if_exists=ignore_if_exists,
+            bucket_keys=list(descriptor.bucket_keys),
+            partition_keys=list(descriptor.partition_keys),
         )
         return int(self._call(lambda stub: stub.CreateTable, request).table_id)
 
@@ -94,6 +97,27 @@ class CoordinatorGateway:
             [codec.table_metadata_from_pb(m) for m in response.table_metadata],
             frozenset(response.unavailable_server_ids),
         )
+
+    # partitions
+
+    def create_partition(self, path: TablePath, spec: dict[str, str], ignore_if_exists: bool) -> int:
+        request = pb.CreatePartitionRequest(
+            table_path=codec.path_to_pb(path), partition_spec=codec.partition_spec_to_pb(spec), ignore_if_exists=ignore_if_exists
+        )
+        return int(self._call(lambda stub: stub.CreatePartition, request).partition_id)
+
+    def drop_partition(self, path: TablePath, spec: dict[str, str], ignore_if_not_exists: bool) -> None:
+        request = pb.DropPartitionRequest(
+            table_path=codec.path_to_pb(path),
+            partition_spec=codec.partition_spec_to_pb(spec),
+            ignore_if_not_exists=ignore_if_not_exists,
+        )
+        self._call(lambda stub: stub.DropPartition, request)
+
+    def list_partition_infos(self, path: TablePath) -> list[PartitionInfo]:
+        request = pb.ListPartitionInfosRequest(table_path=codec.path_to_pb(path))
+        response = self._call(lambda stub: stub.ListPartitionInfos, request)
+        return [codec.partition_info_from_pb(item) for item in response.partitions_info]
 
     # lake
 

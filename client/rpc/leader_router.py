@@ -44,8 +44,8 @@ class LeaderRouter:
         groups: dict[ServerNode, list[int]] = defaultdict(list)
         for bucket in range(info.buckets) if buckets is None else buckets:
             if not 0 <= bucket < info.buckets:
-                raise UnknownBucketError(f"{info.path} has no bucket {bucket} (it has buckets 0..{info.buckets - 1})")
-            groups[self.metadata.leader(info.table_id, bucket)].append(bucket)
+                raise UnknownBucketError(f"{info.label} has no bucket {bucket} (it has buckets 0..{info.buckets - 1})")
+            groups[self.metadata.leader(info.physical_id, bucket)].append(bucket)
         return groups
 
     def call(self, action: Callable[[], T], what: str, resend_safe: bool, tables: Sequence[int] = ()) -> T:
@@ -81,7 +81,7 @@ class LeaderRouter:
         def attempt() -> list[T]:
             return [answer for node, group in self.by_leader(info, wanted).items() for answer in send(node, group)]
 
-        return self.call(attempt, f"{what} of {info.path}", resend_safe=True, tables=[info.table_id])
+        return self.call(attempt, f"{what} of {info.label}", resend_safe=True, tables=[info.physical_id])
 
     def retry_delay_s(self, error: LakelogError, attempt: int, resend_safe: bool, table_id: int) -> float | None:
         """For a caller with requests in flight: the wait before resending after ``error`` (None:

@@ -34,6 +34,7 @@ class FetchRequest:
     max_wait_ms: int = 0
     min_bytes: int = 1
     enable_lake: bool = False
+    partition_id: int = 0  # > 0: the buckets of this partition of table_id
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class ProduceRequest:
     records: bytes
     timeout_ms: int
     hold_id: str = ""
+    partition_id: int = 0  # > 0: the bucket of this partition of table_id
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,9 @@ class TabletGateway:
             acks=-1,
             table_id=produce.table_id,
             timeout_ms=produce.timeout_ms,
-            buckets_req=[pb.PbProduceLogReqForBucket(bucket_id=produce.bucket, records=produce.records)],
+            buckets_req=[
+                pb.PbProduceLogReqForBucket(partition_id=produce.partition_id, bucket_id=produce.bucket, records=produce.records)
+            ],
             hold_id=produce.hold_id,
         )
         timeout_s = produce.timeout_ms / 1000
@@ -102,7 +104,9 @@ class TabletGateway:
                     table_id=fetch.table_id,
                     projected_fields=list(fetch.projection),
                     buckets_req=[
-                        pb.PbFetchLogReqForBucket(bucket_id=b, fetch_offset=o, max_fetch_bytes=fetch.bucket_max_bytes)
+                        pb.PbFetchLogReqForBucket(
+                            partition_id=fetch.partition_id, bucket_id=b, fetch_offset=o, max_fetch_bytes=fetch.bucket_max_bytes
+                        )
                         for b, o in fetch.buckets
                     ],
                 )
@@ -113,12 +117,13 @@ class TabletGateway:
         self._edge.call_async(fetch_log, request, _target(node), timeout_s, _fetched(fetch.enable_lake), on_done)
 
     def list_offsets(
-        self, node: ServerNode, table_id: int, buckets: list[int], spec: OffsetSpec, enable_lake: bool
+        self, node: ServerNode, table_id: int, buckets: list[int], spec: OffsetSpec, enable_lake: bool, partition_id: int = 0
     ) -> list[ListedOffset]:
         request = pb.ListOffsetsRequest(
             follower_server_id=-1,
             offset_type=int(spec.type),
             table_id=table_id,
+            partition_id=partition_id,
             bucket_id=buckets,
             start_timestamp=spec.ms,
             enable_lake=enable_lake,
@@ -129,8 +134,10 @@ class TabletGateway:
             listed.append(ListedOffset(item.bucket_id, item.offset, item.lake_snapshot_id))
         return listed
 
-    def describe_log_buckets(self, node: ServerNode, table_id: int, buckets: list[int]) -> list[tuple[int, BucketInfo]]:
-        request = pb.DescribeLogBucketsRequest(table_id=table_id, bucket_id=buckets)
+    def describe_log_buckets(
+        self, node: ServerNode, table_id: int, buckets: list[int], partition_id: int = 0
+    ) -> list[tuple[int, BucketInfo]]:
+        request = pb.DescribeLogBucketsRequest(table_id=table_id, bucket_id=buckets, partition_id=partition_id)
         described = []
         for item in self._edge.call(self._stub(node).DescribeLogBuckets, request, _target(node)).buckets:
             _raise_bucket_error(item)

@@ -142,7 +142,7 @@ class LogFetcher:
                 if busy or self._retry_at.get(bucket, 0) > now:
                     continue
                 try:
-                    node = self._router.leader(self._info.table_id, bucket)
+                    node = self._router.leader(self._info.physical_id, bucket)
                 except LakelogError as error:
                     self._completed[bucket] = FetchedBucket(bucket, offset, error=error)
                     continue
@@ -162,6 +162,7 @@ class LogFetcher:
             self._max_wait_ms,
             self._min_bytes,
             enable_lake=self._log_source is not None,
+            partition_id=self._info.partition_id or 0,
         )
 
         def on_done(answer: list[FetchedBucket] | LakelogError) -> None:
@@ -264,7 +265,7 @@ class LogFetcher:
     def _start_lake(self, bucket: int, fetch: FetchedBucket, lake: LakeLogFetchInfo) -> None:
         assert self._log_source is not None, "lake answers come only to fetches that enable the lake"
         context = FetchContext(
-            fetch.fetch_offset, lake.log_end_offset, "", bucket, lake.snapshot_id, self._projection or None
+            fetch.fetch_offset, lake.log_end_offset, self._info.partition_name, bucket, lake.snapshot_id, self._projection or None
         )
         reader = LakeLogReader(self._log_source, context, self._out_schema, self._where(bucket), fetch.high_watermark, self._wake)
         with self._cond:
@@ -313,7 +314,7 @@ class LogFetcher:
             self._reset_offset(fetch)
             return
         attempt = self._retries.get(fetch.bucket, 0)
-        delay = self._router.retry_delay_s(error, attempt, resend_safe=True, table_id=self._info.table_id)
+        delay = self._router.retry_delay_s(error, attempt, resend_safe=True, table_id=self._info.physical_id)
         if delay is None:
             # A storage outage is the caller's to see (and to retry); leader moves and restarts are ours.
             raise error

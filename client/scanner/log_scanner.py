@@ -69,7 +69,7 @@ class LogScanner:
 
     def _subscribe_spec(self, spec: OffsetSpec, buckets: Iterable[int] | None) -> None:
         chosen = self._buckets(buckets)
-        for bucket, offset in self._admin.list_offsets(self._info.path, chosen, spec).items():
+        for bucket, offset in self._admin.list_offsets(self._info.path, chosen, spec, self._info.partition_name or None).items():
             self._fetcher.seek(bucket, offset)
 
     def subscribe_buckets(self, offsets: Mapping[int, int]) -> None:
@@ -161,7 +161,7 @@ class LogScanner:
             raise InvalidRequestError(
                 f"the scanner of {self._info.path} has no bucket subscribed; call subscribe_from_beginning() or subscribe() first"
             )
-        latest = self._admin.list_offsets(self._info.path, list(starts), OffsetSpec.latest())
+        latest = self._admin.list_offsets(self._info.path, list(starts), OffsetSpec.latest(), self._info.partition_name or None)
         ends = {bucket: max(start, latest[bucket]) for bucket, start in starts.items()}
         return pa.RecordBatchReader.from_batches(self._out_schema, self._batches_until(ends))
 

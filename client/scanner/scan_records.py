@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple, Union
 
 import pyarrow as pa
 
-from lakelog.record.meta_columns import META_COLUMNS, OFFSET_COLUMN, TIMESTAMP_COLUMN
+from lakelog.record.meta_columns import OFFSET_COLUMN, RESERVED_COLUMNS, TIMESTAMP_COLUMN
 
 APPEND_ONLY = "+A"
 
@@ -21,13 +21,18 @@ class ScanRecord(NamedTuple):
     timestamp: int
     change_type: str
     row: dict[str, Any]
+    partition_id: int | None = None  # the record's partition, for a partitioned table
+
+
+BucketKey = Union[int, tuple[int, int]]
 
 
 class ScanRecords:
     """Records of one poll; per bucket in offset order. ``high_watermark(bucket)`` is what the
-    server reported, so a consumer can tell how far behind it is."""
+    server reported, so a consumer can tell how far behind it is. For a partitioned table buckets
+    are keyed ``(partition_id, bucket)``."""
 
-    def __init__(self, schema: pa.Schema, tables: dict[int, pa.Table], high_watermarks: dict[int, int]) -> None:
+    def __init__(self, schema: pa.Schema, tables: dict[BucketKey, pa.Table], high_watermarks: dict[BucketKey, int]) -> None:
         self._schema = schema
         self._tables = {bucket: table for bucket, table in sorted(tables.items()) if table.num_rows}
         self._high_watermarks = dict(high_watermarks)
@@ -71,10 +76,19 @@ class ScanRecords:
         return self.to_arrow().__arrow_c_stream__(requested_schema)
 
 
-def _rows(table: pa.Table, bucket: int) -> Iterator[ScanRecord]:
+def _rows(table: pa.Table, bucket: BucketKey) -> Iterator[ScanRecord]:
     """Rows built column-wise by Arrow: the table's own columns as dicts, the offsets and
     timestamps as plain lists, zipped into records without a Python step per field."""
-    rows = table.select([name for name in table.column_names if name not in META_COLUMNS]).to_pylist()
+    rows = table.select([name for name in table.column_names if name not in RESERVED_COLUMNS]).to_pylist()
     offsets = table.column(OFFSET_COLUMN).to_pylist()
     timestamps = table.column(TIMESTAMP_COLUMN).to_pylist()
-    return map(ScanRecord, itertools.repeat(bucket), offsets, timestamps, itertools.repeat(APPEND_ONLY), rows)
+    partition_id, bucket = bucket if isinstance(bucket, tuple) else (None, bucket)
+    return map(
+        ScanRecord,
+        itertools.repeat(bucket),
+        offsets,
+        timestamps,
+        itertools.repeat(APPEND_ONLY),
+        rows,
+        itertools.repeat(partition_id),
+    )

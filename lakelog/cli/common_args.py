@@ -45,6 +45,10 @@ def add_bucket_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_partition_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--partition", metavar="NAME", help="the partition (partitioned tables; `lakelog partition list` names them)")
+
+
 def bootstrap_address(args: argparse.Namespace) -> str:
     """The flag beats the environment, which beats the default, as for the servers' own settings."""
     return args.bootstrap or os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP

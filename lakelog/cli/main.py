@@ -19,6 +19,7 @@ from lakelog.cli import (
     demo_command,
     health_command,
     offsets_command,
+    partition_command,
     produce_command,
     repair_command,
     scan_command,
@@ -34,7 +35,7 @@ from lakelog.version import __version__
 
 COMMAND_MODULES = [
     server_commands, config_command, demo_command, table_commands, produce_command, scan_command, offsets_command, tier_command,
-    health_command, repair_command, spark_connect_command,
+    health_command, repair_command, spark_connect_command, partition_command,
 ]
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from lakelog.cli.common_args import (
     add_bucket_argument,
+    add_partition_argument,
     add_connection_arguments,
     add_table_argument,
     open_connection,
@@ -29,6 +30,7 @@ def register(subparsers: Any) -> None:
     which.add_argument("--latest", action="store_true", help="the high watermark (default)")
     which.add_argument("--timestamp", type=timestamp_ms, metavar="MS", help="the first offset whose timestamp >= MS (ms or ISO 8601)")
     add_bucket_argument(parser)
+    add_partition_argument(parser)
     add_output_argument(parser)
     add_connection_arguments(parser)
     parser.set_defaults(handler=_run)
@@ -48,7 +50,7 @@ def _run(args: argparse.Namespace) -> int:
     buckets = sorted(set(args.bucket)) if args.bucket else None
     spec, label = offset_spec(args)
     with open_connection(args) as conn:
-        offsets = conn.admin.list_offsets(path, buckets, spec)
+        offsets = conn.admin.list_offsets(path, buckets, spec, partition_name=args.partition)
     if args.output == "json":
         print_json([{"bucket": bucket, "offset": offset} for bucket, offset in offsets.items()])
     else:

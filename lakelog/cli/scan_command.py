@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from lakelog.cli.common_args import (
     add_bucket_argument,
+    add_partition_argument,
     add_connection_arguments,
     add_table_argument,
     open_connection,
@@ -31,8 +32,9 @@ from lakelog.progress import Progress
 from lakelog.cli.record_writers import BINARY_FORMATS, OUTPUT_FORMATS, RecordWriter, open_writer, plain_value
 from lakelog.cli.text_table import TextTable
 from lakelog.client.scanner.log_scanner import LogScanner
+from lakelog.client.table import Table
 from lakelog.record.meta_columns import BUCKET_COLUMN, META_COLUMNS, META_FIELDS, OFFSET_COLUMN
-from lakelog.errors import InvalidRequestError
+from lakelog.errors import InvalidPartitionError, InvalidRequestError
 from lakelog.metadata import OffsetSpec
 
 CHUNK_ROWS = 4096  # rows converted and written at a time: bounds the Python objects alive at once
@@ -46,6 +48,7 @@ def register(subparsers: Any) -> None:
     start.add_argument("--offset", type=int, metavar="N", help="start every chosen bucket at offset N")
     start.add_argument("--timestamp", type=timestamp_ms, metavar="MS", help="start at the first record with timestamp >= MS (ms or ISO 8601)")
     add_bucket_argument(parser)
+    add_partition_argument(parser)
     parser.add_argument("--columns", metavar="A,B", help="only these columns, in this order")
     parser.add_argument("--max-records", type=int, metavar="N", help="stop after N records")
     parser.add_argument(
@@ -65,12 +68,14 @@ def _run(args: argparse.Namespace) -> int:
     try:
         with open_connection(args) as conn:
             table = conn.get_table(path)
+            if table.info.partitioned or args.partition is not None:
+                table = table.partition(_partition_name(table, args.partition))
             scan = table.new_scan()
             if args.columns:
                 scan = scan.project([name.strip() for name in args.columns.split(",") if name.strip()])
             buckets = sorted(set(args.bucket)) if args.bucket else list(range(table.info.buckets))
             with scan.create_log_scanner() as scanner:
-                stop = None if args.follow else conn.admin.list_offsets(path, buckets, OffsetSpec.latest())
+                stop = None if args.follow else conn.admin.list_offsets(path, buckets, OffsetSpec.latest(), table.info.partition_name or None)
                 _subscribe(scanner, args, buckets)
                 names = [*META_COLUMNS, *scanner.schema.names]
                 output = _output(args.output, scanner, names)
@@ -80,6 +85,12 @@ def _run(args: argparse.Namespace) -> int:
         # `lakelog scan ... | head`: the reader left, which is not an error; keep Python quiet at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+def _partition_name(table: Table, name: str | None) -> str:
+    if name is None:
+        raise InvalidPartitionError(f"{table.path} is partitioned: give --partition NAME (`lakelog partition list {table.path}` names them)")
+    return name
 
 
 def _output(fmt: str, scanner: LogScanner, names: list[str]) -> RecordWriter:

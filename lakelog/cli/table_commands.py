@@ -37,6 +37,14 @@ def register(subparsers: Any) -> None:
     )
     create.add_argument("--buckets", type=int, default=1, metavar="N", help="number of buckets (default 1)")
     create.add_argument("--property", action="append", default=[], metavar="KEY=VALUE", help="table property (repeatable)")
+    create.add_argument(
+        "--bucket-key", action="append", default=[], metavar="COLUMN",
+        help="rows with equal values of these columns go to one bucket (repeatable, in key order)",
+    )
+    create.add_argument(
+        "--partition-key", action="append", default=[], metavar="COLUMN",
+        help="partition the table by this string column (repeatable, in key order)",
+    )
     create.add_argument("--comment", default="", help="free text kept with the table")
     create.add_argument("--if-not-exists", action="store_true", help="succeed when the table already exists")
     create.set_defaults(handler=_create)
@@ -48,6 +56,7 @@ def register(subparsers: Any) -> None:
 
     describe = commands.add_parser("describe", help="Schema, buckets, properties and where each bucket's log lives.")
     add_table_argument(describe)
+    describe.add_argument("--partition", metavar="NAME", help="the buckets of this partition (partitioned tables)")
     add_output_argument(describe)
     describe.set_defaults(handler=_describe)
 
@@ -72,7 +81,9 @@ def _properties(items: list[str]) -> dict[str, str]:
 
 def _create(args: argparse.Namespace) -> int:
     path = table_path(args)
-    descriptor = TableDescriptor(parse_schema(args.schema), args.buckets, _properties(args.property), args.comment)
+    descriptor = TableDescriptor(
+        parse_schema(args.schema), args.buckets, _properties(args.property), args.comment, args.bucket_key, args.partition_key
+    )
     descriptor.validate()
     with open_connection(args) as conn:
         conn.admin.create_database(path.database, ignore_if_exists=True)
@@ -96,14 +107,21 @@ def _describe(args: argparse.Namespace) -> int:
     path = table_path(args)
     with open_connection(args) as conn:
         info = conn.admin.get_table_info(path)
-        buckets = conn.admin.describe_buckets(path)
+        partitions = conn.admin.list_partition_infos(path) if info.partitioned else []
+        described = info.partitioned and args.partition is None
+        buckets = {} if described else conn.admin.describe_buckets(path, partition_name=args.partition)
     if args.output == "json":
-        print_json(_description(info, buckets))
+        print_json({**_description(info, buckets), "partitions": [p.partition_name for p in partitions]})
         return 0
     created = datetime.fromtimestamp(info.created_ms / 1000, timezone.utc).isoformat(timespec="seconds") if info.created_ms else NONE_TEXT
     print(f"table:      {info.path} (id {info.table_id})")
     print(f"buckets:    {info.buckets}")
     print(f"lake:       {'enabled' if info.lake_enabled else 'disabled'}")
+    if info.bucket_keys:
+        print(f"bucket key: {', '.join(info.bucket_keys)}")
+    if info.partition_keys:
+        print(f"partitioned by: {', '.join(info.partition_keys)} ({counted(len(partitions), 'partition')}: "
+              f"{', '.join(p.partition_name for p in partitions) or NONE_TEXT}; --partition NAME shows one's buckets)")
     print(f"created:    {created}")
     if info.comment:
         print(f"comment:    {info.comment}")
@@ -144,6 +162,8 @@ def _description(info: TableInfo, buckets: dict[int, BucketInfo]) -> dict[str, A
         "table_id": info.table_id,
         "buckets": info.buckets,
         "lake_enabled": info.lake_enabled,
+        "bucket_keys": list(info.bucket_keys),
+        "partition_keys": list(info.partition_keys),
         "created_ms": info.created_ms or None,
         "comment": info.comment,
         "schema_id": info.schema_id,

@@ -19,6 +19,12 @@ META_FIELDS = (
 )
 
 
+# A partitioned table's scans add the partition's id after the other meta columns.
+PARTITION_ID_COLUMN = "__partition_id"
+PARTITION_ID_FIELD = pa.field(PARTITION_ID_COLUMN, pa.int64(), nullable=False)
+RESERVED_COLUMNS = (*META_COLUMNS, PARTITION_ID_COLUMN)
+
+
 def with_meta_fields(schema: pa.Schema) -> pa.Schema:
     """``schema`` followed by the meta columns: what a scanner returns for it."""
     return pa.schema([*schema, *META_FIELDS])

@@ -15,6 +15,7 @@ from lakelog.metadata import (
     LakeLogFetchInfo,
     LakeOffsets,
     LakeSnapshot,
+    PartitionInfo,
     RemoteLogFetchInfo,
     RemoteLogSegment,
     ServerNode,
@@ -53,6 +54,10 @@ def table_info_to_pb(info: TableInfo) -> pb.PbTableInfo:
         properties=properties_to_pb(dict(info.properties)),
         comment=info.comment,
         created_time=info.created_ms,
+        bucket_keys=list(info.bucket_keys),
+        partition_keys=list(info.partition_keys),
+        partition_id=info.partition_id or 0,
+        partition_name=info.partition_name,
     )
 
 
@@ -66,7 +71,27 @@ def table_info_from_pb(message: pb.PbTableInfo) -> TableInfo:
         properties=properties_from_pb(list(message.properties)),
         comment=message.comment,
         created_ms=message.created_time,
+        bucket_keys=tuple(message.bucket_keys),
+        partition_keys=tuple(message.partition_keys),
+        partition_id=message.partition_id or None,
+        partition_name=message.partition_name,
     )
+
+
+def partition_spec_to_pb(spec: dict[str, str]) -> pb.PbPartitionSpec:
+    return pb.PbPartitionSpec(partition_key_values=properties_to_pb(spec))
+
+
+def partition_spec_from_pb(message: pb.PbPartitionSpec) -> dict[str, str]:
+    return properties_from_pb(list(message.partition_key_values))
+
+
+def partition_info_to_pb(info: PartitionInfo) -> pb.PbPartitionInfo:
+    return pb.PbPartitionInfo(partition_id=info.partition_id, partition_name=info.partition_name)
+
+
+def partition_info_from_pb(message: pb.PbPartitionInfo) -> PartitionInfo:
+    return PartitionInfo(message.partition_id, message.partition_name)
 
 
 def node_to_pb(node: ServerNode) -> pb.PbServerNode:
@@ -127,10 +152,10 @@ def lake_offsets_to_pb(tables: Iterable[LakeOffsets]) -> pb.NotifyLakeTableOffse
 
 
 def lake_offsets_from_pb(message: pb.NotifyLakeTableOffsetRequest) -> list[LakeOffsets]:
-    """The reverse of :func:`lake_offsets_to_pb`: one lake snapshot per (table, snapshot id)."""
+    """The reverse of :func:`lake_offsets_to_pb`: one lake snapshot per (table or partition id, snapshot id)."""
     grouped: dict[tuple[int, int], dict[int, LakeBucketOffset]] = {}
     for item in message.notify_buckets_req:
-        grouped.setdefault((item.table_id, item.snapshot_id), {})[item.bucket_id] = LakeBucketOffset(
+        grouped.setdefault((item.partition_id or item.table_id, item.snapshot_id), {})[item.bucket_id] = LakeBucketOffset(
             item.log_start_offset, item.log_end_offset, item.log_max_timestamp
         )
     return [LakeOffsets(table_id, LakeSnapshot(snapshot_id, buckets)) for (table_id, snapshot_id), buckets in grouped.items()]

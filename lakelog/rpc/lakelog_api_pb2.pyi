@@ -50,7 +50,7 @@ class PbKeyValue(_message.Message):
     def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class PbTableInfo(_message.Message):
-    __slots__ = ("table_id", "table_path", "schema", "schema_id", "bucket_count", "properties", "comment", "created_time")
+    __slots__ = ("table_id", "table_path", "schema", "schema_id", "bucket_count", "properties", "comment", "created_time", "bucket_keys", "partition_keys", "partition_id", "partition_name")
     TABLE_ID_FIELD_NUMBER: _ClassVar[int]
     TABLE_PATH_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +59,10 @@ class PbTableInfo(_message.Message):
     PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     COMMENT_FIELD_NUMBER: _ClassVar[int]
     CREATED_TIME_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_KEYS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEYS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_NAME_FIELD_NUMBER: _ClassVar[int]
     table_id: int
     table_path: PbTablePath
     schema: bytes
@@ -67,7 +71,11 @@ class PbTableInfo(_message.Message):
     properties: _containers.RepeatedCompositeFieldContainer[PbKeyValue]
     comment: str
     created_time: int
-    def __init__(self, table_id: _Optional[int] = ..., table_path: _Optional[_Union[PbTablePath, _Mapping]] = ..., schema: _Optional[bytes] = ..., schema_id: _Optional[int] = ..., bucket_count: _Optional[int] = ..., properties: _Optional[_Iterable[_Union[PbKeyValue, _Mapping]]] = ..., comment: _Optional[str] = ..., created_time: _Optional[int] = ...) -> None: ...
+    bucket_keys: _containers.RepeatedScalarFieldContainer[str]
+    partition_keys: _containers.RepeatedScalarFieldContainer[str]
+    partition_id: int
+    partition_name: str
+    def __init__(self, table_id: _Optional[int] = ..., table_path: _Optional[_Union[PbTablePath, _Mapping]] = ..., schema: _Optional[bytes] = ..., schema_id: _Optional[int] = ..., bucket_count: _Optional[int] = ..., properties: _Optional[_Iterable[_Union[PbKeyValue, _Mapping]]] = ..., comment: _Optional[str] = ..., created_time: _Optional[int] = ..., bucket_keys: _Optional[_Iterable[str]] = ..., partition_keys: _Optional[_Iterable[str]] = ..., partition_id: _Optional[int] = ..., partition_name: _Optional[str] = ...) -> None: ...
 
 class PbBucketMetadata(_message.Message):
     __slots__ = ("bucket_id", "leader_id")
@@ -124,20 +132,24 @@ class ListDatabasesResponse(_message.Message):
     def __init__(self, database_name: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CreateTableRequest(_message.Message):
-    __slots__ = ("table_path", "schema", "bucket_count", "properties", "comment", "ignore_if_exists")
+    __slots__ = ("table_path", "schema", "bucket_count", "properties", "comment", "ignore_if_exists", "bucket_keys", "partition_keys")
     TABLE_PATH_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
     BUCKET_COUNT_FIELD_NUMBER: _ClassVar[int]
     PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     COMMENT_FIELD_NUMBER: _ClassVar[int]
     IGNORE_IF_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_KEYS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEYS_FIELD_NUMBER: _ClassVar[int]
     table_path: PbTablePath
     schema: bytes
     bucket_count: int
     properties: _containers.RepeatedCompositeFieldContainer[PbKeyValue]
     comment: str
     ignore_if_exists: bool
-    def __init__(self, table_path: _Optional[_Union[PbTablePath, _Mapping]] = ..., schema: _Optional[bytes] = ..., bucket_count: _Optional[int] = ..., properties: _Optional[_Iterable[_Union[PbKeyValue, _Mapping]]] = ..., comment: _Optional[str] = ..., ignore_if_exists: _Optional[bool] = ...) -> None: ...
+    bucket_keys: _containers.RepeatedScalarFieldContainer[str]
+    partition_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, table_path: _Optional[_Union[PbTablePath, _Mapping]] = ..., schema: _Optional[bytes] = ..., bucket_count: _Optional[int] = ..., properties: _Optional[_Iterable[_Union[PbKeyValue, _Mapping]]] = ..., comment: _Optional[str] = ..., ignore_if_exists: _Optional[bool] = ..., bucket_keys: _Optional[_Iterable[str]] = ..., partition_keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CreateTableResponse(_message.Message):
     __slots__ = ("table_id",)
@@ -424,12 +436,14 @@ class PbListOffsetsRespForBucket(_message.Message):
     def __init__(self, bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., offset: _Optional[int] = ..., lake_snapshot_id: _Optional[int] = ...) -> None: ...
 
 class DescribeLogBucketsRequest(_message.Message):
-    __slots__ = ("table_id", "bucket_id")
+    __slots__ = ("table_id", "bucket_id", "partition_id")
     TABLE_ID_FIELD_NUMBER: _ClassVar[int]
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     table_id: int
     bucket_id: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, table_id: _Optional[int] = ..., bucket_id: _Optional[_Iterable[int]] = ...) -> None: ...
+    partition_id: int
+    def __init__(self, table_id: _Optional[int] = ..., bucket_id: _Optional[_Iterable[int]] = ..., partition_id: _Optional[int] = ...) -> None: ...
 
 class DescribeLogBucketsResponse(_message.Message):
     __slots__ = ("buckets",)
@@ -468,16 +482,18 @@ class PbLogBucketInfo(_message.Message):
     def __init__(self, bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., remote_log_start_offset: _Optional[int] = ..., remote_log_end_offset: _Optional[int] = ..., lake_log_start_offset: _Optional[int] = ..., lake_log_end_offset: _Optional[int] = ..., local_segment_count: _Optional[int] = ..., remote_segment_count: _Optional[int] = ..., remote_error: _Optional[str] = ...) -> None: ...
 
 class RepairLogRequest(_message.Message):
-    __slots__ = ("table_id", "bucket_id", "tier", "accept_truncation")
+    __slots__ = ("table_id", "bucket_id", "tier", "accept_truncation", "partition_id")
     TABLE_ID_FIELD_NUMBER: _ClassVar[int]
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
     TIER_FIELD_NUMBER: _ClassVar[int]
     ACCEPT_TRUNCATION_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     table_id: int
     bucket_id: _containers.RepeatedScalarFieldContainer[int]
     tier: RepairTier
     accept_truncation: bool
-    def __init__(self, table_id: _Optional[int] = ..., bucket_id: _Optional[_Iterable[int]] = ..., tier: _Optional[_Union[RepairTier, str]] = ..., accept_truncation: _Optional[bool] = ...) -> None: ...
+    partition_id: int
+    def __init__(self, table_id: _Optional[int] = ..., bucket_id: _Optional[_Iterable[int]] = ..., tier: _Optional[_Union[RepairTier, str]] = ..., accept_truncation: _Optional[bool] = ..., partition_id: _Optional[int] = ...) -> None: ...
 
 class RepairLogResponse(_message.Message):
     __slots__ = ("buckets",)
@@ -696,3 +712,59 @@ class InitWriterResponse(_message.Message):
     WRITER_ID_FIELD_NUMBER: _ClassVar[int]
     writer_id: int
     def __init__(self, writer_id: _Optional[int] = ...) -> None: ...
+
+class PbPartitionSpec(_message.Message):
+    __slots__ = ("partition_key_values",)
+    PARTITION_KEY_VALUES_FIELD_NUMBER: _ClassVar[int]
+    partition_key_values: _containers.RepeatedCompositeFieldContainer[PbKeyValue]
+    def __init__(self, partition_key_values: _Optional[_Iterable[_Union[PbKeyValue, _Mapping]]] = ...) -> None: ...
+
+class PbPartitionInfo(_message.Message):
+    __slots__ = ("partition_id", "partition_name")
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_NAME_FIELD_NUMBER: _ClassVar[int]
+    partition_id: int
+    partition_name: str
+    def __init__(self, partition_id: _Optional[int] = ..., partition_name: _Optional[str] = ...) -> None: ...
+
+class CreatePartitionRequest(_message.Message):
+    __slots__ = ("table_path", "partition_spec", "ignore_if_exists")
+    TABLE_PATH_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_SPEC_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_IF_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    table_path: PbTablePath
+    partition_spec: PbPartitionSpec
+    ignore_if_exists: bool
+    def __init__(self, table_path: _Optional[_Union[PbTablePath, _Mapping]] = ..., partition_spec: _Optional[_Union[PbPartitionSpec, _Mapping]] = ..., ignore_if_exists: _Optional[bool] = ...) -> None: ...
+
+class CreatePartitionResponse(_message.Message):
+    __slots__ = ("partition_id",)
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    partition_id: int
+    def __init__(self, partition_id: _Optional[int] = ...) -> None: ...
+
+class DropPartitionRequest(_message.Message):
+    __slots__ = ("table_path", "partition_spec", "ignore_if_not_exists")
+    TABLE_PATH_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_SPEC_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_IF_NOT_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    table_path: PbTablePath
+    partition_spec: PbPartitionSpec
+    ignore_if_not_exists: bool
+    def __init__(self, table_path: _Optional[_Union[PbTablePath, _Mapping]] = ..., partition_spec: _Optional[_Union[PbPartitionSpec, _Mapping]] = ..., ignore_if_not_exists: _Optional[bool] = ...) -> None: ...
+
+class DropPartitionResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListPartitionInfosRequest(_message.Message):
+    __slots__ = ("table_path",)
+    TABLE_PATH_FIELD_NUMBER: _ClassVar[int]
+    table_path: PbTablePath
+    def __init__(self, table_path: _Optional[_Union[PbTablePath, _Mapping]] = ...) -> None: ...
+
+class ListPartitionInfosResponse(_message.Message):
+    __slots__ = ("partitions_info",)
+    PARTITIONS_INFO_FIELD_NUMBER: _ClassVar[int]
+    partitions_info: _containers.RepeatedCompositeFieldContainer[PbPartitionInfo]
+    def __init__(self, partitions_info: _Optional[_Iterable[_Union[PbPartitionInfo, _Mapping]]] = ...) -> None: ...

@@ -116,6 +116,21 @@ class CoordinatorServiceStub:
                 request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.InitWriterRequest.SerializeToString,
                 response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.InitWriterResponse.FromString,
                 _registered_method=True)
+        self.CreatePartition = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/CreatePartition',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CreatePartitionRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CreatePartitionResponse.FromString,
+                _registered_method=True)
+        self.DropPartition = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/DropPartition',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.DropPartitionRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.DropPartitionResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionInfos = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/ListPartitionInfos',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListPartitionInfosRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListPartitionInfosResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServiceServicer:
@@ -226,6 +241,25 @@ class CoordinatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreatePartition(self, request, context):
+        """Partitions of a partitioned table (SPEC section 11): ids are assigned here and never reused.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DropPartition(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionInfos(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -308,6 +342,21 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.InitWriter,
                     request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.InitWriterRequest.FromString,
                     response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.InitWriterResponse.SerializeToString,
+            ),
+            'CreatePartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePartition,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CreatePartitionRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CreatePartitionResponse.SerializeToString,
+            ),
+            'DropPartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.DropPartition,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.DropPartitionRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.DropPartitionResponse.SerializeToString,
+            ),
+            'ListPartitionInfos': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionInfos,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListPartitionInfosRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListPartitionInfosResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -744,6 +793,87 @@ class CoordinatorService:
             '/lakelog.rpc.CoordinatorService/InitWriter',
             lakelog_dot_rpc_dot_lakelog__api__pb2.InitWriterRequest.SerializeToString,
             lakelog_dot_rpc_dot_lakelog__api__pb2.InitWriterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/CreatePartition',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.CreatePartitionRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.CreatePartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DropPartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/DropPartition',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.DropPartitionRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.DropPartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionInfos(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/ListPartitionInfos',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.ListPartitionInfosRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.ListPartitionInfosResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -10,13 +10,14 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from lakelog.errors import (
     DatabaseAlreadyExistError,
     DatabaseNotEmptyError,
     DatabaseNotExistError,
     InvalidRequestError,
+    InvalidTableError,
     LakeSnapshotNotExistError,
     NoTabletServerError,
     StaleLakeSnapshotError,
@@ -27,6 +28,7 @@ from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
     LakeOffsets,
     LakeSnapshot,
+    PartitionInfo,
     ServerNode,
     TableAssignment,
     TableDescriptor,
@@ -35,9 +37,11 @@ from lakelog.metadata import (
     TieringJobInfo,
     validate_name,
 )
+from lakelog.server.coordinator.auto_partitioning import AutoPartitioner, auto_partition_spec
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.table_properties import check_comment, validate_table_properties
 from lakelog.server.coordinator.metadata_store import MetadataStore
+from lakelog.server.coordinator.partitions import PartitionCatalog
 from lakelog.server.coordinator.tablet_liveness import TabletLiveness
 
 log = logging.getLogger(__name__)
@@ -61,8 +65,19 @@ class TabletNotifier(Protocol):
 
 
 class Coordinator:
-    def __init__(self, store: MetadataStore, notifier: TabletNotifier, lake: LakeTables, heartbeat_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        notifier: TabletNotifier,
+        lake: LakeTables,
+        heartbeat_timeout_ms: int,
+        max_partitions: int = 1000,
+        auto_partition_interval_ms: int = 60_000,
+    ) -> None:
+        """``auto_partitioner`` is started by the caller (the coordinator role), which also closes it."""
         self._store = store
+        self.partitions = PartitionCatalog(store, max_partitions)
+        self.auto_partitioner = AutoPartitioner(self, auto_partition_interval_ms)
         self._notifier = notifier
         self._lake = lake
         self.liveness = TabletLiveness(heartbeat_timeout_ms, (node.server_id for node in store.tablet_servers()))
@@ -112,11 +127,10 @@ class Coordinator:
             tables = self._store.tables_in(name)
             if tables and not cascade:
                 raise DatabaseNotEmptyError(f"database {name!r} still has {len(tables)} table(s); drop them or cascade")
-            for info in tables:
-                self._drop(info)
+            dropped = [log_id for info in tables for log_id in self._drop(info)]
             self._store.delete_database(name)
         log.info("dropped database %s", name)
-        self._tell_leaders([], [info.table_id for info in tables])
+        self._tell_leaders([], dropped)
 
     def list_databases(self) -> list[str]:
         return self._store.list_databases()
@@ -128,6 +142,9 @@ class Coordinator:
         cannot hold is refused before the lakelog table exists."""
         descriptor.validate()
         validate_table_properties(f"table {path}", descriptor.properties, descriptor.comment)
+        auto_partition_spec(path, descriptor.properties, descriptor.partition_keys)
+        if descriptor.lake_enabled and descriptor.partition_keys:
+            raise InvalidTableError(f"table {path}: a partitioned table cannot be lake-enabled yet (tiering is per table, not per partition)")
         if descriptor.lake_enabled:
             descriptor = self._lake.with_format(descriptor)
         with self._lock:
@@ -138,17 +155,48 @@ class Coordinator:
                 if ignore_if_exists:
                     return existing.table_id
                 raise TableAlreadyExistError(f"table {path} already exists")
-            servers = self._store.tablet_servers()
-            if not servers:
-                raise NoTabletServerError(f"cannot create table {path}: no tablet server has registered yet")
-            start = self._store.table_count()
-            leaders = {b: servers[(start + b) % len(servers)].server_id for b in range(descriptor.buckets)}
+            leaders = self._place(f"table {path}", descriptor.buckets, self._store.table_count())
             if descriptor.lake_enabled:
                 self._lake.create_table(path, descriptor.schema)
             info = self._store.insert_table(path, descriptor, leaders)
         log.info("created table %s (id %d, %d buckets, leaders %s)", path, info.table_id, info.buckets, leaders)
         self._tell_leaders([TableAssignment(info, leaders)], [])
+        self.auto_partitioner.check(info)
         return info.table_id
+
+    def _place(self, what: str, buckets: int, start: int) -> dict[int, int]:
+        """Leaders for ``buckets`` buckets, round robin over the tablet servers from ``start``."""
+        servers = self._store.tablet_servers()
+        if not servers:
+            raise NoTabletServerError(f"cannot create {what}: no tablet server has registered yet")
+        return {b: servers[(start + b) % len(servers)].server_id for b in range(buckets)}
+
+    # partitions
+
+    def create_partition(self, path: TablePath, spec: Mapping[str, object], ignore_if_exists: bool = False) -> PartitionInfo:
+        """Create a partition of a partitioned table, its buckets placed like a table's."""
+        with self._lock:
+            info = self.table(path)
+            name = self.partitions.name_of(info, spec)
+            leaders = self._place(f"partition {name} of {path}", info.buckets, self._store.partition_count() + info.table_id)
+            partition, created = self.partitions.create(info, name, leaders, ignore_if_exists)
+        if created:
+            self._tell_leaders([TableAssignment(info.for_partition(partition), leaders)], [])
+        return partition
+
+    def drop_partition(self, path: TablePath, spec: Mapping[str, object], ignore_if_not_exists: bool = False) -> None:
+        """Forget the partition; its tablet servers delete its local and remote logs."""
+        with self._lock:
+            info = self.table(path)
+            dropped = self.partitions.drop(info, self.partitions.name_of(info, spec), ignore_if_not_exists)
+        if dropped is not None:
+            self._tell_leaders([], [dropped.partition_id])
+
+    def list_partitions(self, path: TablePath) -> list[PartitionInfo]:
+        return self.list_partitions_of(self.table(path))
+
+    def list_partitions_of(self, info: TableInfo) -> list[PartitionInfo]:
+        return self.partitions.list(info)
 
     def drop_table(self, path: TablePath, ignore_if_not_exists: bool = False) -> None:
         with self._lock:
@@ -157,14 +205,18 @@ class Coordinator:
                 if ignore_if_not_exists:
                     return
                 raise TableNotExistError(f"table {path} does not exist")
-            self._drop(info)
-        self._tell_leaders([], [info.table_id])
+            dropped = self._drop(info)
+        self._tell_leaders([], dropped)
 
-    def _drop(self, info: TableInfo) -> None:
-        """Forget the table (lock held); callers tell the tablet servers after releasing the lock,
-        so an unreachable server never stalls the coordinator."""
+    def _drop(self, info: TableInfo) -> list[int]:
+        """Forget the table (lock held) and return its partitions' ids, then its own (a tablet
+        server closes a partition's logs before it deletes the table's directory around them);
+        callers tell the tablet servers after releasing the lock, so an unreachable server never
+        stalls the coordinator."""
+        partitions = [p.partition_id for p in self._store.partitions(info.table_id)]
         self._store.delete_table(info.table_id)
         log.info("dropped table %s (id %d)", info.path, info.table_id)
+        return [*partitions, info.table_id]
 
     def list_tables(self, database: str) -> list[str]:
         validate_name("database", database)
@@ -190,6 +242,27 @@ class Coordinator:
 
     def assignment(self, info: TableInfo) -> TableAssignment:
         return TableAssignment(info, self._store.leaders(info.table_id))
+
+    def assignments(self, info: TableInfo) -> list[TableAssignment]:
+        """The table's own buckets, and for a partitioned table each partition's, with their leaders."""
+        if not info.partitioned:
+            return [self.assignment(info)]
+        leaders = self._store.partition_leaders(info.table_id)
+        return [self.assignment(info)] + [
+            TableAssignment(info.for_partition(p), leaders.get(p.partition_id, {})) for p in self._store.partitions(info.table_id)
+        ]
+
+    def assignment_by_id(self, physical_id: int) -> TableAssignment:
+        """A table's or a partition's buckets and leaders, by its id (see ``TableInfo.physical_id``)."""
+        info = self._store.table_by_id(physical_id)
+        if info is not None:
+            return self.assignment(info)
+        found = self._store.partition_by_id(physical_id)
+        if found is None:
+            raise TableNotExistError(f"no table or partition has id {physical_id}")
+        table_id, partition = found
+        leaders = self._store.partition_leaders(table_id).get(physical_id, {})
+        return TableAssignment(self.table_by_id(table_id).for_partition(partition), leaders)
 
     def tablet_servers(self) -> list[ServerNode]:
         return self._store.tablet_servers()
@@ -263,6 +336,7 @@ class Coordinator:
         led: list[TableAssignment] = []
         lake: list[LakeOffsets] = []
         for info in self._store.all_tables():
+            led += [a for a in self.assignments(info)[1:] if node.server_id in a.leaders.values()]
             leaders = self._store.leaders(info.table_id)
             if node.server_id not in leaders.values():
                 continue

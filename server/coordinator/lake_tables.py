@@ -7,6 +7,7 @@ without PyIceberg; the plugin, and the catalog it opens, are kept for the next t
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pyarrow as pa
@@ -31,9 +32,7 @@ class LakeTables:
         lake_format = descriptor.properties.get(DATALAKE_FORMAT, self.config.format)
         if lake_format not in SUPPORTED_FORMATS:
             raise InvalidTableError(f"{DATALAKE_FORMAT}={lake_format!r} is not supported (use one of {SUPPORTED_FORMATS})")
-        return TableDescriptor(
-            descriptor.schema, descriptor.buckets, {**descriptor.properties, DATALAKE_FORMAT: lake_format}, descriptor.comment
-        )
+        return dataclasses.replace(descriptor, properties={**descriptor.properties, DATALAKE_FORMAT: lake_format})
 
     def create_table(self, path: TablePath, schema: pa.Schema) -> None:
         """Create the lake table of a lake-enabled table (refusing a schema the lake cannot hold)."""

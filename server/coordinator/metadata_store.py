@@ -16,6 +16,7 @@ from typing import Iterator
 from lakelog.metadata import (
     LakeBucketOffset,
     LakeSnapshot,
+    PartitionInfo,
     ServerNode,
     TableDescriptor,
     TableInfo,
@@ -41,7 +42,22 @@ CREATE TABLE IF NOT EXISTS tables (
     properties TEXT NOT NULL,
     comment TEXT NOT NULL DEFAULT '',
     created_ms INTEGER NOT NULL,
+    bucket_keys TEXT NOT NULL DEFAULT '[]',
+    partition_keys TEXT NOT NULL DEFAULT '[]',
     UNIQUE (database, name)
+);
+CREATE TABLE IF NOT EXISTS partitions (
+    partition_id INTEGER PRIMARY KEY,
+    table_id INTEGER NOT NULL REFERENCES tables(table_id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    UNIQUE (table_id, name)
+);
+CREATE TABLE IF NOT EXISTS partition_bucket_leaders (
+    partition_id INTEGER NOT NULL REFERENCES partitions(partition_id) ON DELETE CASCADE,
+    bucket INTEGER NOT NULL,
+    leader_id INTEGER NOT NULL,
+    PRIMARY KEY (partition_id, bucket)
 );
 CREATE TABLE IF NOT EXISTS tablet_servers (
     server_id INTEGER PRIMARY KEY,
@@ -92,6 +108,14 @@ class MetadataStore:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
+        self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        """A metadata store written before bucket and partition keys existed gains their columns."""
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(tables)")}
+        for column in ("bucket_keys", "partition_keys"):
+            if column not in have:
+                self._db.execute(f"ALTER TABLE tables ADD COLUMN {column} TEXT NOT NULL DEFAULT '[]'")
 
     def close(self) -> None:
         with self._lock:
@@ -127,8 +151,8 @@ class MetadataStore:
         created = int(time.time() * 1000)
         with self._transaction() as db:
             cursor = db.execute(
-                "INSERT INTO tables (database, name, schema, schema_id, buckets, properties, comment, created_ms)"
-                " VALUES (?, ?, ?, 1, ?, ?, ?, ?)",
+                "INSERT INTO tables (database, name, schema, schema_id, buckets, properties, comment, created_ms,"
+                " bucket_keys, partition_keys) VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, ?)",
                 (
                     path.database,
                     path.table,
@@ -137,6 +161,8 @@ class MetadataStore:
                     json.dumps(dict(descriptor.properties), sort_keys=True),
                     descriptor.comment,
                     created,
+                    json.dumps(list(descriptor.bucket_keys)),
+                    json.dumps(list(descriptor.partition_keys)),
                 ),
             )
             table_id = int(cursor.lastrowid or 0)
@@ -145,7 +171,16 @@ class MetadataStore:
                 [(table_id, bucket, leader) for bucket, leader in leaders.items()],
             )
         return TableInfo(
-            table_id, path, descriptor.schema, 1, descriptor.buckets, dict(descriptor.properties), descriptor.comment, created
+            table_id,
+            path,
+            descriptor.schema,
+            1,
+            descriptor.buckets,
+            dict(descriptor.properties),
+            descriptor.comment,
+            created,
+            tuple(descriptor.bucket_keys),
+            tuple(descriptor.partition_keys),
         )
 
     def delete_table(self, table_id: int) -> None:
@@ -174,11 +209,11 @@ class MetadataStore:
     def _tables(self, where: str, args: tuple) -> Iterator[TableInfo]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT table_id, database, name, schema, schema_id, buckets, properties, comment, created_ms"
-                f" FROM tables WHERE {where}",
+                "SELECT table_id, database, name, schema, schema_id, buckets, properties, comment, created_ms,"
+                f" bucket_keys, partition_keys FROM tables WHERE {where}",
                 args,
             ).fetchall()
-        for table_id, database, name, schema, schema_id, buckets, properties, comment, created in rows:
+        for table_id, database, name, schema, schema_id, buckets, properties, comment, created, bucket_keys, partition_keys in rows:
             yield TableInfo(
                 table_id,
                 TablePath(database, name),
@@ -188,6 +223,8 @@ class MetadataStore:
                 json.loads(properties),
                 comment,
                 created,
+                tuple(json.loads(bucket_keys)),
+                tuple(json.loads(partition_keys)),
             )
 
     def leaders(self, table_id: int) -> dict[int, int]:
@@ -196,6 +233,57 @@ class MetadataStore:
                 "SELECT bucket, leader_id FROM bucket_leaders WHERE table_id = ? ORDER BY bucket", (table_id,)
             ).fetchall()
         return {bucket: leader for bucket, leader in rows}
+
+    # partitions: their ids come from the tables' AUTOINCREMENT sequence, which SQLite never hands
+    # out twice (even after a drop), so a partition id names no table and is never reused.
+
+    def insert_partition(self, table_id: int, name: str, leaders: dict[int, int]) -> PartitionInfo:
+        with self._transaction() as db:
+            db.execute("UPDATE sqlite_sequence SET seq = seq + 1 WHERE name = 'tables'")
+            partition_id = int(db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'tables'").fetchone()[0])
+            db.execute(
+                "INSERT INTO partitions (partition_id, table_id, name, created_ms) VALUES (?, ?, ?, ?)",
+                (partition_id, table_id, name, int(time.time() * 1000)),
+            )
+            db.executemany(
+                "INSERT INTO partition_bucket_leaders (partition_id, bucket, leader_id) VALUES (?, ?, ?)",
+                [(partition_id, bucket, leader) for bucket, leader in leaders.items()],
+            )
+        return PartitionInfo(partition_id, name)
+
+    def delete_partition(self, partition_id: int) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM partitions WHERE partition_id = ?", (partition_id,))
+
+    def partitions(self, table_id: int) -> list[PartitionInfo]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT partition_id, name FROM partitions WHERE table_id = ? ORDER BY partition_id", (table_id,)
+            ).fetchall()
+        return [PartitionInfo(partition_id, name) for partition_id, name in rows]
+
+    def partition_by_id(self, partition_id: int) -> tuple[int, PartitionInfo] | None:
+        """The table id and the partition, for a partition id."""
+        with self._lock:
+            row = self._db.execute("SELECT table_id, name FROM partitions WHERE partition_id = ?", (partition_id,)).fetchone()
+        return None if row is None else (row[0], PartitionInfo(partition_id, row[1]))
+
+    def partition_count(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM partitions").fetchone()[0])
+
+    def partition_leaders(self, table_id: int) -> dict[int, dict[int, int]]:
+        """Per partition of the table, per bucket, its leader's id."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT l.partition_id, l.bucket, l.leader_id FROM partition_bucket_leaders l"
+                " JOIN partitions p ON p.partition_id = l.partition_id WHERE p.table_id = ? ORDER BY l.partition_id, l.bucket",
+                (table_id,),
+            ).fetchall()
+        leaders: dict[int, dict[int, int]] = {}
+        for partition_id, bucket, leader in rows:
+            leaders.setdefault(partition_id, {})[bucket] = leader
+        return leaders
 
     # lake snapshots
 

@@ -10,12 +10,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from lakelog.config import parse_duration_ms
 from lakelog.errors import InvalidRequestError, InvalidTableError
 from lakelog.metadata import DATALAKE_ENABLED, DATALAKE_FORMAT
 
 LOCAL_SEGMENTS = "table.log.tiered.local-segments"
+AUTO_PARTITION_ENABLED = "table.auto-partition.enabled"
+AUTO_PARTITION_TIME_UNIT = "table.auto-partition.time-unit"
+AUTO_PARTITION_NUM_PRECREATE = "table.auto-partition.num-precreate"
+AUTO_PARTITION_NUM_RETENTION = "table.auto-partition.num-retention"
+AUTO_PARTITION_TIME_ZONE = "table.auto-partition.time-zone"
+# Partition names of auto-partitioning per time unit, as Fluss names them.
+TIME_UNIT_FORMATS = {"year": "%Y", "month": "%Y%m", "day": "%Y%m%d", "hour": "%Y%m%d%H"}
 TTL = "table.log.ttl"
 MAX_COMMENT_BYTES = 64 << 10
 MAX_PROPERTIES = 256
@@ -49,6 +57,27 @@ def _positive_duration(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("must be at least 0")
+    return value
+
+
+def _time_unit(text: str) -> str:
+    unit = text.lower()
+    if unit not in TIME_UNIT_FORMATS:
+        raise ValueError(f"must be one of {', '.join(TIME_UNIT_FORMATS)}")
+    return unit
+
+
+def _time_zone(text: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError("not a time zone name (e.g. UTC, Europe/Berlin)") from None
+
+
 @dataclass(frozen=True)
 class TableProperty:
     parse: Callable[[str], Any]
@@ -60,6 +89,11 @@ TABLE_PROPERTIES: Mapping[str, TableProperty] = {
     DATALAKE_FORMAT: TableProperty(_iceberg, "iceberg"),
     LOCAL_SEGMENTS: TableProperty(_positive_int, "2"),
     TTL: TableProperty(_positive_duration, "7d"),
+    AUTO_PARTITION_ENABLED: TableProperty(_boolean, "false"),
+    AUTO_PARTITION_TIME_UNIT: TableProperty(_time_unit, "day"),
+    AUTO_PARTITION_NUM_PRECREATE: TableProperty(_non_negative_int, "2"),
+    AUTO_PARTITION_NUM_RETENTION: TableProperty(_non_negative_int, "7"),
+    AUTO_PARTITION_TIME_ZONE: TableProperty(_time_zone, "UTC"),
 }
 
 

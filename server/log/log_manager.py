@@ -1,4 +1,8 @@
-"""Every local bucket log of one tablet server, under ``<root>/<table_id>/<bucket>/``."""
+"""Every local bucket log of one tablet server, under ``<root>/<table_id>/<bucket>/``, and for a
+partition of a partitioned table under ``<root>/<table_id>/p<partition_id>/<bucket>/``.
+
+Logs are keyed by ``(physical id, bucket)``: the table's id, or the partition's (the coordinator
+draws both from one sequence, see ``TableInfo.physical_id``)."""
 
 from __future__ import annotations
 
@@ -36,11 +40,15 @@ class LogManager:
         self._lock = threading.Lock()
         self._tablets: dict[tuple[int, int], LogTablet] = {}
 
-    def _open(self, table_id: int, bucket: int, table_name: str) -> LogTablet:
+    @staticmethod
+    def partition_dir(partition_id: int) -> str:
+        return f"p{partition_id}"
+
+    def _open(self, table_id: int, bucket: int, table_name: str, parent: Path) -> LogTablet:
         """Open one bucket's log. Lock held, so two callers never open the same directory."""
         callback = None if self._on_high_watermark is None else partial(self._on_high_watermark, table_id, bucket)
         tablet = LogTablet.open(
-            self.root / str(table_id) / str(bucket),
+            parent / str(bucket),
             self.config,
             bucket,
             f"{table_name} bucket {bucket}",
@@ -50,12 +58,16 @@ class LogManager:
         self._tablets[table_id, bucket] = tablet
         return tablet
 
-    def get_or_create(self, table_id: int, bucket: int, name: str) -> LogTablet:
+    def get_or_create(self, table_id: int, bucket: int, name: str, partition_of: int | None = None) -> LogTablet:
         """The log of a bucket, opened (and recovered) on first use; ``name`` is the table's name,
-        e.g. "shop.orders", used in errors and logs."""
+        e.g. "shop.orders", used in errors and logs. With ``partition_of`` (the table's id),
+        ``table_id`` is the id of a partition of that table."""
         with self._lock:
             tablet = self._tablets.get((table_id, bucket))
-            return tablet if tablet is not None else self._open(table_id, bucket, name)
+            if tablet is not None:
+                return tablet
+            parent = self.root / str(table_id) if partition_of is None else self.root / str(partition_of) / self.partition_dir(table_id)
+            return self._open(table_id, bucket, name, parent)
 
     @property
     def clock(self) -> Callable[[], int]:
@@ -74,18 +86,20 @@ class LogManager:
             return self._tablets.get((table_id, bucket))
 
     def drop_table(self, table_id: int) -> None:
-        """Close every bucket log of a table and delete its directory."""
+        """Close every bucket log of a table (or partition, by its id) and delete its directory
+        (with a table's: its partitions')."""
         with self._lock:
             dropped = [key for key in self._tablets if key[0] == table_id]
             tablets = [self._tablets.pop(key) for key in dropped]
         for tablet in tablets:
             tablet.close()
-        try:
-            shutil.rmtree(self.root / str(table_id))
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise StorageError(f"cannot delete the logs of table {table_id}: {exc}") from exc
+        for directory in [self.root / str(table_id), *self.root.glob(f"*/{self.partition_dir(table_id)}")]:
+            try:
+                shutil.rmtree(directory)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StorageError(f"cannot delete the logs of table {table_id}: {exc}") from exc
 
     def close_all(self) -> None:
         with self._lock:

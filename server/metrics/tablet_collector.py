@@ -67,11 +67,11 @@ class TabletStateCollector(Collector):
             local_segments = local_bytes = remote_segments = remote_bytes = not_uploaded = not_in_lake = 0
             holes = fences = 0
             for bucket in buckets:
-                tablet = self._logs.get(info.table_id, bucket)
+                tablet = self._logs.get(info.physical_id, bucket)
                 if tablet is None:  # dropped since led_tables()
                     continue
                 local = tablet.segments
-                manifest = self._remote.known_manifest(info.table_id, bucket)
+                manifest = self._remote.known_manifest(info.physical_id, bucket)
                 high_watermark = tablet.high_watermark
                 local_segments += len(local)
                 holes += len(tablet.quarantined)
@@ -81,15 +81,15 @@ class TabletStateCollector(Collector):
                 remote_bytes += sum(segment.size_in_bytes for segment in manifest.segments)
                 # Local segments are deleted only once uploaded: below the local start is uploaded too.
                 not_uploaded += max(high_watermark - max(manifest.end_offset, tablet.log_start_offset), 0)
-                not_in_lake += max(high_watermark - (self._replicas.lake.end_offset(info.table_id, bucket) or 0), 0)
-            table = str(info.path)
+                not_in_lake += max(high_watermark - (self._replicas.lake.end_offset(info.physical_id, bucket) or 0), 0)
+            table = info.label
             segments.add_metric([table, "local"], local_segments)
             segments.add_metric([table, "remote"], remote_segments)
             sizes.add_metric([table, "local"], local_bytes)
             sizes.add_metric([table, "remote"], remote_bytes)
             upload_lag.add_metric([table], not_uploaded)
-            manifest_errors.add_metric([table], self._remote.manifest_errors(info.table_id))
-            backlog = self._remote.upload_backlog(info.table_id)
+            manifest_errors.add_metric([table], self._remote.manifest_errors(info.physical_id))
+            backlog = self._remote.upload_backlog(info.physical_id)
             backlog_bytes.add_metric([table], backlog.size_bytes)
             backlog_age.add_metric([table], backlog.age_s)
             quarantined.add_metric([table], holes)

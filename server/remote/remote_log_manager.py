@@ -35,7 +35,7 @@ from typing import Callable, Sequence
 from lakelog.config import OPTIONS, Configuration
 from lakelog.errors import LakelogError, NotLeaderError, RemoteStorageError
 from lakelog.human_size import human_size
-from lakelog.metadata import RemoteLogFetchInfo, TableInfo, TablePath
+from lakelog.metadata import RemoteLogFetchInfo, TableInfo
 from lakelog.server.log.log_tablet import LogTablet, wall_clock_ms
 from lakelog.server.remote.manifest import RemoteLogManifest
 from lakelog.server.remote.remote_log_tablet import RemoteLogTablet, TieringPolicy
@@ -109,7 +109,7 @@ class RemoteLogManager:
         self._pass_lock = threading.Lock()
         self._closed = threading.Event()
         self._tablets: dict[tuple[int, int], RemoteLogTablet] = {}
-        self._dropped: list[tuple[TablePath, int]] = []
+        self._dropped: list[TableInfo] = []
         self._dropped_due = 0.0
         self._step: _Step | None = None
         self._watchdog: threading.Thread | None = None
@@ -136,23 +136,23 @@ class RemoteLogManager:
         led = {tablet.bucket: tablet for tablet in tablets}
         due = self._monotonic() + self.task_interval_ms / 1000
         with self._lock:
-            for key in [key for key in self._tablets if key[0] == info.table_id and key[1] not in led]:
+            for key in [key for key in self._tablets if key[0] == info.physical_id and key[1] not in led]:
                 self._tablets.pop(key).active = False
             for bucket, tablet in led.items():
-                remote = self._tablets.get((info.table_id, bucket))
+                remote = self._tablets.get((info.physical_id, bucket))
                 if remote is not None and remote.tablet is tablet:
                     remote.info = info
                 else:
-                    directory = self.storage.tablet_dir(info.path, info.table_id, bucket)
-                    self._tablets[info.table_id, bucket] = RemoteLogTablet(info, tablet, directory, due)
+                    directory = self.storage.log_dir(info).child(str(bucket))
+                    self._tablets[info.physical_id, bucket] = RemoteLogTablet(info, tablet, directory, due)
 
     def drop_table(self, table_id: int) -> None:
-        """Forget a dropped table; its remote files go at the start of the next pass (not here: an
+        """Forget a dropped table or partition (by its physical id); its remote files go at the start of the next pass (not here: an
         upload of the table may be in flight, and this runs on an RPC thread)."""
         with self._lock:
             dropped = [self._tablets.pop(key) for key in [key for key in self._tablets if key[0] == table_id]]
             if dropped:
-                self._dropped.append((dropped[0].info.path, table_id))
+                self._dropped.append(dropped[0].info)
         for remote in dropped:
             remote.active = False
 
@@ -252,14 +252,14 @@ class RemoteLogManager:
             logger.warning(
                 "remote log task of %s stalled: no answer from remote storage %s for %.0f s; local cleanup waits; %s",
                 step.remote.name, self.storage.root.uri, self._monotonic() - step.started,
-                self.upload_backlog(step.remote.info.table_id).describe(),
+                self.upload_backlog(step.remote.info.physical_id).describe(),
             )
 
     def _run(self, tablets: list[RemoteLogTablet]) -> RemoteTaskReport:
         report = RemoteTaskReport()
         with self._pass_lock:
             self._delete_dropped(report)
-            for remote in sorted(tablets, key=lambda r: (r.info.table_id, r.tablet.bucket)):
+            for remote in sorted(tablets, key=lambda r: (r.info.physical_id, r.tablet.bucket)):
                 if self._closed.is_set():
                     break
                 if remote.active:
@@ -309,7 +309,7 @@ class RemoteLogManager:
     def _objects_present(self, remote: RemoteLogTablet) -> bool:
         """Every ``remote.log.manifest-check-interval`` (every pass while they are missing): are the
         objects the manifest names still there? False, logged once at ERROR, when some vanished."""
-        key = (remote.info.table_id, remote.tablet.bucket)
+        key = (remote.info.physical_id, remote.tablet.bucket)
         manifest = remote.known_manifest
         now = self._monotonic()
         if not manifest.segments or (key not in self._vanished and now - self._checked_at.get(key, float("-inf")) < self.manifest_check_interval_ms / 1000):
@@ -339,18 +339,18 @@ class RemoteLogManager:
         only what a committed lake snapshot holds, so no offset becomes unreadable (spec 4)."""
         if not policy.lake_enabled:
             return sys.maxsize
-        end = self.lake_end_offset(remote.info.table_id, remote.tablet.bucket) if self.lake_end_offset else None
+        end = self.lake_end_offset(remote.info.physical_id, remote.tablet.bucket) if self.lake_end_offset else None
         return -1 if end is None else end
 
     def _delete_dropped(self, report: RemoteTaskReport) -> None:
         with self._lock:
             dropped, self._dropped = self._dropped, []
-        for index, (path, table_id) in enumerate(dropped):
+        for index, info in enumerate(dropped):
             try:
-                self.storage.delete_table(path, table_id)
-                logger.info("deleted the remote log of dropped table %s (id %d)", path, table_id)
+                self.storage.delete_log(info)
+                logger.info("deleted the remote log of dropped %s (id %d)", info.label, info.physical_id)
             except LakelogError as error:
-                logger.warning("cannot delete the remote log of dropped table %s yet: %s", path, error)
+                logger.warning("cannot delete the remote log of dropped %s yet: %s", info.label, error)
                 report.errors.append(error)
                 with self._lock:
                     self._dropped.extend(dropped[index:])

@@ -141,7 +141,7 @@ class RemoteLogTablet:
             return None
         segments = manifest.segments[index : index + MAX_FETCH_SEGMENTS]
         position = storage.offset_index(self.directory, segments[0]).position_of(offset)
-        return RemoteLogFetchInfo(self.directory.uri, segments, position)
+        return RemoteLogFetchInfo(self.directory.uri, segments, position, self.info.partition_name)
 
     def lookup_offset_by_timestamp(self, storage: RemoteLogStorage, timestamp: int, below: int) -> int | None:
         """The first offset with a commit timestamp >= ``timestamp`` in the remote segments that start

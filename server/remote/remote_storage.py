@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 
 from lakelog.config import Configuration
 from lakelog.errors import RemoteStorageError
-from lakelog.metadata import RemoteLogSegment, TablePath, remote_segment_file
+from lakelog.metadata import RemoteLogSegment, TableInfo, TablePath, remote_segment_file
 from lakelog.record.batch import HEADER_SIZE, read_header
 from lakelog.remote_fs import RemoteLocation, file_system
 from lakelog.server.log.segment import LogSegment
@@ -91,8 +91,11 @@ class RemoteLogStorage:
     def table_dir(self, path: TablePath, table_id: int) -> RemoteLocation:
         return self.root.child("log", path.database, f"{path.table}-{table_id}")
 
-    def tablet_dir(self, path: TablePath, table_id: int, bucket: int) -> RemoteLocation:
-        return self.table_dir(path, table_id).child(str(bucket))
+    def log_dir(self, info: TableInfo) -> RemoteLocation:
+        """The directory of a table's bucket dirs, or for a partition ``<table dir>/<name>-<partition id>``
+        (partition names are checked safe as object keys when created)."""
+        table = self.table_dir(info.path, info.table_id)
+        return table if info.partition_id is None else table.child(f"{info.partition_name}-{info.partition_id}")
 
     # -- file operations ------------------------------------------------------------------------
 
@@ -215,8 +218,9 @@ class RemoteLogStorage:
             raise RemoteStorageError(f"{where}: the last batch its index names does not end the .log file")
         return RemoteLogSegment(found.name, start, header.next_offset, times[entries - 1][0], stub.size_in_bytes)
 
-    def delete_table(self, path: TablePath, table_id: int) -> None:
-        self._delete(self.table_dir(path, table_id), directory=True)
+    def delete_log(self, info: TableInfo) -> None:
+        """Delete a dropped table's remote log (its partitions' too), or one partition's."""
+        self._delete(self.log_dir(info), directory=True)
 
     # -- manifest -------------------------------------------------------------------------------
 

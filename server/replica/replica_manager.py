@@ -29,6 +29,7 @@ from lakelog.errors import (
     NetworkError,
     NotLeaderError,
     OffsetOutOfRangeError,
+    PartitionNotExistError,
     SchemaMismatchError,
     ServerNotReadyError,
     TableNotExistError,
@@ -144,19 +145,35 @@ class ReplicaManager:
     # leadership
 
     def become_leader(self, assignments: Sequence[TableAssignment]) -> None:
+        """Lead the buckets assigned here; each assignment is a table's or a partition's, keyed by
+        its physical id (see ``TableInfo.physical_id``)."""
         for assignment in assignments:
+            info = assignment.info
             mine = {b for b, leader in assignment.leaders.items() if leader == self.server_id}
             with self._lock:
-                self._tables[assignment.info.table_id] = assignment.info
-                self._led[assignment.info.table_id] = mine
-            tablets = [
-                self._logs.get_or_create(assignment.info.table_id, bucket, str(assignment.info.path)) for bucket in sorted(mine)
-            ]
-            self._remote.lead(assignment.info, tablets)
+                self._tables[info.physical_id] = info
+                self._led[info.physical_id] = mine
+            partition_of = None if info.partition_id is None else info.table_id
+            tablets = [self._logs.get_or_create(info.physical_id, bucket, info.label, partition_of) for bucket in sorted(mine)]
+            self._remote.lead(info, tablets)
             if mine:
-                log.info("leading %s buckets %s", assignment.info.path, sorted(mine))
+                log.info("leading %s buckets %s", info.label, sorted(mine))
+
+    def physical_id(self, table_id: int, partition_id: int) -> int:
+        """The id a request's buckets are kept under: ``partition_id`` (> 0) when it names a
+        partition, which must then belong to ``table_id``, else ``table_id``."""
+        if partition_id <= 0:
+            return table_id
+        try:
+            info = self._table(partition_id)
+        except TableNotExistError:
+            raise PartitionNotExistError(f"table id {table_id} has no partition with id {partition_id} (dropped?)") from None
+        if info.table_id != table_id or info.partition_id != partition_id:
+            raise PartitionNotExistError(f"table id {table_id} has no partition with id {partition_id}")
+        return partition_id
 
     def drop_tables(self, table_ids: Sequence[int]) -> None:
+        """Drop the logs of tables and partitions, by their physical ids."""
         for table_id in table_ids:
             with self._lock:
                 info = self._tables.pop(table_id, None)
@@ -167,7 +184,7 @@ class ReplicaManager:
             self.lake.drop_table(table_id)
             self._logs.drop_table(table_id)
             if info is not None:
-                log.info("dropped the logs of %s (id %d)", info.path, table_id)
+                log.info("dropped the logs of %s (id %d)", info.label, table_id)
 
     def led_tables(self) -> list[tuple[TableInfo, list[int]]]:
         """Each table this server leads buckets of, with those buckets: what metrics describe."""
@@ -177,11 +194,11 @@ class ReplicaManager:
     def table_name(self, table_id: int) -> str:
         with self._lock:
             info = self._tables.get(table_id)
-        return str(info.path) if info else f"table {table_id}"
+        return info.label if info else f"table {table_id}"
 
     @staticmethod
     def _name(info: TableInfo, bucket: int) -> str:
-        return f"{info.path} bucket {bucket}"
+        return f"{info.label} bucket {bucket}"
 
     def _table(self, table_id: int) -> TableInfo:
         with self._lock:
@@ -198,13 +215,15 @@ class ReplicaManager:
 
     def _tablet(self, table_id: int, bucket: int) -> tuple[TableInfo, LogTablet]:
         info = self._table(table_id)
+        if info.partitioned and info.partition_id is None:
+            raise PartitionNotExistError(f"{info.path} is partitioned: a request names a partition id with its bucket")
         if not 0 <= bucket < info.buckets:
-            raise UnknownBucketError(f"{info.path} has no bucket {bucket} (it has buckets 0..{info.buckets - 1})")
+            raise UnknownBucketError(f"{info.label} has no bucket {bucket} (it has buckets 0..{info.buckets - 1})")
         with self._lock:
             led = bucket in self._led.get(table_id, set())
         tablet = self._logs.get(table_id, bucket) if led else None
         if tablet is None:
-            raise NotLeaderError(f"tablet server {self.server_id} does not lead {info.path} bucket {bucket}")
+            raise NotLeaderError(f"tablet server {self.server_id} does not lead {info.label} bucket {bucket}")
         return info, tablet
 
     def shutdown(self) -> None:
@@ -230,7 +249,7 @@ class ReplicaManager:
     def _check_schema(self, info: TableInfo, bucket: int, records: bytearray, pos: int, header: rb.BatchHeader) -> None:
         """The batch must carry the table's schema (called by the log once its framing and CRC passed).
         A schema message byte-equal to one accepted before for this schema id is not parsed again."""
-        where = f"{info.path} bucket {bucket}"
+        where = f"{info.label} bucket {bucket}"
         if header.schema_id != info.schema_id:
             raise SchemaMismatchError(
                 f"produce to {where}: batch has schema id {header.schema_id}, the table has {info.schema_id}"

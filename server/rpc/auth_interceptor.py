@@ -48,6 +48,10 @@ RPC_ACTIONS: Mapping[str, Action] = {
     _COORDINATOR + "TieringHeartbeat": Action.TIER,
     _COORDINATOR + "GetTieringJobs": Action.READ,
     _COORDINATOR + "InitWriter": Action.WRITE,
+    # A writer creates a missing partition itself (client.writer.dynamic-create-partition.enabled).
+    _COORDINATOR + "CreatePartition": Action.WRITE,
+    _COORDINATOR + "DropPartition": Action.ADMIN,
+    _COORDINATOR + "ListPartitionInfos": Action.READ,
     _TABLET + "ProduceLog": Action.WRITE,
     _TABLET + "FetchLog": Action.READ,
     _TABLET + "ListOffsets": Action.READ,

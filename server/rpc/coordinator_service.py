@@ -47,7 +47,12 @@ class CoordinatorService(CoordinatorServiceServicer):
         except InvalidRequestError as exc:
             raise InvalidTableError(f"table {path}: {exc.message}") from None
         descriptor = TableDescriptor(
-            schema, request.bucket_count, codec.properties_from_pb(list(request.properties)), request.comment
+            schema,
+            request.bucket_count,
+            codec.properties_from_pb(list(request.properties)),
+            request.comment,
+            tuple(request.bucket_keys),
+            tuple(request.partition_keys),
         )
         table_id = self._coordinator.create_table(path, descriptor, request.ignore_if_exists)
         return pb.CreateTableResponse(table_id=table_id)
@@ -75,8 +80,8 @@ class CoordinatorService(CoordinatorServiceServicer):
     @rpc_method
     def GetMetadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataResponse:
         infos = [self._coordinator.table(codec.path_from_pb(p)) for p in request.table_path]
-        infos += [self._coordinator.table_by_id(table_id) for table_id in request.table_id]
-        assignments = [self._coordinator.assignment(info) for info in infos]
+        assignments = [a for info in infos for a in self._coordinator.assignments(info)]
+        assignments += [self._coordinator.assignment_by_id(physical_id) for physical_id in request.table_id]
         return pb.MetadataResponse(
             coordinator_server=codec.node_to_pb(self._node),
             tablet_servers=[codec.node_to_pb(node) for node in self._coordinator.tablet_servers()],
@@ -137,6 +142,25 @@ class CoordinatorService(CoordinatorServiceServicer):
         return pb.GetLakeSnapshotResponse(
             table_id=info.table_id, snapshot_id=snapshot.snapshot_id, bucket_snapshots=codec.lake_buckets_to_pb(snapshot)
         )
+
+    @rpc_method
+    def CreatePartition(self, request: pb.CreatePartitionRequest, context: grpc.ServicerContext) -> pb.CreatePartitionResponse:
+        spec = codec.partition_spec_from_pb(request.partition_spec)
+        created = self._coordinator.create_partition(codec.path_from_pb(request.table_path), spec, request.ignore_if_exists)
+        return pb.CreatePartitionResponse(partition_id=created.partition_id)
+
+    @rpc_method
+    def DropPartition(self, request: pb.DropPartitionRequest, context: grpc.ServicerContext) -> pb.DropPartitionResponse:
+        spec = codec.partition_spec_from_pb(request.partition_spec)
+        self._coordinator.drop_partition(codec.path_from_pb(request.table_path), spec, request.ignore_if_not_exists)
+        return pb.DropPartitionResponse()
+
+    @rpc_method
+    def ListPartitionInfos(
+        self, request: pb.ListPartitionInfosRequest, context: grpc.ServicerContext
+    ) -> pb.ListPartitionInfosResponse:
+        partitions = self._coordinator.list_partitions(codec.path_from_pb(request.table_path))
+        return pb.ListPartitionInfosResponse(partitions_info=[codec.partition_info_to_pb(p) for p in partitions])
 
     @rpc_method
     def TieringHeartbeat(self, request: pb.TieringHeartbeatRequest, context: grpc.ServicerContext) -> pb.TieringHeartbeatResponse:

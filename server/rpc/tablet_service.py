@@ -12,7 +12,7 @@ from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceServicer
 from lakelog.server.metrics.server_metrics import ServerMetrics
-from lakelog.server.replica.replica_manager import BucketFetch, FetchParams, ReplicaManager
+from lakelog.server.replica.replica_manager import BucketFetch, BucketFetchResult, FetchParams, ReplicaManager
 from lakelog.server.rpc.error_boundary import rpc_method
 from lakelog.server.rpc.fetch_response import encode_fetch_response
 from lakelog.server.rpc.grpc_server import add_servicer
@@ -33,13 +33,16 @@ class TabletService(TabletServiceServicer):
     def ProduceLog(self, request: pb.ProduceLogRequest, context: grpc.ServicerContext) -> pb.ProduceLogResponse:
         responses = []
         records = size = 0
+        physical_id = request.table_id
         for bucket_req in request.buckets_req:
             try:
-                result = self._replicas.produce(request.table_id, bucket_req.bucket_id, bucket_req.records, request.hold_id)
+                physical_id = self._replicas.physical_id(request.table_id, bucket_req.partition_id)
+                result = self._replicas.produce(physical_id, bucket_req.bucket_id, bucket_req.records, request.hold_id)
                 records += result.record_count
                 size += len(bucket_req.records)
                 responses.append(
                     pb.PbProduceLogRespForBucket(
+                        partition_id=bucket_req.partition_id,
                         bucket_id=bucket_req.bucket_id,
                         base_offset=result.base_offset,
                         high_watermark=result.next_offset,
@@ -47,40 +50,53 @@ class TabletService(TabletServiceServicer):
                     )
                 )
             except LakelogError as error:
-                log.warning("produce to %s bucket %d refused: %s", self._replicas.table_name(request.table_id), bucket_req.bucket_id, error)
+                log.warning("produce to %s bucket %d refused: %s", self._replicas.table_name(physical_id), bucket_req.bucket_id, error)
                 self.metrics.count_error("ProduceLog", error)
                 responses.append(
                     pb.PbProduceLogRespForBucket(
-                        bucket_id=bucket_req.bucket_id, error_code=error.code, error_message=error.message
+                        partition_id=bucket_req.partition_id,
+                        bucket_id=bucket_req.bucket_id,
+                        error_code=error.code,
+                        error_message=error.message,
                     )
                 )
         if records:  # named after the appends: the first one is what makes a table known here
-            self.metrics.record_produce(self._replicas.table_name(request.table_id), records, size)
+            self.metrics.record_produce(self._replicas.table_name(physical_id), records, size)
         return pb.ProduceLogResponse(buckets_resp=responses)
 
     @rpc_method
     def FetchLog(self, request: pb.FetchLogRequest, context: grpc.ServicerContext) -> bytes:
         """Answers a serialized ``FetchLogResponse`` (see :mod:`fetch_response`)."""
         self._replicas.check_ready()
-        buckets = [
-            BucketFetch(table.table_id, b.bucket_id, b.fetch_offset, b.max_fetch_bytes)
-            for table in request.tables_req
-            for b in table.buckets_req
-        ]
+        asked = [(table, b) for table in request.tables_req for b in table.buckets_req]
+        buckets: list[BucketFetch] = []
+        projections: dict[int, list[int]] = {}
+        refused: dict[int, BucketFetchResult] = {}  # by position in ``asked``: a partition not (any more) here
+        for index, (table, b) in enumerate(asked):
+            try:
+                physical_id = self._replicas.physical_id(table.table_id, b.partition_id)
+            except LakelogError as error:
+                refused[index] = BucketFetchResult(table.table_id, b.bucket_id, error=error)
+                continue
+            buckets.append(BucketFetch(physical_id, b.bucket_id, b.fetch_offset, b.max_fetch_bytes))
+            projections[physical_id] = list(table.projected_fields)
         params = FetchParams(
             buckets=buckets,
-            projections={table.table_id: list(table.projected_fields) for table in request.tables_req},
+            projections=projections,
             max_bytes=request.max_bytes,
             min_bytes=request.min_bytes,
             max_wait_ms=min(request.max_wait_ms, 60_000),
             enable_lake=request.enable_lake,
         )
+        fetched = iter(self._replicas.fetch(params) if buckets else [])
         answers = []
-        for asked, result in zip(params.buckets, self._replicas.fetch(params)):
+        for index, (table, b) in enumerate(asked):
+            result = refused[index] if index in refused else next(fetched)
             self.metrics.record_fetch(result)
             answer = pb.PbFetchLogRespForBucket(
+                partition_id=b.partition_id,
                 bucket_id=result.bucket,
-                fetch_offset=asked.fetch_offset,
+                fetch_offset=b.fetch_offset,
                 error_code=result.error.code if result.error else 0,
                 error_message=result.error.message if result.error else "",
                 high_watermark=result.high_watermark,
@@ -88,7 +104,7 @@ class TabletService(TabletServiceServicer):
                 remote_log_fetch_info=codec.remote_fetch_info_to_pb(result.remote_log_fetch_info),
                 lake_log_fetch_info=codec.lake_fetch_info_to_pb(result.lake_log_fetch_info),
             )
-            answers.append((result.table_id, answer, result.records))
+            answers.append((table.table_id, answer, result.records))
         return encode_fetch_response(answers)
 
     @rpc_method
@@ -100,7 +116,8 @@ class TabletService(TabletServiceServicer):
         responses = []
         for bucket in request.bucket_id:
             try:
-                answer = self._replicas.list_offset(request.table_id, bucket, spec, request.enable_lake)
+                physical_id = self._replicas.physical_id(request.table_id, request.partition_id)
+                answer = self._replicas.list_offset(physical_id, bucket, spec, request.enable_lake)
                 responses.append(
                     pb.PbListOffsetsRespForBucket(
                         bucket_id=bucket, offset=answer.offset, lake_snapshot_id=answer.lake_snapshot_id
@@ -120,7 +137,7 @@ class TabletService(TabletServiceServicer):
         responses = []
         for bucket in request.bucket_id:
             try:
-                described = self._replicas.describe(request.table_id, bucket)
+                described = self._replicas.describe(self._replicas.physical_id(request.table_id, request.partition_id), bucket)
                 responses.append(
                     codec.bucket_info_to_pb(bucket, described.info, described.local_segments, described.remote_segments)
                 )
@@ -137,7 +154,7 @@ class TabletService(TabletServiceServicer):
         for bucket in request.bucket_id:
             try:
                 summary = self._replicas.repair(
-                    request.table_id, bucket, request.tier == pb.REPAIR_LOCAL, request.accept_truncation
+                    self._replicas.physical_id(request.table_id, request.partition_id), bucket, request.tier == pb.REPAIR_LOCAL, request.accept_truncation
                 )
                 responses.append(pb.PbRepairLogRespForBucket(bucket_id=bucket, summary=summary))
             except LakelogError as error:

@@ -1,0 +1,225 @@
+"""The scanner of a partitioned table: one :class:`LogScanner` per subscribed partition, polled together.
+
+Each partition is a set of buckets of its own, so each has a LogScanner of its own (offset order,
+tiers, cursors and resets work per ``(partition, bucket)`` as they do per bucket of a table). Buckets
+are keyed ``(partition_id, bucket)`` in positions and in what a poll returns; every record carries its
+``partition_id`` and the columnar form a ``__partition_id`` column.
+
+:meth:`subscribe_from_beginning` and :meth:`subscribe_from_timestamp` take every partition there is
+and, every ``client.scanner.partition-discovery.interval``, every partition created since. A partition
+that is dropped ends its subscriptions: its scanner is closed, logged once, and polls go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Iterable, Iterator
+
+import pyarrow as pa
+
+from lakelog.config import Configuration
+from lakelog.errors import InvalidPartitionError, InvalidRequestError, PartitionNotExistError, TableNotExistError
+from lakelog.metadata import OffsetSpec, OffsetType, TableInfo
+from lakelog.client.metadata_cache import MetadataCache
+from lakelog.client.scanner.log_fetcher import IDLE_WAIT_S
+from lakelog.client.scanner.log_scanner import ITERATION_POLL_MS, LogScanner
+from lakelog.client.scanner.scan_records import BucketKey, ScanRecord, ScanRecords
+from lakelog.record.meta_columns import PARTITION_ID_FIELD, with_meta_fields
+
+log = logging.getLogger(__name__)
+
+# Between two rounds over the partitions' scanners when none had records (each round sends fetches
+# that the servers hold up to client.scanner.fetch.max-wait, so this only bounds the wake-up delay).
+ROUND_WAIT_S = 0.02
+
+
+class PartitionedLogScanner:
+    def __init__(
+        self,
+        info: TableInfo,
+        projection: list[int] | None,
+        new_scanner: Callable[[TableInfo], LogScanner],
+        metadata: MetadataCache,
+        conf: Configuration,
+    ) -> None:
+        """``new_scanner(partition_info)``: the LogScanner of one partition."""
+        self._info = info
+        self._new_scanner = new_scanner
+        self._metadata = metadata
+        fields = [info.schema.field(i) for i in projection] if projection else list(info.schema)
+        self.schema = pa.schema(fields)
+        self._out_schema = with_meta_fields(self.schema).append(PARTITION_ID_FIELD)
+        self._scanners: dict[int, LogScanner] = {}
+        # subscribe_from_beginning/timestamp: the spec and buckets every discovered partition starts with
+        self._whole: tuple[OffsetSpec, list[int] | None] | None = None
+        self._discovery_s = conf.get("client.scanner.partition-discovery.interval") / 1000
+        self._discovered_at = float("-inf")
+
+    # subscriptions
+
+    def _partition(self, partition_id: int) -> TableInfo:
+        for refresh in (False, True):
+            for partition in self._metadata.partitions(self._info, refresh=refresh).values():
+                if partition.partition_id == partition_id:
+                    return partition
+        raise PartitionNotExistError(f"{self._info.path} has no partition with id {partition_id}")
+
+    def _scanner(self, partition: TableInfo) -> LogScanner:
+        assert partition.partition_id is not None
+        scanner = self._scanners.get(partition.partition_id)
+        if scanner is None:
+            scanner = self._scanners[partition.partition_id] = self._new_scanner(partition)
+        return scanner
+
+    def subscribe(self, bucket: int, offset: int, partition_id: int | None = None) -> None:
+        """Read ``bucket`` of partition ``partition_id`` from ``offset`` on."""
+        if partition_id is None:
+            raise InvalidPartitionError(f"{self._info.path} is partitioned: subscribe(bucket, offset, partition_id=...)")
+        self.subscribe_partition(partition_id, bucket, offset)
+
+    def subscribe_partition(self, partition_id: int, bucket: int, offset: int) -> None:
+        self._scanner(self._partition(partition_id)).subscribe(bucket, offset)
+
+    def subscribe_from_beginning(self, buckets: Iterable[int] | None = None) -> None:
+        """Every partition (now and created later) from its earliest offset."""
+        self._subscribe_whole(OffsetSpec.earliest(), buckets)
+
+    def subscribe_from_timestamp(self, ms: int, buckets: Iterable[int] | None = None) -> None:
+        """Every partition (now and created later) from its first record at or after ``ms``."""
+        self._subscribe_whole(OffsetSpec.timestamp(ms), buckets)
+
+    def _subscribe_whole(self, spec: OffsetSpec, buckets: Iterable[int] | None) -> None:
+        self._whole = (spec, None if buckets is None else list(buckets))
+        for partition in self._metadata.partitions(self._info, refresh=True).values():
+            self._subscribe_spec(partition, spec, self._whole[1])
+        self._discovered_at = time.monotonic()
+
+    def _subscribe_spec(self, partition: TableInfo, spec: OffsetSpec, buckets: list[int] | None) -> None:
+        assert partition.partition_id is not None
+        try:
+            scanner = self._scanner(partition)
+            if spec.type == OffsetType.EARLIEST:
+                scanner.subscribe_from_beginning(buckets)
+            else:
+                scanner.subscribe_from_timestamp(spec.ms, buckets)
+        except (PartitionNotExistError, TableNotExistError):
+            self._end(partition.partition_id, "it was dropped before it was read")
+
+    def unsubscribe(self, bucket: int, partition_id: int) -> None:
+        scanner = self._scanners.get(partition_id)
+        if scanner is not None:
+            scanner.unsubscribe(bucket)
+
+    def _discover(self) -> None:
+        """Subscribe partitions created since the last look (whole-table subscriptions only), and
+        end those dropped since."""
+        if self._whole is None or time.monotonic() - self._discovered_at < self._discovery_s:
+            return
+        self._discovered_at = time.monotonic()
+        partitions = {p.partition_id: p for p in self._metadata.partitions(self._info, refresh=True).values()}
+        for partition_id in [pid for pid in self._scanners if pid not in partitions]:
+            self._end(partition_id, "it was dropped")
+        spec, buckets = self._whole
+        for partition_id, partition in partitions.items():
+            if partition_id not in self._scanners:
+                log.info("scanner of %s: new partition %s (id %d) subscribed", self._info.path, partition.partition_name, partition_id)
+                self._subscribe_spec(partition, spec, buckets)
+
+    def _exists(self, partition_id: int) -> bool:
+        return any(p.partition_id == partition_id for p in self._metadata.partitions(self._info, refresh=True).values())
+
+    def _end(self, partition_id: int, why: str) -> None:
+        scanner = self._scanners.pop(partition_id, None)
+        if scanner is not None:
+            scanner.close()
+        log.info("scanner of %s: partition id %d ends, %s", self._info.path, partition_id, why)
+
+    def records_by_tier(self) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for scanner in self._scanners.values():
+            for tier, count in scanner.records_by_tier().items():
+                totals[tier] = totals.get(tier, 0) + count
+        return totals
+
+    def positions(self) -> dict[tuple[int, int], int]:
+        """Per subscribed ``(partition_id, bucket)``, the next offset a poll returns."""
+        return {(pid, bucket): offset for pid, scanner in self._scanners.items() for bucket, offset in scanner.positions().items()}
+
+    # polling
+
+    def poll(self, timeout_ms: int = 1000) -> ScanRecords:
+        """Records of every subscribed partition that arrived within ``timeout_ms``."""
+        if not self._scanners and self._whole is None:
+            raise InvalidRequestError(
+                f"poll() on a scanner of {self._info.path} with nothing subscribed: call subscribe_partition(), "
+                "subscribe_from_beginning() or subscribe_from_timestamp() first"
+            )
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        while True:
+            self._discover()
+            tables: dict[BucketKey, pa.Table] = {}
+            high_watermarks: dict[BucketKey, int] = {}
+            for partition_id, scanner in list(self._scanners.items()):
+                if not scanner.positions():
+                    continue
+                try:
+                    records = scanner.poll(timeout_ms=0)
+                except (PartitionNotExistError, TableNotExistError):
+                    if self._exists(partition_id):
+                        raise
+                    self._end(partition_id, "it was dropped")
+                    continue
+                for bucket in records.buckets():
+                    tables[partition_id, bucket] = _with_partition_id(records.to_arrow(bucket), partition_id)
+                high_watermarks.update({(partition_id, b): hw for b, hw in records.high_watermarks.items()})
+            if tables or time.monotonic() >= deadline:
+                return ScanRecords(self._out_schema, tables, high_watermarks)
+            time.sleep(min(ROUND_WAIT_S, IDLE_WAIT_S, max(deadline - time.monotonic(), 0)))
+
+    def iterate(self, timeout_ms: int = ITERATION_POLL_MS) -> Iterator[ScanRecord]:
+        while records := self.poll(timeout_ms):
+            yield from records
+
+    def __iter__(self) -> Iterator[ScanRecord]:
+        return self.iterate()
+
+    def poll_arrow(self, timeout_ms: int = 1000) -> pa.Table:
+        return self.poll(timeout_ms).to_arrow()
+
+    def to_arrow(self) -> pa.Table:
+        """Every subscribed partition's buckets up to their latest offsets taken now, as one table."""
+        return self.to_arrow_batch_reader().read_all()
+
+    def to_pandas(self) -> Any:
+        return self.to_arrow().to_pandas()
+
+    def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
+        """Partition by partition, each read up to its latest offsets taken when its turn comes."""
+        self._discover()
+        scanners = [(pid, scanner) for pid, scanner in self._scanners.items() if scanner.positions()]
+        if not scanners:
+            raise InvalidRequestError(f"the scanner of {self._info.path} has no bucket subscribed; call subscribe_from_beginning() first")
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for partition_id, scanner in scanners:
+                for batch in scanner.to_arrow_batch_reader():
+                    yield from _with_partition_id(pa.Table.from_batches([batch]), partition_id).to_batches()
+
+        return pa.RecordBatchReader.from_batches(self._out_schema, batches())
+
+    def close(self) -> None:
+        for scanner in self._scanners.values():
+            scanner.close()
+        self._scanners.clear()
+
+    def __enter__(self) -> "PartitionedLogScanner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _with_partition_id(table: pa.Table, partition_id: int) -> pa.Table:
+    return table.append_column(PARTITION_ID_FIELD, pa.array([partition_id] * table.num_rows, pa.int64()))
+

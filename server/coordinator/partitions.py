@@ -1,0 +1,65 @@
+"""The partitions of partitioned tables, as the coordinator keeps them (SPEC section 11).
+
+A partition is a name (its key values joined by ``$``) with an id the metadata store assigns and
+never hands out again, and, like a table, a leader per bucket. Names are checked here before they
+are stored, because tablet servers and remote storage use them in paths and object keys.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Mapping
+
+from lakelog.errors import InvalidPartitionError, PartitionAlreadyExistsError, PartitionNotExistError, TooManyPartitionsError
+from lakelog.metadata import PartitionInfo, TableInfo, partition_name
+from lakelog.server.coordinator.metadata_store import MetadataStore
+
+log = logging.getLogger(__name__)
+
+
+class PartitionCatalog:
+    """Create, drop and find partitions; callers hold the coordinator's lock around changes."""
+
+    def __init__(self, store: MetadataStore, max_partitions: int) -> None:
+        self._store = store
+        self._max_partitions = max_partitions
+
+    def name_of(self, info: TableInfo, spec: Mapping[str, object]) -> str:
+        if not info.partitioned:
+            raise InvalidPartitionError(f"table {info.path} is not partitioned")
+        return partition_name(info.partition_keys, spec)
+
+    def find(self, info: TableInfo, name: str) -> PartitionInfo | None:
+        return next((p for p in self._store.partitions(info.table_id) if p.partition_name == name), None)
+
+    def create(self, info: TableInfo, name: str, leaders: dict[int, int], ignore_if_exists: bool) -> tuple[PartitionInfo, bool]:
+        """The partition named ``name`` and whether this call created it."""
+        existing = self.find(info, name)
+        if existing is not None:
+            if ignore_if_exists:
+                return existing, False
+            raise PartitionAlreadyExistsError(f"table {info.path} already has partition {name!r} (id {existing.partition_id})")
+        if self._store.partition_count() >= self._max_partitions:
+            raise TooManyPartitionsError(
+                f"cannot create partition {name!r} of {info.path}: the cluster holds {self._max_partitions} partitions,"
+                " the most max.partition.num allows; drop some or raise it"
+            )
+        created = self._store.insert_partition(info.table_id, name, leaders)
+        log.info("created partition %s (id %d) of table %s, leaders %s", name, created.partition_id, info.path, leaders)
+        return created, True
+
+    def drop(self, info: TableInfo, name: str, ignore_if_not_exists: bool) -> PartitionInfo | None:
+        """The partition dropped, or None when it did not exist and that is allowed."""
+        existing = self.find(info, name)
+        if existing is None:
+            if ignore_if_not_exists:
+                return None
+            raise PartitionNotExistError(f"table {info.path} has no partition {name!r}")
+        self._store.delete_partition(existing.partition_id)
+        log.info("dropped partition %s (id %d) of table %s", name, existing.partition_id, info.path)
+        return existing
+
+    def list(self, info: TableInfo) -> list[PartitionInfo]:
+        if not info.partitioned:
+            raise InvalidPartitionError(f"table {info.path} is not partitioned")
+        return self._store.partitions(info.table_id)
