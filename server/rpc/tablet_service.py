@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import grpc
@@ -12,21 +13,28 @@ from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceServicer
 from lakelog.server.metrics.server_metrics import ServerMetrics
-from lakelog.server.replica.replica_manager import BucketFetch, FetchParams, ReplicaManager
+from lakelog.server.replica.replica_manager import BucketFetch, BucketFetchResult, FetchParams, ReplicaManager
+from lakelog.server.rpc.answer_budget import AnswerBudget
 from lakelog.server.rpc.error_boundary import rpc_method
 from lakelog.server.rpc.fetch_response import encode_fetch_response
-from lakelog.server.rpc.grpc_server import add_servicer
+from lakelog.server.rpc.grpc_server import RpcServer, add_servicer
 from lakelog.server.rpc.request_checks import check_notified_offsets
 
 log = logging.getLogger(__name__)
 
 
+# Bytes of an answer besides its records, per bucket (error message, remote segment list): reserved too.
+ANSWER_OVERHEAD = 4096
+
+
 class TabletService(TabletServiceServicer):
-    def __init__(self, replicas: ReplicaManager, metrics: ServerMetrics) -> None:
+    def __init__(self, replicas: ReplicaManager, metrics: ServerMetrics, budget: AnswerBudget) -> None:
         self._replicas = replicas
         self.metrics = metrics
+        self.budget = budget
+        metrics.watch_fetch_limits(lambda: budget.in_use, lambda: budget.waiting, lambda: replicas.waiters.parked)
 
-    def register(self, server: grpc.Server) -> None:
+    def register(self, server: RpcServer) -> None:
         add_servicer(server, self, "TabletService", serialized={"FetchLog"})
 
     @rpc_method
@@ -59,37 +67,70 @@ class TabletService(TabletServiceServicer):
         return pb.ProduceLogResponse(buckets_resp=responses)
 
     @rpc_method
-    def FetchLog(self, request: pb.FetchLogRequest, context: grpc.ServicerContext) -> bytes:
-        """Answers a serialized ``FetchLogResponse`` (see :mod:`fetch_response`)."""
+    async def FetchLog(self, request: pb.FetchLogRequest, context: grpc.aio.ServicerContext) -> bytes:
+        """Answers a serialized ``FetchLogResponse`` (see :mod:`fetch_response`). Runs on the RPC
+        event loop: it waits for answer budget and for data there, holding no thread, and reads in
+        an RPC thread; the budget its answer keeps comes back when the call ends (sent or not)."""
         self._replicas.check_ready()
-        buckets = [
-            BucketFetch(table.table_id, b.bucket_id, b.fetch_offset, b.max_fetch_bytes)
-            for table in request.tables_req
-            for b in table.buckets_req
-        ]
         params = FetchParams(
-            buckets=buckets,
+            buckets=[
+                BucketFetch(table.table_id, b.bucket_id, b.fetch_offset, b.max_fetch_bytes)
+                for table in request.tables_req
+                for b in table.buckets_req
+            ],
             projections={table.table_id: list(table.projected_fields) for table in request.tables_req},
             max_bytes=request.max_bytes,
             min_bytes=request.min_bytes,
             max_wait_ms=min(request.max_wait_ms, 60_000),
             enable_lake=request.enable_lake,
         )
-        answers = []
-        for asked, result in zip(params.buckets, self._replicas.fetch(params)):
+        self._replicas.check_fetch(params)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + params.max_wait_ms / 1000
+        bound = params.answer_bound() + ANSWER_OVERHEAD * (len(params.buckets) + 1)
+        may_park = True
+        while True:
+            seen = self._replicas.waiters.arrivals()
+            reserved = await self.budget.acquire(bound)
+            try:
+                results = await loop.run_in_executor(None, self._replicas.read_fetch, params)
+                answer = encode_fetch_response(self._answers(params, results))
+            except BaseException:
+                self.budget.release(reserved)
+                raise
+            remaining = deadline - loop.time()
+            if not may_park or remaining <= 0 or self._replicas.fetch_complete(params, results):
+                break
+            self.budget.release(reserved)
+            may_park = await self._replicas.waiters.park(seen, remaining)
+            if not may_park:
+                self.metrics.count_unparked_poll()
+        for result in results:
             self.metrics.record_fetch(result)
-            answer = pb.PbFetchLogRespForBucket(
-                bucket_id=result.bucket,
-                fetch_offset=asked.fetch_offset,
-                error_code=result.error.code if result.error else 0,
-                error_message=result.error.message if result.error else "",
-                high_watermark=result.high_watermark,
-                log_start_offset=result.log_start_offset,
-                remote_log_fetch_info=codec.remote_fetch_info_to_pb(result.remote_log_fetch_info),
-                lake_log_fetch_info=codec.lake_fetch_info_to_pb(result.lake_log_fetch_info),
+        kept = min(reserved, len(answer))
+        self.budget.release(reserved - kept)
+        context.add_done_callback(lambda _: self.budget.release(kept))
+        return answer
+
+    @staticmethod
+    def _answers(params: FetchParams, results: list[BucketFetchResult]) -> list[tuple[int, pb.PbFetchLogRespForBucket, bytes]]:
+        return [
+            (
+                result.table_id,
+                pb.PbFetchLogRespForBucket(
+                    bucket_id=result.bucket,
+                    fetch_offset=asked.fetch_offset,
+                    error_code=result.error.code if result.error else 0,
+                    error_message=result.error.message if result.error else "",
+                    high_watermark=result.high_watermark,
+                    log_start_offset=result.log_start_offset,
+                    remote_log_fetch_info=codec.remote_fetch_info_to_pb(result.remote_log_fetch_info),
+                    lake_log_fetch_info=codec.lake_fetch_info_to_pb(result.lake_log_fetch_info),
+                ),
+                result.records,
             )
-            answers.append((result.table_id, answer, result.records))
-        return encode_fetch_response(answers)
+            for asked, result in zip(params.buckets, results)
+        ]
 
     @rpc_method
     def ListOffsets(self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext) -> pb.ListOffsetsResponse:
