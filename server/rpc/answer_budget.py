@@ -40,7 +40,8 @@ class AnswerBudget:
             if granted.done() and not granted.cancelled():
                 self.release(size)  # granted as the caller went away
             else:
-                self._waiters.remove(entry)
+                if entry in self._waiters:  # else _grant dropped it already
+                    self._waiters.remove(entry)
                 self._grant()  # the queue's head may have changed
             raise
         return size
@@ -50,7 +51,11 @@ class AnswerBudget:
         self._grant()
 
     def _grant(self) -> None:
-        while self._waiters and self.in_use + self._waiters[0][0] <= self.capacity:
-            size, granted = self._waiters.popleft()
-            self.in_use += size
-            granted.set_result(None)
+        while self._waiters:
+            size, granted = self._waiters[0]
+            if not granted.done() and self.in_use + size > self.capacity:
+                return
+            self._waiters.popleft()
+            if not granted.done():  # done: cancelled, its caller went away
+                self.in_use += size
+                granted.set_result(None)
