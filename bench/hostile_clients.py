@@ -82,8 +82,8 @@ def fetch_request(table_id: int, offset: int, max_bytes: int, max_wait_ms: int) 
 
 
 class HostileLoad:
-    """``polls`` idle long polls on ``idle_table_id`` and ``streams`` never-read answers of up to
-    8 MiB from ``big_table_id``, until :meth:`close`."""
+    """``polls`` idle long polls on ``idle_table_id`` (each sent again when answered) and ``streams``
+    never-read answers of up to 8 MiB from ``big_table_id``, until :meth:`close`."""
 
     def __init__(self, address: str, idle_table_id: int, big_table_id: int, polls: int, streams: int) -> None:
         self._address = address
@@ -115,9 +115,10 @@ class HostileLoad:
         self._polls.append(future)
 
     def _answered(self, channel: grpc.Channel, future: Any) -> None:
+        """A poll answered is sent again; one that failed (the server went away) is not."""
         if not future.cancelled() and future.exception() is None:
             self.poll_answers += 1
-        self._poll(channel)
+            self._poll(channel)
 
     def close(self) -> None:
         self._closing = True

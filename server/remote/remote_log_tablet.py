@@ -20,6 +20,7 @@ from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment, TableInfo
 from lakelog.remote_fs import RemoteLocation
 from lakelog.server.coordinator.table_properties import LOCAL_SEGMENTS, TTL, table_property
 from lakelog.server.log.log_tablet import LogTablet
+from lakelog.server.log.quarantine import QuarantinedRange
 from lakelog.server.remote.manifest import MANIFEST_FILE, RemoteLogManifest, contiguous_run
 from lakelog.server.remote.remote_checkpoint import RemoteCheckpoint
 from lakelog.server.remote.remote_storage import RemoteLogStorage
