@@ -19,6 +19,8 @@ import time
 from collections import deque
 from pathlib import Path
 
+import pytest
+
 import lakelog
 from tests.conftest import ServerSubprocess, create_table, order_rows, scan_all
 
@@ -77,6 +79,7 @@ def read_log(address: str) -> dict[int, list[int]]:
     return log
 
 
+@pytest.mark.timeout(120 + 20 * KILLS)  # a kill, a restart and a full read take seconds each
 def test_kill_9_loop_loses_no_acknowledged_record_and_never_reuses_an_offset(tmp_path: Path) -> None:
     rng = random.Random(15)
     data_dir = tmp_path / "data"
