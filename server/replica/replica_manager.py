@@ -374,8 +374,10 @@ class ReplicaManager:
             lake = self.lake.get(table_id, bucket) if enable_lake else None
             if lake is not None and lake.max_timestamp >= spec.ms:
                 return OffsetAnswer(-1, lake.snapshot_id)
-            # Remote first: it holds the offsets below the local start, and timestamps never decrease.
-            found = self._remote.lookup_offset_by_timestamp(table_id, bucket, spec.ms, below=tablet.log_start_offset)
+            # Remote first: it holds the offsets below the local start and those of quarantined local
+            # segments (the local lookup skips their holes), and timestamps never decrease.
+            below = max([tablet.log_start_offset, *(hole.end for hole in tablet.quarantined)])
+            found = self._remote.lookup_offset_by_timestamp(table_id, bucket, spec.ms, below=below)
             if found is None:
                 found = tablet.lookup_offset_by_timestamp(spec.ms)
             return OffsetAnswer(tablet.high_watermark if found is None else found)

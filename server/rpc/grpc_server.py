@@ -102,6 +102,14 @@ class RpcServer:
     def _run(self, coroutine: Awaitable[T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()  # type: ignore[arg-type]
 
+    async def _stop(self, grace_s: float | None) -> None:
+        """Stop grpc, then end the calls' coroutines it leaves (a closed loop would kill them mid-await)."""
+        await self.aio.stop(grace_s)
+        left = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
+
     def add_port(self, address: str, credentials: grpc.ServerCredentials | None) -> int:
         """The port bound (0 when it could not be)."""
         try:
@@ -122,7 +130,7 @@ class RpcServer:
         """Stop serving (calls in flight get ``grace_s``), then the loop and the threads."""
         if self._loop.is_closed():
             return
-        self._run(self.aio.stop(grace_s))
+        self._run(self._stop(grace_s))
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
