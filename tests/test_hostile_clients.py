@@ -20,7 +20,7 @@ from tests.conftest import ServerSubprocess, create_table, order_rows, scan_all
 BUDGET_MB = 64
 IDLE_POLLS = 200
 NEVER_READ_STREAMS = 60
-CALL_DEADLINE_S = 5.0
+CALL_DEADLINE_S = 10.0
 CONTROL_CALLS = 100
 PRODUCED = 5_000
 
@@ -63,3 +63,41 @@ def test_control_rpcs_and_produce_go_on_under_hostile_clients_and_memory_stays_b
         assert peak_mb < rss_bound_mb(before_mb), f"server peak RSS {peak_mb:.0f} MB, {before_mb:.0f} MB before the load"
     finally:
         server.stop()
+
+
+def test_polls_past_max_parked_polls_are_answered_at_once_and_parked_ones_wake_on_data(server_factory) -> None:  # noqa: ANN001
+    """``server.fetch.max-parked-polls`` = 5 and 10 long polls of 60 s: five park (the gauge says 5),
+    five are answered at once, empty, and counted; a produce wakes the parked ones with its records;
+    once every call ended, no answer budget is held."""
+    import grpc
+
+    from bench.hostile_clients import FETCH_METHOD, fetch_request
+    from lakelog.rpc import lakelog_api_pb2 as pb
+
+    server = server_factory(**{"server.fetch.max-parked-polls": 5})
+    registry = server.metrics.registry
+    with lakelog.connect(server.address) as conn:
+        table = create_table(conn)
+        request = fetch_request(table.info.table_id, 0, 1 << 20, 60_000).SerializeToString()
+        with grpc.insecure_channel(server.address) as channel:
+            fetch = channel.unary_unary(FETCH_METHOD, request_serializer=bytes, response_deserializer=pb.FetchLogResponse.FromString)
+            polls = [fetch.future(request, timeout=120) for _ in range(10)]
+            while registry.get_sample_value("lakelog_fetch_unparked_polls_total") < 5 or sum(p.done() for p in polls) < 5:
+                time.sleep(0.01)
+            answered_at_once = [poll for poll in polls if poll.done()]  # the parked ones wait up to 60 s
+            assert len(answered_at_once) == 5
+            assert registry.get_sample_value("lakelog_fetch_unparked_polls_total") == 5
+            assert registry.get_sample_value("lakelog_fetch_parked_polls") == 5
+            for poll in answered_at_once:
+                (bucket,) = poll.result().tables_resp[0].buckets_resp
+                assert bucket.records == b"" and bucket.high_watermark == 0
+            writer = table.new_append().create_writer()
+            writer.append_arrow(order_rows(0, 3))
+            writer.flush()
+            for poll in polls:
+                if poll not in answered_at_once:
+                    (bucket,) = poll.result(timeout=CALL_DEADLINE_S).tables_resp[0].buckets_resp
+                    assert bucket.records and bucket.high_watermark == 3
+        while registry.get_sample_value("lakelog_fetch_budget_bytes_in_use") != 0:
+            time.sleep(0.01)
+        assert registry.get_sample_value("lakelog_fetch_parked_polls") == 0

@@ -261,10 +261,6 @@ class ReplicaManager:
                 f"{params.max_bytes}, {params.min_bytes}, {params.max_wait_ms}"
             )
 
-    def read_fetch(self, params: FetchParams) -> list[BucketFetchResult]:
-        """One read of every bucket of a fetch, without waiting."""
-        return self._read_all(params)
-
     def fetch_complete(self, params: FetchParams, results: Sequence[BucketFetchResult]) -> bool:
         """Whether ``results`` answer the fetch now: ``min_bytes`` read, or an error or a remote
         or lake answer (waiting would not change those), or the server is stopping."""
@@ -272,7 +268,8 @@ class ReplicaManager:
             return True
         return any(r.error or r.remote_log_fetch_info or r.lake_log_fetch_info for r in results)
 
-    def _read_all(self, params: FetchParams) -> list[BucketFetchResult]:
+    def read_fetch(self, params: FetchParams) -> list[BucketFetchResult]:
+        """One read of every bucket of a fetch, without waiting."""
         budget = params.max_bytes
         results = []
         for request in params.buckets:
