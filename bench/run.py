@@ -14,7 +14,7 @@ import traceback
 from dataclasses import replace
 from types import ModuleType
 
-from bench import lake_tier, local_tier, memory, partitions, produce, remote_tier, report, tiering, timestamp_lookup
+from bench import hostile_clients, lake_tier, local_tier, memory, partitions, produce, remote_tier, report, tiering, timestamp_lookup
 from bench.cluster import BenchCluster
 from bench.measure import Result, progress
 from bench.sizes import FULL, QUICK
@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "lookup": timestamp_lookup,
     "memory": memory,
     "partitions": partitions,
+    "hostile": hostile_clients,
 }
 
 

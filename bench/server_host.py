@@ -45,6 +45,12 @@ class _Child:
             raise RuntimeError(f"server process: {value}")
         return value
 
+    @property
+    def pid(self) -> int:
+        """The child's process id (its memory is read from /proc)."""
+        assert self._proc.pid is not None
+        return self._proc.pid
+
     def call(self, function: Callable[..., Any], *args: Any) -> Any:
         """``function(server, *args)`` run in the child; its result, or its error as a RuntimeError."""
         self._conn.send((function, args))

@@ -20,6 +20,8 @@ class Sizes:
     memory_bytes_per_tier: int = 2 << 30
     segment_bytes: int = 64 << 20
     runs: int = 5
+    hostile_polls: int = 200
+    hostile_streams: int = 60
 
 
 FULL = Sizes()
@@ -35,4 +37,6 @@ QUICK = Sizes(
     memory_bytes_per_tier=50 << 20,
     segment_bytes=1 << 20,
     runs=3,
+    hostile_polls=50,
+    hostile_streams=20,
 )

@@ -129,7 +129,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("server.port", int, 9123, "Port of the gRPC server (0 picks a free one)."),
     ConfigOption("server.advertised-host", str, "", "Host clients use to reach this server (default: server.host)."),
     ConfigOption("server.advertised-port", int, 0, "Port clients use to reach a tablet server, e.g. behind a proxy (0: the port it listens on)."),
-    ConfigOption("server.rpc.threads", int, 64, "Worker threads of a gRPC server (long polls hold one each)."),
+    ConfigOption("server.rpc.threads", int, 64, "Worker threads of a gRPC server (long polls and fetches waiting for budget hold none)."),
     ConfigOption("rpc.max-message-size", parse_size, 128 << 20, "Largest gRPC message, both directions."),
     ConfigOption("coordinator.address", str, "", "HOST:PORT of the coordinator a tablet server registers with."),
     ConfigOption("tablet-server.id", int, -1, "Id of a tablet server (default: kept in the data dir, else 0)."),
@@ -149,6 +149,10 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("remote.log.stall-warning", parse_duration_ms, 30_000, "A remote log task pass stuck on one bucket this long is logged once at WARNING, with the upload backlog."),
     ConfigOption("remote.log.manifest-check-interval", parse_duration_ms, 60_000, "How often each bucket's remote objects are listed against its manifest, to find a remote tier whose objects vanished."),
     ConfigOption("datalake.format", _choice("iceberg"), "iceberg", "Lake format of lake-enabled tables."),
+    # bounded server memory (issue 15)
+    ConfigOption("server.rpc.max-concurrent-streams", int, 100, "Calls one client connection may have open at once (HTTP/2 streams); more wait in the client."),
+    ConfigOption("server.fetch.max-inflight-bytes", parse_size, 256 << 20, "FetchLog answer bytes a tablet server holds at once, until each call ends; a fetch waits for room."),
+    ConfigOption("server.fetch.max-parked-polls", int, 1000, "Long polls (FetchLog waiting for data) parked at once; one more is answered at once with what there is."),
     # metrics
     ConfigOption("metrics.port", int, -1, "Port of the Prometheus endpoint, http://HOST:PORT/metrics (-1: off, 0 picks a free one)."),
     ConfigOption("metrics.host", str, "127.0.0.1", "Address the Prometheus endpoint binds to (it has no TLS or token: loopback unless set)."),
