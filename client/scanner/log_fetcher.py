@@ -12,6 +12,10 @@ the bucket from the server again, at the offset where the segments ended. An ans
 at the lake (only when the table has a LogSource, see :mod:`lakelog.client.lake.lake_sources`)
 starts a :class:`LakeLogReader` the same way: the records come from the LogSource, and the bucket
 goes back to the server at the lake snapshot's end offset.
+
+All three draw on one :class:`ReadAheadBudget` per scanner (``client.scanner.max-buffered-bytes``):
+no fetch is sent while the answers, remote pieces and lake batches held reach it, so a scanner's
+memory is bounded per scanner, not per bucket.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from lakelog.client.rpc.messages import FetchedBucket, FetchRequest
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 from lakelog.client.scanner.batch_decoder import decode_records
 from lakelog.client.scanner.lake_log_reader import LakeLogReader
+from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader
 from lakelog.client.scanner.remote_log_reader import RemoteLogReader
 from lakelog.record.meta_columns import OFFSET_COLUMN, with_meta_fields
@@ -104,8 +109,9 @@ class LogFetcher:
         self._cond = threading.Condition()
         self._log_source = log_source
         self._readers: dict[int, TierReader] = {}
+        self._budget = ReadAheadBudget(conf.get("client.scanner.max-buffered-bytes"))
         self._downloader = RemoteLogDownloader(
-            conf.with_prefix("remote.fs."), conf.get("client.scanner.remote-log.prefetch-num"), self._wake
+            conf.with_prefix("remote.fs."), conf.get("client.scanner.remote-log.prefetch-num"), self._budget, self._wake
         )
         self._deferred_error: LakelogError | None = None
 
@@ -114,14 +120,23 @@ class LogFetcher:
     def seek(self, bucket: int, offset: int) -> None:
         with self._cond:
             self.positions[bucket] = offset
-            self._completed.pop(bucket, None)
+            self._drop_completed(bucket)
         self._drop_reader(bucket)
 
     def unsubscribe(self, bucket: int) -> None:
         with self._cond:
             self.positions.pop(bucket, None)
-            self._completed.pop(bucket, None)
+            self._drop_completed(bucket)
         self._drop_reader(bucket)
+
+    def buffered_bytes(self) -> int:
+        """Bytes read ahead and not yet polled: answers, remote pieces, queued lake batches."""
+        return self._budget.held
+
+    def _drop_completed(self, bucket: int) -> None:
+        fetch = self._completed.pop(bucket, None)
+        if fetch is not None:
+            self._budget.release(len(fetch.records))
 
     def remote_read_stats(self) -> dict[str, int]:
         return self._downloader.bytes_read()
@@ -136,6 +151,8 @@ class LogFetcher:
     def send_fetches(self) -> None:
         now = time.monotonic()
         by_leader: dict[ServerNode, list[tuple[int, int]]] = defaultdict(list)
+        if not self._budget.has_room():
+            return  # polls free the budget, and each poll sends again
         with self._cond:
             for bucket, offset in self.positions.items():
                 busy = bucket in self._in_flight or bucket in self._completed or bucket in self._readers
@@ -180,6 +197,7 @@ class LogFetcher:
                 self._in_flight.discard(fetch.bucket)
                 if self.positions.get(fetch.bucket) == fetch.fetch_offset:
                     self._completed[fetch.bucket] = fetch
+                    self._budget.add(len(fetch.records))
             self._cond.notify_all()
 
     # collecting
@@ -207,6 +225,7 @@ class LogFetcher:
         try:
             for bucket, fetch in sorted(completed.items()):
                 del completed[bucket]
+                self._budget.release(len(fetch.records))
                 if fetch.error is not None:
                     self._handle_error(fetch)
                     continue
@@ -232,7 +251,10 @@ class LogFetcher:
         finally:
             with self._cond:
                 for bucket, fetch in completed.items():
-                    self._completed.setdefault(bucket, fetch)
+                    if bucket in self._completed:
+                        self._budget.release(len(fetch.records))
+                    else:
+                        self._completed[bucket] = fetch
         return FetchedBatch(tables, high_watermarks)
 
     def _accept(self, bucket: int, fetch_offset: int, table: pa.Table, tables: dict[int, pa.Table], tier: str) -> None:
@@ -266,7 +288,9 @@ class LogFetcher:
         context = FetchContext(
             fetch.fetch_offset, lake.log_end_offset, "", bucket, lake.snapshot_id, self._projection or None
         )
-        reader = LakeLogReader(self._log_source, context, self._out_schema, self._where(bucket), fetch.high_watermark, self._wake)
+        reader = LakeLogReader(
+            self._log_source, context, self._out_schema, self._where(bucket), fetch.high_watermark, self._budget, self._wake
+        )
         with self._cond:
             self._readers[bucket] = reader
 
