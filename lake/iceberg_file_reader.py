@@ -67,17 +67,28 @@ def read_lake_files(
             yield from read_lake_file(io, file.path, log_schema, file.start, file.end, batch_rows)
         return
     pending: deque[Future[list[pa.RecordBatch]]] = deque()
+    footers: deque[Future[list[RowGroupRead]]] = deque()
+    remaining = iter(files)
     with ThreadPoolExecutor(workers, thread_name_prefix="lake-row-group") as pool:
+
+        def read_footers_ahead() -> None:
+            # The footers of the next files are read meanwhile too: with many small files they are the cost.
+            while len(footers) < workers and (file := next(remaining, None)) is not None:
+                footers.append(pool.submit(row_group_reads, io, file))
+
         try:
-            for file in files:
-                for unit in row_group_reads(io, file):
+            read_footers_ahead()
+            while footers:
+                units = footers.popleft().result()
+                read_footers_ahead()
+                for unit in units:
                     pending.append(pool.submit(read_row_group_batches, io, unit, log_schema, batch_rows))
                     while len(pending) >= workers:
                         yield from pending.popleft().result()
             while pending:
                 yield from pending.popleft().result()
         finally:
-            for future in pending:
+            for future in (*pending, *footers):
                 future.cancel()
 
 

@@ -25,8 +25,9 @@ from lakelog.client.scanner.batch_decoder import offsets_array
 from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.record.meta_columns import OFFSET_COLUMN
 
-# Batches read ahead per bucket at most, within the scanner's budget.
-PREFETCH_BATCHES = 4
+# Batches read ahead per bucket at most; their bytes are bounded by the scanner's budget. Many, because
+# a lake of small files gives small batches, and a poll takes what is queued: 4 would mean 4 files per poll.
+PREFETCH_BATCHES = 256
 _PUT_TIMEOUT_S = 0.1
 
 
