@@ -10,8 +10,8 @@ class Sizes:
     """Records per benchmark (10 numeric columns, about 80 bytes each) and how many timed runs."""
 
     local_records: int = 5_000_000
-    record_rows: int = 1_000_000
-    remote_records: int = 5_000_000
+    record_rows: int = 500_000
+    remote_records: int = 3_000_000
     lake_records: int = 5_000_000
     tier_records: int = 1_000_000
     produce_records: int = 2_000_000

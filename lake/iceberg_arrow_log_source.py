@@ -5,29 +5,15 @@ reads little from the lake, and the quick one for a client on the same machine a
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import pyarrow as pa
 from pyiceberg.table import Table
 
-from lakelog.config import Configuration
 from lakelog.lake.iceberg_file_reader import FileRange, read_lake_files
 from lakelog.lake.iceberg_log_source import IcebergLogSource
-from lakelog.lake.lake_catalog import LakeCatalog
-from lakelog.lake_config import LakeConfig
-from lakelog.metadata import TableInfo
 
 
 class IcebergArrowLogSource(IcebergLogSource):
-    def __init__(
-        self,
-        table_info: TableInfo,
-        lake_config: LakeConfig,
-        client_config: Configuration,
-        catalog: Callable[[], LakeCatalog] | None = None,
-    ) -> None:
-        super().__init__(table_info, lake_config, client_config, catalog)
-        self.read_threads: int = client_config.get("client.lake.read-threads")
-
     def read_files(self, table: Table, files: Sequence[FileRange], log_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         return read_lake_files(table.io, files, log_schema, self.batch_rows, self.read_threads)
