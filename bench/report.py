@@ -82,8 +82,10 @@ def write(
     mode: str,
     elapsed_s: float,
     load: tuple[float, float, float],
+    not_run: Sequence[str] = (),
     path: Path = REPORT,
 ) -> None:
+    """``not_run``: benchmarks still to come when a report is written midway."""
     import grpc
     import pyarrow
     import pyiceberg
@@ -98,13 +100,15 @@ def write(
         "(higher is better). Latencies are per call. Servers (lakelog's and the baselines') run in processes of "
         "their own (bench/server_host.py), as does moto's S3; the client is the benchmark's process.",
         "",
-        f"Machine load when the run started: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min) on {_cpus()} CPUs"
+        f"Machine load (1/5/15 min averages) on {_cpus()} CPUs when the run started: {_load(load)}; when this report "
+        f"was written: {_load(os.getloadavg())}"
         + (
             ": the machine was shared with other work during this run, so absolute numbers are low and noisy; "
             "every ratio compares lakelog with its baseline measured minutes apart in the same run, under the same load."
-            if load[1] > _cpus() * 0.75 else "."
+            if max(load[1], os.getloadavg()[1]) > _cpus() * 0.75 else "."
         ),
         "",
+        *([f"**Written midway: still to run: {', '.join(not_run)}.**", ""] if not_run else []),
         "| # | benchmark | lakelog | baseline | ratio | target | status | details |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
         *(_row(result) for result in results),
@@ -168,3 +172,7 @@ def _size(value: object) -> str:
     if isinstance(value, tuple):
         return "(" + ", ".join(f"{item:,}" for item in value) + ")"
     return f"{value:,}"
+
+
+def _load(load: tuple[float, float, float]) -> str:
+    return " / ".join(f"{value:.1f}" for value in load)

@@ -33,8 +33,8 @@ BENCHMARKS: dict[str, ModuleType] = {
     "tiering": tiering,
     "produce": produce,
     "lookup": timestamp_lookup,
-    "memory": memory,
     "scaling": scaling,
+    "memory": memory,
 }
 
 
@@ -91,8 +91,19 @@ def main() -> None:
     points: list[scaling.Point] = []
     failures: dict[str, str] = {}
     load = report.load_average()
+    mode = "quick" if args.quick else "full"
+    names = args.only or list(BENCHMARKS)
+
+    def write(done: int) -> None:
+        """The report of what ran so far: a long run stopped midway still leaves its numbers."""
+        report.chart(results)
+        if points:
+            scaling.chart(points, report.SCALING_CHART)
+        left = [] if done == len(names) else names[done:]
+        report.write(results, points, failures, sizes, mode, time.monotonic() - began, load, left)
+
     with captured_stderr() as captured, BenchCluster(sizes.segment_bytes) as cluster:
-        for name in args.only or BENCHMARKS:
+        for done, name in enumerate(names, 1):
             try:
                 if name == "scaling":
                     points = scaling.run(cluster, sizes)
@@ -101,12 +112,11 @@ def main() -> None:
             except Exception as exc:  # noqa: BLE001 - report it and go on with the next benchmark
                 traceback.print_exc()
                 failures[name] = f"{type(exc).__name__}: {exc}"
+            if done < len(names):
+                write(done)
     results.append(alignment_result(captured))
     captured.unlink()
-    report.chart(results)
-    if points:
-        scaling.chart(points, report.SCALING_CHART)
-    report.write(results, points, failures, sizes, "quick" if args.quick else "full", time.monotonic() - began, load)
+    write(len(names))
     progress(f"wrote {report.REPORT}, {report.CHART} and {report.SCALING_CHART}")
 
 
