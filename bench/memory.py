@@ -49,7 +49,7 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             lower_is_better=True,
             detail=f"{read['records']:,.0f} records, {sizes.memory_bytes / 1e9:.2f} GB of log data over three tiers; "
             f"Arrow pool peak {read['arrow_pool_peak_mb']:.0f} MB; a client that only connects: {idle_mb:.0f} MB",
-            next_step="read-ahead is bounded per scanner (client.scanner.max-buffered-bytes, default 128 MB); what is "
+            next_step="read-ahead is bounded per scanner (client.scanner.max-buffered-bytes, default 64 MB); what is "
             "left above it is the lake's row groups being decoded (client.lake.read-threads per bucket) and the "
             "Arrow pool keeping freed memory: lower the budget, or count the row groups in flight against it too",
         )

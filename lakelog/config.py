@@ -177,7 +177,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
         "Records one poll returns at most, shared by the buckets (below 1: no limit); the rest is fetched again by the next poll.",
     ),
     ConfigOption(
-        "client.scanner.max-buffered-bytes", parse_size, 128 << 20,
+        "client.scanner.max-buffered-bytes", parse_size, 64 << 20,
         "Bytes one scanner reads ahead of its polls, over all its buckets: fetch answers, remote segment pieces, lake batches.",
     ),
     ConfigOption("client.scanner.offset-reset", _choice("error", "earliest", "latest"), "error", "What a scanner does at an offset no tier can serve."),

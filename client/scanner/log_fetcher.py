@@ -156,8 +156,8 @@ class LogFetcher:
     def send_fetches(self) -> None:
         now = time.monotonic()
         by_leader: dict[ServerNode, list[tuple[int, int]]] = defaultdict(list)
-        if not self._budget.has_room():
-            return  # polls free the budget, and each poll sends again
+        if not self._budget.has_room(self._max_bytes):
+            return  # room for a whole answer: polls free the budget, and each poll sends again
         with self._cond:
             for bucket, position in self.positions.items():
                 busy = bucket in self._in_flight or bucket in self._readers or not self._reads_on(bucket)

@@ -24,9 +24,9 @@ class ReadAheadBudget:
     def held(self) -> int:
         return self._held
 
-    def has_room(self) -> bool:
-        """Something more may be read ahead now."""
-        return self._held < self.limit
+    def has_room(self, size: int) -> bool:
+        """``size`` more bytes may be read ahead now (or nothing is held)."""
+        return not self._held or self._held + size <= self.limit
 
     def try_reserve(self, size: int) -> bool:
         """Hold ``size`` bytes if they fit (or nothing is held); False otherwise."""
