@@ -69,7 +69,7 @@ def _spark_scan(cluster: BenchCluster, path: lakelog.TablePath, records: int, ba
     try:
         spark_cold_s = timed(lambda: lakelog_scan(cluster, path, records, spark))
         spark_s = median_seconds(lambda: lakelog_scan(cluster, path, records, spark), min(runs, SPARK_RUNS))
-    except lakelog.LakelogError as error:
+    except (lakelog.LakelogError, RuntimeError) as error:  # RuntimeError: the scan stalled (bench.scan.drain)
         cause = "Java heap space" if "OutOfMemoryError" in str(error) else str(error).splitlines()[0][:200]
         return Result(
             "4b", name, 0.0, "records/s", records / baseline_s, baseline_name, 0.0, None,

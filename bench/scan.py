@@ -7,7 +7,8 @@ from typing import Sequence
 
 import lakelog
 
-STALL_S = 120.0
+# Long enough for a first Spark-backed scan to start Spark on a loaded machine.
+STALL_S = 300.0
 
 
 def drain(table: lakelog.Table, expected: int, columns: Sequence[str] | None = None, form: str = "arrow") -> int:
