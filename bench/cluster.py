@@ -226,7 +226,10 @@ class BenchCluster:
     def close(self) -> None:
         self.conn.close()
         if self._spark is not None:
-            self._spark.stop()
+            try:
+                self._spark.stop()
+            except Exception as exc:  # noqa: BLE001 - a JVM already gone must not lose the run's report
+                progress(f"Spark did not stop cleanly: {type(exc).__name__}")
         for server in reversed(self._servers):
             server.stop()
         self.s3.stop()
