@@ -179,10 +179,14 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("client.scanner.fetch.max-bytes-per-bucket", parse_size, 4 << 20, "Bytes one fetch may return per bucket."),
     ConfigOption("client.scanner.fetch.max-wait", parse_duration_ms, 500, "How long a server holds a fetch that has no data."),
     ConfigOption("client.scanner.fetch.min-bytes", int, 1, "Bytes a server waits for before it answers a fetch."),
-    ConfigOption("client.scanner.remote-log.prefetch-num", int, 4, "Remote segments a scanner downloads ahead."),
+    ConfigOption("client.scanner.remote-log.prefetch-num", int, 4, "Remote segment GETs a scanner runs at once (within its buffered bytes)."),
     ConfigOption(
         "client.scanner.max-poll-records", int, -1,
         "Records one poll returns at most, shared by the buckets (below 1: no limit); the rest is fetched again by the next poll.",
+    ),
+    ConfigOption(
+        "client.scanner.max-buffered-bytes", parse_size, 64 << 20,
+        "Bytes one scanner reads ahead of its polls, over all its buckets: fetch answers, remote segment pieces, lake batches.",
     ),
     ConfigOption("client.scanner.offset-reset", _choice("error", "earliest", "latest"), "error", "What a scanner does at an offset no tier can serve."),
     ConfigOption("client.lake.enabled", parse_bool, True, "Read lake tiers through a LogSource plugin."),
@@ -192,6 +196,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
         "auto",
         "Which lake LogSource reads Iceberg: iceberg (PySpark), iceberg-arrow (in-process), or auto: iceberg when a Spark endpoint is known (lake.spark.master, own or advertised), else iceberg-arrow.",
     ),
+    ConfigOption("client.lake.read-threads", int, 2, "Row groups the iceberg-arrow LogSource reads at once per bucket (and reads ahead); 1: one after the other."),
     ConfigOption("client.lake.batch-rows", int, 65_536, "Rows per batch a lake LogSource reads; bounds a lake read's memory with the scanner's few batches of read-ahead."),
     ConfigOption(
         "lake.spark.master",
