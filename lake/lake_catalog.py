@@ -42,6 +42,7 @@ class LakeCatalog:
     def __init__(self, config: LakeConfig) -> None:
         if config.format != ICEBERG:
             raise LakeError(f"lake format {config.format!r} is not supported (only {ICEBERG!r})")
+        config.refuse_if_elsewhere()
         self.config = config
         sqlite = config.default_sqlite_path
         if sqlite is not None:

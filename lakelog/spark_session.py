@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from lakelog.lake_config import LakeConfig
+
 DEFAULT_MASTER = "local[*]"
 APP_NAME = "lakelog-tier"
 
@@ -33,3 +35,12 @@ def spark_session(master: str | None = None, app_name: str = APP_NAME) -> "Spark
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # The job prints its own progress line; Spark's console bar would garble it.
     return builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
+
+
+def refuse_local_lake(spark: "SparkSession", lake_config: "LakeConfig") -> None:
+    """Tasks of a Spark cluster run on other machines: a catalog or warehouse local to the lakelog
+    servers' machine would be a different, empty one there (or Parquet written where no commit
+    sees it). Refused with the keys to set; ``local[...]`` masters (also behind Spark Connect) pass."""
+    master = spark.conf.get("spark.master", DEFAULT_MASTER) or DEFAULT_MASTER
+    if not master.startswith("local"):
+        lake_config.refuse_local_parts(f"Spark in cluster mode ({master})")

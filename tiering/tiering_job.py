@@ -49,7 +49,7 @@ from lakelog.metadata import LakeSnapshot, OffsetSpec, TablePath
 from lakelog.tiering.kill_points import AFTER_COMMIT, AFTER_WRITE, kill_point
 from lakelog.tiering.lake_commit import commit_files, discard_files, guard_commits, next_offsets
 from lakelog.tiering.orphan_files import remove_orphan_files
-from lakelog.spark_session import spark_session
+from lakelog.spark_session import refuse_local_lake, spark_session
 from lakelog.client.scanner.offset_range import split_range
 from lakelog.tiering.split_planner import TieringSplit, barrier_ends, bucket_ranges
 from lakelog.tiering.split_writer import RESULT_DDL, WriterSettings, WrittenFile, write_splits
@@ -139,6 +139,7 @@ class TieringJob:
         # --spark-master, else the job's own lake.spark.master, else the Spark the cluster advertises.
         master = options.spark_master or self.lake_config.spark_master_for(self._conn.config) or None
         self._spark = spark if spark is not None else spark_session(master)
+        refuse_local_lake(self._spark, self.lake_config)
         self._cleaned: set[TablePath] = set()
         self._rounds = 0
         self._total_records = 0

@@ -141,11 +141,19 @@ def lake_config_to_pb(config: LakeConfig) -> pb.GetLakeConfigResponse:
         datalake_format=config.format,
         catalog_properties=properties_to_pb(dict(config.catalog_properties)),
         spark_master=config.spark_master,
+        remote_fs_properties=properties_to_pb(dict(config.remote_fs)),
+        server_host=config.server_host,
     )
 
 
 def lake_config_from_pb(message: pb.GetLakeConfigResponse) -> LakeConfig:
-    return LakeConfig(message.datalake_format, properties_from_pb(list(message.catalog_properties)), message.spark_master)
+    return LakeConfig(
+        message.datalake_format,
+        properties_from_pb(list(message.catalog_properties)),
+        message.spark_master,
+        properties_from_pb(list(message.remote_fs_properties)),
+        message.server_host,
+    )
 
 
 def bucket_info_to_pb(bucket: int, info: BucketInfo, local_segments: int, remote_segments: int) -> pb.PbLogBucketInfo:
