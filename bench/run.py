@@ -14,7 +14,7 @@ import traceback
 from dataclasses import replace
 from types import ModuleType
 
-from bench import lake_tier, local_tier, memory, produce, remote_tier, report, tiering, timestamp_lookup
+from bench import lake_tier, local_tier, memory, produce, remote_tier, report, spark_paths, tiering, timestamp_lookup
 from bench.cluster import BenchCluster
 from bench.measure import Result, progress
 from bench.sizes import FULL, QUICK
@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "produce": produce,
     "lookup": timestamp_lookup,
     "memory": memory,
+    "spark": spark_paths,
 }
 
 

@@ -16,7 +16,7 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.table import Table
 
 from lakelog.errors import InvalidTableError, LakeError, LakelogError
-from lakelog.lake_config import CATALOG_NAME, ICEBERG, LakeConfig
+from lakelog.lake_config import ICEBERG, LakeConfig
 from lakelog.lake.schema_mapping import lake_schema
 from lakelog.lake.table_layout import TABLE_PROPERTIES, identifier, partition_spec, sort_order
 from lakelog.metadata import TablePath
@@ -48,7 +48,7 @@ class LakeCatalog:
         if sqlite is not None:
             sqlite.parent.mkdir(parents=True, exist_ok=True)
         self.catalog: Catalog = lake_call(
-            "cannot open the Iceberg catalog", lambda: load_catalog(CATALOG_NAME, **config.catalog_properties)
+            "cannot open the Iceberg catalog", lambda: load_catalog(config.catalog_name, **config.catalog_properties)
         )
 
     def create_table(self, path: TablePath, log_schema: pa.Schema) -> Table:

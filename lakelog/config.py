@@ -146,6 +146,10 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("remote.log.task-interval", parse_duration_ms, 5000, "How often uploads, local cleanup and remote expiry run."),
     ConfigOption("remote.log.orphan-grace", parse_duration_ms, 3_600_000, "Remote files no manifest names are deleted only past the manifest's range and once this old."),
     ConfigOption("datalake.format", _choice("iceberg"), "iceberg", "Lake format of lake-enabled tables."),
+    ConfigOption(
+        "datalake.catalog-name", str, "lakelog",
+        "Name the lake's Iceberg catalog is loaded under (a SQL catalog keys its tables by it; PyIceberg's ~/.pyiceberg.yaml and PYICEBERG_CATALOG__<NAME>__* apply to it).",
+    ),
     # metrics
     ConfigOption("metrics.port", int, -1, "Port of the Prometheus endpoint, http://HOST:PORT/metrics (-1: off, 0 picks a free one)."),
     ConfigOption("metrics.host", str, "127.0.0.1", "Address the Prometheus endpoint binds to (it has no TLS or token: loopback unless set)."),

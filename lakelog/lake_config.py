@@ -96,15 +96,17 @@ def _is_local_location(value: str) -> bool:
 @dataclass(frozen=True)
 class LakeConfig:
     """``format`` (``iceberg``), the PyIceberg catalog properties (``type``, ``uri``, ``warehouse``,
-    ``s3.endpoint``, ...), ``spark_master``, the coordinator's ``lake.spark.master`` ('' when unset),
-    ``remote_fs``, the servers' ``remote.fs.*`` settings without the prefix, and ``server_host``,
-    the machine (:func:`this_host`) whose files a local catalog or warehouse are."""
+    ``s3.endpoint``, ...); ``spark_master``, the coordinator's ``lake.spark.master`` ('' when unset);
+    ``remote_fs``, the servers' ``remote.fs.*`` settings without the prefix; ``server_host``, the
+    machine (:func:`this_host`) whose files a local catalog or warehouse are; ``catalog_name``, the
+    name the catalog is loaded under (``datalake.catalog-name``)."""
 
     format: str = ICEBERG
     catalog_properties: Mapping[str, str] = field(default_factory=dict)
     spark_master: str = ""
     remote_fs: Mapping[str, str] = field(default_factory=dict)
     server_host: str = ""
+    catalog_name: str = CATALOG_NAME
 
     @classmethod
     def from_configuration(cls, conf: Configuration, data_dir: Path) -> "LakeConfig":
@@ -116,7 +118,7 @@ class LakeConfig:
             properties.setdefault("type", "sql")
             properties["uri"] = f"sqlite:///{lake_dir / 'catalog.db'}"
             properties.setdefault("warehouse", (lake_dir / "warehouse").as_uri())
-        return cls(conf.get("datalake.format"), properties, conf.get("lake.spark.master"), conf.with_prefix(REMOTE_FS_PREFIX), this_host())
+        return cls(conf.get("datalake.format"), properties, conf.get("lake.spark.master"), conf.with_prefix(REMOTE_FS_PREFIX), this_host(), conf.get("datalake.catalog-name"))
 
     @property
     def default_sqlite_path(self) -> Path | None:

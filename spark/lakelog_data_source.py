@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from lakelog.client.connection import connect
@@ -58,6 +58,13 @@ class LakelogDataSource(DataSource):
 
     def reader(self, schema: StructType) -> "LakelogReader":
         return FilteringLakelogReader(parse_read_options(self.options), schema)
+
+    def streamReader(self, schema: StructType) -> "DataSourceStreamReader":
+        """``spark.readStream.format("lakelog")`` (:mod:`lakelog.spark.lakelog_stream_reader`)."""
+        from lakelog.spark.lakelog_stream_reader import LakelogStreamReader
+
+        options = parse_read_options(self.options, streaming=True)
+        return LakelogStreamReader(options, LakelogReader(options, schema))
 
 
 class FoundLakelogDataSource(LakelogDataSource):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from lakelog.lake_config import LakeConfig
+from lakelog.lake_config import CATALOG_NAME, LakeConfig
 from lakelog.metadata import (
     BucketInfo,
     LakeBucketOffset,
@@ -143,6 +143,7 @@ def lake_config_to_pb(config: LakeConfig) -> pb.GetLakeConfigResponse:
         spark_master=config.spark_master,
         remote_fs_properties=properties_to_pb(dict(config.remote_fs)),
         server_host=config.server_host,
+        catalog_name=config.catalog_name,
     )
 
 
@@ -153,6 +154,7 @@ def lake_config_from_pb(message: pb.GetLakeConfigResponse) -> LakeConfig:
         message.spark_master,
         properties_from_pb(list(message.remote_fs_properties)),
         message.server_host,
+        message.catalog_name or CATALOG_NAME,
     )
 
 
