@@ -43,6 +43,8 @@ from tests.spark_standalone import EXECUTOR_CONF, StandaloneCluster, cluster_env
 BUCKETS = 2
 PATH = lakelog.TablePath("shop", "orders")
 REPOSITORY = Path(__file__).resolve().parent.parent
+# Two tiering drivers and four Spark applications on a shared 2-core machine: setup alone takes minutes.
+pytestmark = pytest.mark.timeout(900)
 CATALOG = "cluster-lake"  # PyIceberg reads PYICEBERG_CATALOG__CLUSTER_LAKE__* as catalog "cluster-lake"
 
 
