@@ -50,7 +50,7 @@ class LakelogDataSource(DataSource):
     def schema(self) -> StructType:
         """The table's columns (or those of the ``columns`` option), then ``__bucket``,
         ``__offset`` and ``__timestamp``."""
-        options = parse_read_options(self.options)
+        options = parse_read_options(self.options, streaming=None)
         with connect(options.bootstrap, options.client_config) as conn:
             info = conn.admin.get_table_info(options.path)
         columns = _projected(info, options.columns, f"lakelog Spark option {COLUMNS!r}") if options.columns else info.schema

@@ -62,10 +62,11 @@ class ReadOptions:
     max_offsets_per_trigger: int | None = None  # streams only; None: everything available
 
 
-def parse_read_options(options: Mapping[str, str], streaming: bool = False) -> ReadOptions:
+def parse_read_options(options: Mapping[str, str], streaming: bool | None = False) -> ReadOptions:
     """Raises :class:`InvalidConfigError` naming the first bad, missing or unknown option (or one
     that does not apply: an end to a stream, a trigger limit to a batch read). A stream starts at
-    ``latest`` unless told otherwise, as Kafka's does."""
+    ``latest`` unless told otherwise, as Kafka's does. ``streaming=None``: either, for what both
+    share (the schema, which Spark asks before it knows which one it reads)."""
     known = {name.lower(): name for name in OPTION_NAMES}
     given: dict[str, str] = {}
     config: dict[str, str] = {}
@@ -78,7 +79,7 @@ def parse_read_options(options: Mapping[str, str], streaming: bool = False) -> R
             raise InvalidConfigError(
                 f"unknown lakelog Spark option {key!r}; options are {', '.join(OPTION_NAMES)} and conf.<lakelog config key>"
             )
-    refused = [name for name in (BATCH_ONLY if streaming else STREAM_ONLY) if name in given]
+    refused = [] if streaming is None else [name for name in (BATCH_ONLY if streaming else STREAM_ONLY) if name in given]
     if refused:
         raise InvalidConfigError(
             f"lakelog Spark option {refused[0]!r} applies to {'spark.read' if streaming else 'spark.readStream'} only"
