@@ -293,3 +293,18 @@ def test_the_refusal_names_only_the_local_parts() -> None:
     half = LakeConfig(catalog_properties={"uri": "postgresql+psycopg2://db/lake", "warehouse": "/srv/lake"}, server_host="x")
     with pytest.raises(InvalidConfigError, match=r"\(datalake.iceberg.warehouse=/srv/lake\), and anyone cannot share it"):
         half.refuse_local_parts("anyone")
+
+
+def test_the_cluster_hands_out_its_remote_storage_settings_but_no_secret(server_factory: Callable[..., ServerProcess]) -> None:
+    server = server_factory(
+        **{
+            "remote.fs.s3.endpoint": "http://s3.example:9000",
+            "remote.fs.s3.region": "eu-west-3",
+            "remote.fs.s3.access-key": "AKIA-not-for-clients",
+            "remote.fs.s3.secret-key": "not-for-clients",
+        }
+    )
+    with lakelog.connect(server.address) as conn:
+        handed_out = conn.admin.get_lake_config()
+    assert dict(handed_out.remote_fs) == {"s3.endpoint": "http://s3.example:9000", "s3.region": "eu-west-3"}
+    assert "not-for-clients" not in repr(handed_out)
