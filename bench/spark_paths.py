@@ -136,11 +136,16 @@ def _connect_reads(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         "S1", "Spark Connect: first lake read of a new client", measured["first_records"], "s", None, "", measured["first_records"],
         2.0, lower_is_better=True, tier="lake (Spark Connect)",
         detail=f"connect to first lake records; its whole first scan of {records:,} records {measured['first_scan']:.2f} s",
+        next_step="profiled: a new Connect session's first job starts that session's Python workers (2-6 s for a 4-partition "
+        "no-op job, then 0.5 s per job), and the lake read adds about 3 s (PyIceberg import, catalog, planning, the task's "
+        "own imports); share warm Python workers across sessions on the server, plan on the server",
     )
     warm = Result(
         "S2", "Spark Connect: PySpark LogSource, warm", records / measured["warm"], "records/s", records / baseline_s,
         "PyIceberg scan().to_arrow(), same rows", baseline_s / measured["warm"], 0.3, tier="lake (Spark Connect)",
         detail=f"{records:,} records, median of {sizes.runs} scans, Connect server on local[2]",
+        next_step="each bucket's lake range is a Spark job of its own (about 0.5 s of scheduling on local[2]) and every batch "
+        "crosses as an IPC blob in a binary column; read all buckets' files in one job per snapshot",
     )
     return [first, warm]
 
