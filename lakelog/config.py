@@ -153,6 +153,10 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("server.rpc.max-concurrent-streams", int, 100, "Calls one client connection may have open at once (HTTP/2 streams); more wait in the client."),
     ConfigOption("server.fetch.max-inflight-bytes", parse_size, 256 << 20, "FetchLog answer bytes a tablet server holds at once, until each call ends; a fetch waits for room."),
     ConfigOption("server.fetch.max-parked-polls", int, 1000, "Long polls (FetchLog waiting for data) parked at once; one more is answered at once with what there is."),
+    ConfigOption(
+        "datalake.catalog-name", str, "lakelog",
+        "Name the lake's Iceberg catalog is loaded under (a SQL catalog keys its tables by it; PyIceberg's ~/.pyiceberg.yaml and PYICEBERG_CATALOG__<NAME>__* apply to it).",
+    ),
     # metrics
     ConfigOption("metrics.port", int, -1, "Port of the Prometheus endpoint, http://HOST:PORT/metrics (-1: off, 0 picks a free one)."),
     ConfigOption("metrics.host", str, "127.0.0.1", "Address the Prometheus endpoint binds to (it has no TLS or token: loopback unless set)."),
