@@ -320,12 +320,10 @@ class ReplicaManager:
                     return self._read_below_local(request, tablet, enable_lake)
                 raise
             except CorruptRecordError as error:
-                remote = self._remote.fetch_info(request.table_id, request.bucket, request.fetch_offset)
-                if remote is not None:  # a quarantined segment the remote tier holds a copy of
-                    return BucketFetchResult(
-                        request.table_id, request.bucket, high_watermark=tablet.high_watermark,
-                        log_start_offset=earliest, remote_log_fetch_info=remote,
-                    )
+                # A quarantined segment: served from the remote copy, or the lake once that expired.
+                elsewhere = self._read_elsewhere(request, tablet, enable_lake)
+                if elsewhere is not None:
+                    return elsewhere
                 raise CorruptRecordError(f"{self._name(info, request.bucket)}: {error.message}") from None
             records = project_records(read.records, fields) if fields and read.records else read.records
             return BucketFetchResult(request.table_id, request.bucket, records, read.high_watermark, earliest)
@@ -335,6 +333,15 @@ class ReplicaManager:
     def _read_below_local(self, request: BucketFetch, tablet: LogTablet, enable_lake: bool) -> BucketFetchResult:
         """A fetch below the local log start: the remote segments holding it, else (when the
         request enables it) the lake snapshot holding it, else out of range."""
+        found = self._read_elsewhere(request, tablet, enable_lake)
+        if found is None:
+            earliest = self._earliest(request.table_id, request.bucket, tablet, enable_lake=enable_lake)
+            raise OffsetOutOfRangeError(request.bucket, request.fetch_offset, earliest)
+        return found
+
+    def _read_elsewhere(self, request: BucketFetch, tablet: LogTablet, enable_lake: bool) -> BucketFetchResult | None:
+        """Where an offset the local log cannot serve lives: the remote segments holding it, else
+        (when the request enables it) the lake snapshot holding it, else None."""
         earliest = self._earliest(request.table_id, request.bucket, tablet, enable_lake=enable_lake)
         result = BucketFetchResult(
             request.table_id, request.bucket, high_watermark=tablet.high_watermark, log_start_offset=earliest
@@ -345,7 +352,7 @@ class ReplicaManager:
         lake = self.lake.get(request.table_id, request.bucket) if enable_lake else None
         if lake is not None and lake.start_offset <= request.fetch_offset < lake.end_offset:
             return replace(result, lake_log_fetch_info=LakeLogFetchInfo(lake.snapshot_id, lake.end_offset))
-        raise OffsetOutOfRangeError(request.bucket, request.fetch_offset, earliest)
+        return None
 
     def _earliest(
         self,
