@@ -48,7 +48,7 @@ class Producer(threading.Thread):
 
     def run(self) -> None:
         try:
-            with lakelog.connect(self._address, {"client.request-timeout": "2s"}) as conn:
+            with lakelog.connect(self._address, {"client.request-timeout": "2s", "client.writer.delivery-timeout": "2s"}) as conn:
                 writer = conn.get_table(PATH).new_append().create_writer(on_ack=self._on_ack)
                 while True:
                     count = self._rng.randint(1, 300)
