@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 from lakelog.metadata import (
+    LakeBucketKey,
     LakeBucketOffset,
     LakeSnapshot,
     PartitionInfo,
@@ -24,6 +25,7 @@ from lakelog.metadata import (
     TieringJobInfo,
     schema_from_bytes,
     schema_to_bytes,
+    split_lake_bucket_key,
 )
 
 _SCHEMA = """
@@ -83,6 +85,17 @@ CREATE TABLE IF NOT EXISTS lake_bucket_offsets (
     log_end_offset INTEGER NOT NULL,
     log_max_timestamp INTEGER NOT NULL,
     PRIMARY KEY (table_id, bucket)
+);
+-- A partitioned table's lake ranges, per (partition, bucket); no reference to partitions: what the
+-- lake holds of a partition outlives the partition's log.
+CREATE TABLE IF NOT EXISTS lake_partition_bucket_offsets (
+    table_id INTEGER NOT NULL REFERENCES tables(table_id) ON DELETE CASCADE,
+    partition_id INTEGER NOT NULL,
+    bucket INTEGER NOT NULL,
+    log_start_offset INTEGER NOT NULL,
+    log_end_offset INTEGER NOT NULL,
+    log_max_timestamp INTEGER NOT NULL,
+    PRIMARY KEY (table_id, partition_id, bucket)
 );
 CREATE TABLE IF NOT EXISTS writer_ids (
     writer_id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -296,14 +309,23 @@ class MetadataStore:
                 " committed_ms = excluded.committed_ms",
                 (table_id, snapshot.snapshot_id, int(time.time() * 1000)),
             )
+            ranges = (
+                " log_start_offset = excluded.log_start_offset, log_end_offset = excluded.log_end_offset,"
+                " log_max_timestamp = excluded.log_max_timestamp"
+            )
+            buckets = [(split_lake_bucket_key(key), o) for key, o in snapshot.bucket_offsets.items()]
             db.executemany(
                 "INSERT INTO lake_bucket_offsets (table_id, bucket, log_start_offset, log_end_offset, log_max_timestamp)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT(table_id, bucket) DO UPDATE SET"
-                " log_start_offset = excluded.log_start_offset, log_end_offset = excluded.log_end_offset,"
-                " log_max_timestamp = excluded.log_max_timestamp",
+                f" VALUES (?, ?, ?, ?, ?) ON CONFLICT(table_id, bucket) DO UPDATE SET{ranges}",
+                [(table_id, bucket, o.log_start_offset, o.log_end_offset, o.log_max_timestamp) for (pid, bucket), o in buckets if pid is None],
+            )
+            db.executemany(
+                "INSERT INTO lake_partition_bucket_offsets (table_id, partition_id, bucket, log_start_offset, log_end_offset,"
+                f" log_max_timestamp) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(table_id, partition_id, bucket) DO UPDATE SET{ranges}",
                 [
-                    (table_id, bucket, o.log_start_offset, o.log_end_offset, o.log_max_timestamp)
-                    for bucket, o in snapshot.bucket_offsets.items()
+                    (table_id, pid, bucket, o.log_start_offset, o.log_end_offset, o.log_max_timestamp)
+                    for (pid, bucket), o in buckets
+                    if pid is not None
                 ],
             )
 
@@ -317,7 +339,14 @@ class MetadataStore:
                 " WHERE table_id = ? ORDER BY bucket",
                 (table_id,),
             ).fetchall()
-        return LakeSnapshot(row[0], {bucket: LakeBucketOffset(*offsets) for bucket, *offsets in buckets})
+            partitions = self._db.execute(
+                "SELECT partition_id, bucket, log_start_offset, log_end_offset, log_max_timestamp FROM lake_partition_bucket_offsets"
+                " WHERE table_id = ? ORDER BY partition_id, bucket",
+                (table_id,),
+            ).fetchall()
+        offsets: dict[LakeBucketKey, LakeBucketOffset] = {bucket: LakeBucketOffset(*o) for bucket, *o in buckets}
+        offsets.update({(pid, bucket): LakeBucketOffset(*o) for pid, bucket, *o in partitions})
+        return LakeSnapshot(row[0], offsets)
 
     # tablet servers
 

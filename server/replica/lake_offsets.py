@@ -38,7 +38,7 @@ class LakeRanges:
     def update(self, snapshots: Iterable[LakeOffsets]) -> None:
         """Apply notified lake snapshots; an older one arriving late never moves a bucket backwards."""
         ranges = [
-            LakeBucketRange(t.table_id, bucket, t.snapshot.snapshot_id, o.log_start_offset, o.log_end_offset, o.log_max_timestamp)
+            LakeBucketRange(t.physical_id, bucket, t.snapshot.snapshot_id, o.log_start_offset, o.log_end_offset, o.log_max_timestamp)
             for t in snapshots
             for bucket, o in t.snapshot.bucket_offsets.items()
         ]
