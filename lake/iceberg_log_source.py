@@ -78,7 +78,8 @@ class IcebergLogSource(LogSource):
                 if index >= 0:
                     return int(batch.column(OFFSET_COLUMN)[index].as_py())
         raise InvalidTimestampError(
-            f"{self.table_info.label} bucket {context.bucket}: timestamp {context.timestamp} is past the largest one"
+            f"{self.table_info.path}{f' partition {context.partition_name}' if context.partition_name else ''} bucket {context.bucket}:"
+            f" timestamp {context.timestamp} is past the largest one"
             f" in lake snapshot {context.lake_snapshot_id}"
         )
 

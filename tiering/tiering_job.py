@@ -276,7 +276,8 @@ class TieringJob:
         if lake is not None:
             self._catch_up_coordinator(path, lake)
         info = self._conn.admin.get_table_info(path)
-        logs = [PartitionInfo(-1, "")] if not info.partitioned else self._conn.admin.list_partition_infos(path)
+        # A lake-only partition has no log left: the lake already holds all of it.
+        logs = [PartitionInfo(-1, "")] if not info.partitioned else [p for p in self._conn.admin.list_partition_infos(path) if not p.lake_only]
         lake_ends = {key: o.log_end_offset for key, o in (lake.bucket_offsets if lake else {}).items()}
         starts: dict[LakeBucketKey, int] = {}
         ends: dict[LakeBucketKey, int] = {}

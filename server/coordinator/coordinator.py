@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Sequence
+from typing import Iterable, Mapping, Protocol, Sequence
 
 from lakelog.errors import (
     DatabaseAlreadyExistError,
@@ -19,12 +19,14 @@ from lakelog.errors import (
     InvalidRequestError,
     LakeSnapshotNotExistError,
     NoTabletServerError,
+    PartitionNotInLakeError,
     StaleLakeSnapshotError,
     TableAlreadyExistError,
     TableNotExistError,
 )
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
+    BucketInfo,
     LakeBucketKey,
     LakeBucketOffset,
     LakeOffsets,
@@ -64,6 +66,8 @@ class TabletNotifier(Protocol):
     def notify_leaders(self, node: ServerNode, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None: ...
 
     def notify_lake_offsets(self, node: ServerNode, offsets: Sequence[LakeOffsets]) -> None: ...
+
+    def describe_buckets(self, node: ServerNode, table_id: int, buckets: Iterable[int], partition_id: int = 0) -> dict[int, BucketInfo]: ...
 
 
 class Coordinator:
@@ -185,12 +189,44 @@ class Coordinator:
         return partition
 
     def drop_partition(self, path: TablePath, spec: Mapping[str, object], ignore_if_not_exists: bool = False) -> None:
-        """Forget the partition; its tablet servers delete its local and remote logs."""
+        """Forget the partition; its tablet servers delete its local and remote logs.
+
+        A lake-enabled table's partition is dropped only once the lake holds all of its log
+        (else :class:`PartitionNotInLakeError`, retriable), and stays listed as ``lake_only``: a
+        scan from the beginning reads it from the lake. The leaders are asked outside the lock."""
+        info = self.table(path)
+        name = self.partitions.name_of(info, spec)
+        partition = self.partitions.find(info, name)
+        if partition is not None and info.lake_enabled:
+            self._check_lake_holds(info, partition)
         with self._lock:
-            info = self.table(path)
-            dropped = self.partitions.drop(info, self.partitions.name_of(info, spec), ignore_if_not_exists)
+            dropped = self.partitions.drop(info, name, ignore_if_not_exists)
         if dropped is not None:
             self._tell_leaders([], [dropped.partition_id])
+
+    def _check_lake_holds(self, info: TableInfo, partition: PartitionInfo) -> None:
+        """Raise :class:`PartitionNotInLakeError` unless the lake holds every bucket of the
+        partition up to the high watermark its leader reports now."""
+        leaders = self._store.partition_leaders(info.table_id).get(partition.partition_id, {})
+        lake = self._store.lake_snapshot(info.table_id) or LakeSnapshot(-1)
+        nodes = {node.server_id: node for node in self._store.tablet_servers()}
+        missing: list[str] = []
+        for server_id in sorted(set(leaders.values())):
+            group = sorted(b for b, leader in leaders.items() if leader == server_id)
+            node = nodes.get(server_id)
+            described = self._notifier.describe_buckets(node, info.table_id, group, partition.partition_id) if node else {}
+            for bucket in group:
+                known = lake.bucket_offsets.get((partition.partition_id, bucket))
+                lake_end = known.log_end_offset if known else 0
+                if bucket not in described:
+                    missing.append(f"bucket {bucket}: its leader {server_id} did not answer")
+                elif described[bucket].high_watermark > lake_end:
+                    missing.append(f"bucket {bucket}: the log ends at {described[bucket].high_watermark}, the lake at {lake_end}")
+        if missing:
+            raise PartitionNotInLakeError(
+                f"partition {partition.partition_name} of {info.path} keeps its log until the lake holds all of it"
+                f" ({'; '.join(missing)}); drop it again once the tiering job has tiered it"
+            )
 
     def list_partitions(self, path: TablePath) -> list[PartitionInfo]:
         return self.list_partitions_of(self.table(path))

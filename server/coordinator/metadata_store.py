@@ -86,6 +86,14 @@ CREATE TABLE IF NOT EXISTS lake_bucket_offsets (
     log_max_timestamp INTEGER NOT NULL,
     PRIMARY KEY (table_id, bucket)
 );
+-- Partitions dropped from the log of a lake-enabled table once the lake held all of them: read
+-- from the lake only; their names are not reused.
+CREATE TABLE IF NOT EXISTS lake_only_partitions (
+    partition_id INTEGER PRIMARY KEY,
+    table_id INTEGER NOT NULL REFERENCES tables(table_id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    dropped_ms INTEGER NOT NULL
+);
 -- A partitioned table's lake ranges, per (partition, bucket); no reference to partitions: what the
 -- lake holds of a partition outlives the partition's log.
 CREATE TABLE IF NOT EXISTS lake_partition_bucket_offsets (
@@ -264,9 +272,23 @@ class MetadataStore:
             )
         return PartitionInfo(partition_id, name)
 
-    def delete_partition(self, partition_id: int) -> None:
+    def delete_partition(self, partition_id: int, lake_only: bool = False) -> None:
+        """Forget the partition's log; with ``lake_only`` it is kept as a partition the lake holds."""
         with self._transaction() as db:
+            if lake_only:
+                db.execute(
+                    "INSERT INTO lake_only_partitions (partition_id, table_id, name, dropped_ms)"
+                    " SELECT partition_id, table_id, name, ? FROM partitions WHERE partition_id = ?",
+                    (int(time.time() * 1000), partition_id),
+                )
             db.execute("DELETE FROM partitions WHERE partition_id = ?", (partition_id,))
+
+    def lake_only_partitions(self, table_id: int) -> list[PartitionInfo]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT partition_id, name FROM lake_only_partitions WHERE table_id = ? ORDER BY partition_id", (table_id,)
+            ).fetchall()
+        return [PartitionInfo(partition_id, name, lake_only=True) for partition_id, name in rows]
 
     def partitions(self, table_id: int) -> list[PartitionInfo]:
         with self._lock:
