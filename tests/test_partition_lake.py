@@ -18,6 +18,7 @@ import pytest
 import lakelog
 from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, latest_lake_snapshot
 from lakelog.server.server_process import ServerProcess
+from lakelog.server.status.cluster_status import ClusterStatus
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from tests.conftest import expire_remote, lake_table
 from tests.s3 import MotoS3
@@ -148,6 +149,14 @@ def test_each_partition_tiers_to_the_lake_and_an_expired_one_is_read_from_the_la
             conn.admin.describe_buckets(PATH, partition_name=old_day)
         with pytest.raises(lakelog.PartitionAlreadyExistsError, match="lake only"):
             conn.admin.create_partition(PATH, {"dt": old_day})
+        # The status page lists the buckets per partition, the lake-only one without any.
+        page = ClusterStatus(server.coordinator.coordinator, server.coordinator.tablets).snapshot()
+        (shown,) = [t for t in page["tables"] if t["table"] == str(PATH)]
+        by_name = {p["partition_name"]: p for p in shown["partitions"]}
+        assert by_name[old_day]["lake_only"] and by_name[old_day]["buckets"] == []
+        assert [b["high_watermark"] for b in by_name[kept_day]["buckets"]] == [highs[ids[kept_day], b] for b in range(BUCKETS)]
+        assert by_name[kept_day]["buckets"][0]["tiers"]["lake"]["end"] == highs[ids[kept_day], 0]
+        assert shown["lake"]["offsets_behind"] == ROWS  # today's second write, not tiered yet
 
         # A scan from the beginning: every record of every partition exactly once, in offset order
         # per (partition, bucket); the expired one from the lake.
