@@ -16,7 +16,8 @@ from lakelog.metadata import LakeOffsets
 
 @dataclass(frozen=True)
 class LakeBucketRange:
-    """Offsets ``[start_offset, end_offset)`` of a bucket that lake snapshot ``snapshot_id`` holds."""
+    """Offsets ``[start_offset, end_offset)`` of a bucket that lake snapshot ``snapshot_id`` holds;
+    ``table_id`` is the bucket log's physical id (a partition's id for a partition's bucket)."""
 
     table_id: int
     bucket: int
