@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The status page's browser test drives Debian's headless Chromium through its chromedriver.
 CHROMEDRIVER := /usr/bin/chromedriver
+# The Spark cluster test keeps its Iceberg catalog on Debian's PostgreSQL 15, started by the test.
+INITDB := /usr/lib/postgresql/15/bin/initdb
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYTHONUNBUFFERED := 1
 
@@ -22,13 +24,18 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m lakelog demo
 
-test: $(STAMP) $(CHROMEDRIVER)
+test: $(STAMP) $(CHROMEDRIVER) $(INITDB)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Only when missing (a file target): installs Debian's chromium and chromium-driver, needs root.
 $(CHROMEDRIVER):
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver > /dev/null
+
+# Only when missing: Debian's postgresql (its server binaries; the test runs its own on loopback), needs root.
+$(INITDB):
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql > /dev/null
 
 # Regenerate lakelog/rpc/*_pb2*.py from proto/.
 proto: $(STAMP)

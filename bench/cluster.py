@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 
@@ -115,17 +116,18 @@ class BenchCluster:
         self.conn.admin.create_database(DATABASE, ignore_if_exists=True)
         self._spark: Any = None
 
-    def start_server(self, flush_mode: str) -> HostedServer:
+    def start_server(self, flush_mode: str, remote: str = "s3") -> HostedServer:
         """Another embedded server (coordinator + tablet server) in its own process with its own data
-        dir; stopped by :meth:`close`."""
+        dir, its remote storage on this S3 or (``remote="file"``) a local directory; stopped by :meth:`close`."""
         name = f"server-{len(self._servers)}-{flush_mode}"
+        remote_dir = f"s3://{S3_BUCKET}/{name}" if remote == "s3" else (self.directory / name / "remote").as_uri()
         config = {
             "data.dir": str(self.directory / name),
             "server.port": 0,
             "log.segment.max-bytes": self.segment_bytes,
             "log.flush.mode": flush_mode,
             "remote.log.task-interval": "1h",
-            "remote.data.dir": f"s3://{S3_BUCKET}/{name}",
+            "remote.data.dir": remote_dir,
             **self.s3.settings(),
         }
         server = HostedServer(config)
@@ -141,29 +143,38 @@ class BenchCluster:
 
     # tables
 
-    def table(self, name: str, properties: dict[str, str] | None = None, conn: lakelog.Connection | None = None) -> lakelog.Table:
+    def table(
+        self,
+        name: str,
+        properties: dict[str, str] | None = None,
+        conn: lakelog.Connection | None = None,
+        buckets: int = 4,
+        schema: pa.Schema = data.SCHEMA,
+    ) -> lakelog.Table:
         conn = conn or self.conn
         path = TablePath(DATABASE, name)
         conn.admin.create_database(DATABASE, ignore_if_exists=True)
-        conn.admin.create_table(path, TableDescriptor(data.SCHEMA, 4, properties or {}))
+        conn.admin.create_table(path, TableDescriptor(schema, buckets, properties or {}))
         return conn.get_table(path)
 
-    def drop(self, table: lakelog.Table) -> None:
+    def drop(self, table: lakelog.Table, server: HostedServer | None = None) -> None:
         """Drop the table, so later remote passes neither upload nor keep its data."""
-        self.conn.admin.drop_table(table.path)
-        self.server.call(server_host.remote_pass)  # deletes the dropped table's remote files
+        with self.connect(server=server) as conn:
+            conn.admin.drop_table(table.path)
+        (server or self.server).call(server_host.remote_pass)  # deletes the dropped table's remote files
 
     @staticmethod
-    def produce(table: lakelog.Table, count: int, start: int = 0) -> None:
+    def produce(table: lakelog.Table, count: int, start: int = 0, batches: list[pa.RecordBatch] | None = None) -> None:
+        """``count`` records of the benchmark table from ``start`` (or the given ``batches``)."""
         with table.new_append().create_writer() as writer:
-            for batch in data.chunks(count, start):
+            for batch in data.chunks(count, start) if batches is None else batches:
                 writer.append_arrow(batch)
 
     # moving records between tiers
 
-    def to_remote(self, table: lakelog.Table) -> None:
+    def to_remote(self, table: lakelog.Table, server: HostedServer | None = None) -> None:
         """Roll every bucket and upload what is rolled (:func:`bench.server_host.to_remote`)."""
-        self.server.call(server_host.to_remote, table.info.table_id, table.info.buckets)
+        (server or self.server).call(server_host.to_remote, table.info.table_id, table.info.buckets)
 
     def to_lake(self, table: lakelog.Table, files_per_bucket: int | None = None) -> None:
         """Copy the records not yet in the lake into it as ``files_per_bucket`` data files per bucket
@@ -215,7 +226,10 @@ class BenchCluster:
     def close(self) -> None:
         self.conn.close()
         if self._spark is not None:
-            self._spark.stop()
+            try:
+                self._spark.stop()
+            except Exception as exc:  # noqa: BLE001 - a JVM already gone must not lose the run's report
+                progress(f"Spark did not stop cleanly: {type(exc).__name__}")
         for server in reversed(self._servers):
             server.stop()
         self.s3.stop()

@@ -29,3 +29,17 @@ def chunks(count: int, start: int = 0, size: int = CHUNK_RECORDS) -> list[pa.Rec
 
 def records_for_bytes(size: int) -> int:
     return max(size // RECORD_BYTES, 1)
+
+
+def wide_schema(columns: int) -> pa.Schema:
+    """``columns`` int64 columns: the record width of the scaling benchmark."""
+    return pa.schema([pa.field(f"c{n}", pa.int64()) for n in range(columns)])
+
+
+def wide_chunks(schema: pa.Schema, count: int, size: int = CHUNK_RECORDS) -> list[pa.RecordBatch]:
+    """``count`` records of ``schema`` (int64 columns) as batches of ``size``."""
+    out = []
+    for first in range(0, count, size):
+        ids = np.arange(first, min(first + size, count), dtype=np.int64)
+        out.append(pa.record_batch([pa.array(ids * (n + 1)) for n in range(len(schema))], schema=schema))
+    return out

@@ -36,7 +36,7 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         )
     names = itertools.count()
     results = []
-    for key, mode, target in (("6a", "sync", None), ("6b", "async", 0.5)):
+    for key, mode, target in (("6a", "sync", None), ("6b", "async", 0.6)):
         server = cluster.server if mode == "sync" else cluster.start_server(mode)
         with cluster.connect(server=server) as conn:
             tables: list[lakelog.Table] = []

@@ -1,8 +1,10 @@
-"""``bench/REPORT.md`` (a table of every result, then each missed target with what limits it) and
-``bench/throughput.png`` (records/s per tier, lakelog next to its baseline)."""
+"""``bench/REPORT.md`` (a table of every result, the scaling curves, then each missed target with what
+limits it), ``bench/throughput.png`` (records/s per tier, lakelog next to its baseline) and
+``bench/scaling.png`` (drawn by :mod:`bench.scaling`)."""
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import asdict
 from pathlib import Path
@@ -14,11 +16,19 @@ matplotlib.use("Agg")  # no display: write files only
 import matplotlib.pyplot as plt  # noqa: E402
 
 from bench.measure import Result  # noqa: E402
+from bench.scaling import Point, bends  # noqa: E402
 from bench.sizes import Sizes  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPORT = HERE / "REPORT.md"
 CHART = HERE / "throughput.png"
+SCALING_CHART = HERE / "scaling.png"
+
+
+def load_average() -> tuple[float, float, float]:
+    """The machine's 1, 5 and 15 minute load averages when the run starts: other work on a shared
+    machine slows lakelog and its baselines alike (ratios are within one run), not its absolute numbers."""
+    return os.getloadavg()
 
 
 def _number(value: float | None, unit: str) -> str:
@@ -64,7 +74,18 @@ def chart(results: Sequence[Result], path: Path = CHART) -> None:
     plt.close(figure)
 
 
-def write(results: Sequence[Result], failures: dict[str, str], sizes: Sizes, mode: str, elapsed_s: float, path: Path = REPORT) -> None:
+def write(
+    results: Sequence[Result],
+    points: Sequence[Point],
+    failures: dict[str, str],
+    sizes: Sizes,
+    mode: str,
+    elapsed_s: float,
+    load: tuple[float, float, float],
+    not_run: Sequence[str] = (),
+    path: Path = REPORT,
+) -> None:
+    """``not_run``: benchmarks still to come when a report is written midway."""
     import grpc
     import pyarrow
     import pyiceberg
@@ -76,9 +97,18 @@ def write(results: Sequence[Result], failures: dict[str, str], sizes: Sizes, mod
         f"in {elapsed_s / 60:.1f} min on {platform.node()} ({platform.machine()}, {_cpus()} CPUs), Python "
         f"{platform.python_version()}, pyarrow {pyarrow.__version__}, grpcio {grpc.__version__}, pyiceberg {pyiceberg.__version__}.",
         "Every throughput is the median of the runs; a ratio is lakelog over its baseline measured in the same run "
-        "(higher is better). Latencies are per call. Servers (lakelog's and the baselines') run in the benchmark's "
-        "process, moto's S3 in its own.",
+        "(higher is better). Latencies are per call. Servers (lakelog's and the baselines') run in processes of "
+        "their own (bench/server_host.py), as does moto's S3; the client is the benchmark's process.",
         "",
+        f"Machine load (1/5/15 min averages) on {_cpus()} CPUs when the run started: {_load(load)}; when this report "
+        f"was written: {_load(os.getloadavg())}"
+        + (
+            ": the machine was shared with other work during this run, so absolute numbers are low and noisy; "
+            "every ratio compares lakelog with its baseline measured minutes apart in the same run, under the same load."
+            if max(load[1], os.getloadavg()[1]) > _cpus() * 0.75 else "."
+        ),
+        "",
+        *([f"**Written midway: still to run: {', '.join(not_run)}.**", ""] if not_run else []),
         "| # | benchmark | lakelog | baseline | ratio | target | status | details |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
         *(_row(result) for result in results),
@@ -87,9 +117,28 @@ def write(results: Sequence[Result], failures: dict[str, str], sizes: Sizes, mod
         "",
         f"![throughput per tier]({CHART.name})",
         "",
-        "Sizes: " + ", ".join(f"`{key}`={value:,}" for key, value in asdict(sizes).items()) + ".",
+        "Sizes: " + ", ".join(f"`{key}`={_size(value)}" for key, value in asdict(sizes).items()) + ".",
         "",
     ]
+    if points:
+        lines += [
+            "## Scaling",
+            "",
+            "Each curve changes one thing and keeps the rest (local tier unless it says lake; 10 numeric columns "
+            "unless it is the width curve). A cost that grows linearly with the data keeps records/s flat "
+            "(bytes/s for the width curve).",
+            "",
+            f"![throughput vs buckets, servers, lake files and record width]({SCALING_CHART.name})",
+            "",
+            "| dimension | value | records/s | MB/s |",
+            "| --- | --- | --- | --- |",
+            *(f"| {p.dimension} | {p.value:,} | {p.records_per_s:,.0f} | {p.bytes_per_s / 1e6:,.1f} |" for p in points),
+            "",
+            "Where the curves bend, and why:",
+            "",
+            *bends(points),
+            "",
+        ]
     missed = [r for r in results if not r.met]
     if failures:
         lines += ["## Benchmarks that failed to run", ""]
@@ -107,7 +156,7 @@ def write(results: Sequence[Result], failures: dict[str, str], sizes: Sizes, mod
             "",
             "Where the time goes (py-spy, every thread of the benchmark process and its children, top frames by self time):",
             "",
-            *([f"1. `{frame}`" for frame in result.profile] or ["(py-spy could not attach)"]),
+            *([f"1. `{frame}`" for frame in result.profile] or ["(no profile: this row is not a throughput path, or py-spy could not attach)"]),
             "",
         ]
     lines += ["## Next steps", ""]
@@ -116,6 +165,14 @@ def write(results: Sequence[Result], failures: dict[str, str], sizes: Sizes, mod
 
 
 def _cpus() -> int:
-    import os
-
     return os.cpu_count() or 0
+
+
+def _size(value: object) -> str:
+    if isinstance(value, tuple):
+        return "(" + ", ".join(f"{item:,}" for item in value) + ")"
+    return f"{value:,}"
+
+
+def _load(load: tuple[float, float, float]) -> str:
+    return " / ".join(f"{value:.1f}" for value in load)

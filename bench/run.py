@@ -1,5 +1,5 @@
 """The one command: ``python -m bench.run [--quick] [--only NAME ...]`` runs the benchmarks on one
-embedded cluster and writes ``bench/REPORT.md`` and ``bench/throughput.png``.
+embedded cluster and writes ``bench/REPORT.md``, ``bench/throughput.png`` and ``bench/scaling.png``.
 
 A benchmark that fails is named in the report with its error, and the others still run: a long
 full-size run should not be lost to one broken step.
@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import sys
+import tempfile
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from types import ModuleType
+from typing import Iterator
 
-from bench import lake_tier, local_tier, memory, partitions, produce, remote_tier, report, tiering, timestamp_lookup
+from bench import hostile_clients, lake_tier, local_tier, memory, partitions, produce, remote_tier, report, scaling, spark_paths, tiering, timestamp_lookup
 from bench.cluster import BenchCluster
 from bench.measure import Result, progress
 from bench.sizes import FULL, QUICK
@@ -27,9 +33,49 @@ BENCHMARKS: dict[str, ModuleType] = {
     "tiering": tiering,
     "produce": produce,
     "lookup": timestamp_lookup,
+    "scaling": scaling,
     "memory": memory,
     "partitions": partitions,
+    "hostile": hostile_clients,
+    "spark": spark_paths,
 }
+
+
+ALIGNMENT_WARNING = "poorly aligned"
+
+
+@contextmanager
+def captured_stderr() -> Iterator[Path]:
+    """File descriptor 2 of this process and of every child it starts (servers, Spark, the CLI) goes
+    to a file: Arrow's C++ warnings ("An input buffer was poorly aligned ...") are written there,
+    not through Python's warnings. Progress lines and tracebacks still reach the terminal."""
+    capture = tempfile.NamedTemporaryFile(prefix="lakelog-bench-stderr-", suffix=".log", delete=False)
+    saved = os.dup(2)
+    terminal = sys.stderr
+    sys.stderr = os.fdopen(os.dup(saved), "w", buffering=1)
+    os.dup2(capture.fileno(), 2)
+    try:
+        yield Path(capture.name)
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        sys.stderr.close()
+        sys.stderr = terminal
+        capture.close()
+
+
+def alignment_result(captured: Path) -> Result:
+    """Row 10: lines of Arrow's misalignment warning written by anything the run started."""
+    text = captured.read_text(errors="replace")
+    count = sum(ALIGNMENT_WARNING in line for line in text.splitlines())
+    return Result(
+        "10", "'poorly aligned' warnings, every benchmark", count, "lines", None, "", count, 1,
+        lower_is_better=True,
+        detail=f"counted on the standard error of the benchmark process and every process it started ({len(text):,} bytes)",
+        next_step="find the decode that hands Arrow a buffer off its 8-byte boundary (the first warning's context "
+        "in the captured standard error) and align it as the fetch answers are",
+    )
 
 
 def main() -> None:
@@ -45,17 +91,36 @@ def main() -> None:
 
     began = time.monotonic()
     results: list[Result] = []
+    points: list[scaling.Point] = []
     failures: dict[str, str] = {}
-    with BenchCluster(sizes.segment_bytes) as cluster:
-        for name in args.only or BENCHMARKS:
+    load = report.load_average()
+    mode = "quick" if args.quick else "full"
+    names = args.only or list(BENCHMARKS)
+
+    def write(done: int) -> None:
+        """The report of what ran so far: a long run stopped midway still leaves its numbers."""
+        report.chart(results)
+        if points:
+            scaling.chart(points, report.SCALING_CHART)
+        left = [] if done == len(names) else names[done:]
+        report.write(results, points, failures, sizes, mode, time.monotonic() - began, load, left)
+
+    with captured_stderr() as captured, BenchCluster(sizes.segment_bytes) as cluster:
+        for done, name in enumerate(names, 1):
             try:
-                results += BENCHMARKS[name].run(cluster, sizes)
+                if name == "scaling":
+                    points = scaling.run(cluster, sizes)
+                else:
+                    results += BENCHMARKS[name].run(cluster, sizes)
             except Exception as exc:  # noqa: BLE001 - report it and go on with the next benchmark
                 traceback.print_exc()
                 failures[name] = f"{type(exc).__name__}: {exc}"
-    report.chart(results)
-    report.write(results, failures, sizes, "quick" if args.quick else "full", time.monotonic() - began)
-    progress(f"wrote {report.REPORT} and {report.CHART}")
+            if done < len(names):
+                write(done)
+    results.append(alignment_result(captured))
+    captured.unlink()
+    write(len(names))
+    progress(f"wrote {report.REPORT}, {report.CHART} and {report.SCALING_CHART}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from lakelog.config import Configuration
 from lakelog.metadata import TablePath
 from lakelog.record import batch as rb
 from lakelog.server.log.log_tablet import LogTablet
-from lakelog.server.server_process import ServerProcess
+from lakelog.server.server_process import ROLES, ServerProcess
 
 from bench.grpc_baseline import BaselineServer
 
@@ -44,6 +44,12 @@ class _Child:
         if not ok:
             raise RuntimeError(f"server process: {value}")
         return value
+
+    @property
+    def pid(self) -> int:
+        """The child's process id (its memory is read from /proc)."""
+        assert self._proc.pid is not None
+        return self._proc.pid
 
     def call(self, function: Callable[..., Any], *args: Any) -> Any:
         """``function(server, *args)`` run in the child; its result, or its error as a RuntimeError."""
@@ -71,10 +77,10 @@ def _serve(conn: Connection, server: Any, address: str) -> None:
             conn.send((False, f"{type(exc).__name__}: {exc}"))
 
 
-def _serve_lakelog(conn: Connection, config: Mapping[str, Any]) -> None:
+def _serve_lakelog(conn: Connection, config: Mapping[str, Any], roles: tuple[str, ...]) -> None:
     logging.basicConfig(level=logging.ERROR)
     try:
-        server = ServerProcess(dict(config)).start()
+        server = ServerProcess(dict(config), roles).start()
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
         conn.send((False, f"{type(exc).__name__}: {exc}"))
         return
@@ -90,12 +96,13 @@ def _serve_baseline(conn: Connection, responses: Sequence[bytes]) -> None:
 
 
 class HostedServer(_Child):
-    """An embedded lakelog server (coordinator + tablet server) in a child process."""
+    """A lakelog server in a child process: embedded (coordinator + tablet server) by default, or one
+    of the two ``roles`` of a cluster."""
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
+    def __init__(self, config: Mapping[str, Any], roles: tuple[str, ...] = ROLES) -> None:
         self.conf = Configuration(dict(config))
         self.data_dir = Path(self.conf.get("data.dir")).resolve()
-        super().__init__(_serve_lakelog, dict(config))
+        super().__init__(_serve_lakelog, dict(config), roles)
 
 
 class HostedBaseline(_Child):

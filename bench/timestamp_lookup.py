@@ -15,7 +15,7 @@ from bench.cluster import LAKE_PROPERTIES, BenchCluster
 from bench.measure import Result, latencies_ms, percentile, profile_if_missed, progress
 from bench.sizes import Sizes
 
-TARGETS_MS = {"local": 5.0, "remote": 5.0, "lake": 100.0}
+TARGETS_MS = {"local": 5.0, "remote": 5.0, "lake": 50.0}
 NEXT_STEPS = {
     "local": "answer from the time index without a coordinator round trip per lookup (cache table metadata in the admin)",
     "remote": "keep each remote segment's time index in the tablet server's memory instead of reading it from S3 per lookup",
@@ -61,7 +61,8 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         first_ms = latencies_ms(calls["lake"][:1])[0]  # plans the lake snapshot: paid once per snapshot
         for key, tier in (("7a", "local"), ("7b", "remote"), ("7c", "lake")):
             progress(f"timestamp lookup: {sizes.lookups} lookups in the {tier} tier")
-            latencies = latencies_ms(calls[tier])
+            # The lake's first lookup (it plans the snapshot) counts among the lake's latencies.
+            latencies = [first_ms, *latencies_ms(calls[tier][1:])] if tier == "lake" else latencies_ms(calls[tier])
             p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
             detail = f"p99 {p99:.1f} ms over {len(latencies)} lookups"
             if tier == "lake":

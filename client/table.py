@@ -117,7 +117,8 @@ class Table:
 
     def _log_scanner(self, info: TableInfo, projection: list[int] | None) -> LogScanner:
         source = self._lake.log_source(info) if self._lake is not None else None
-        return LogScanner(info, projection, self._tablets, self._router, self._admin, self._conf, source)
+        conf = self._lake.with_remote_settings(self._conf) if self._lake is not None else self._conf
+        return LogScanner(info, projection, self._tablets, self._router, self._admin, conf, source)
 
 
 class TableAppend:

@@ -1,14 +1,19 @@
-"""Reading one data file of a lake table, batch by batch, as log rows.
+"""Reading the data files of a lake table, row group by row group, as log rows.
 
-Both Iceberg LogSources read files here: in-process (``iceberg-arrow``) or inside a Spark task
-(``iceberg``). Only the wanted columns are read, row groups wholly outside the offset range are
-skipped by their Parquet statistics, and nothing beyond one row group is held at a time.
+Both Iceberg LogSources read files here: in-process (``iceberg-arrow``, row groups in parallel, see
+:func:`read_lake_files`) or inside a Spark task (``iceberg``, one file, :func:`read_lake_file`).
+Only the wanted columns are read, row groups wholly outside the offset range are skipped by their
+Parquet statistics, rows are filtered only in the row groups at a range's edges (a file's rows are
+sorted by offset), and each batch is cast once, into the log's schema.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +34,15 @@ class FileRange:
     end: int
 
 
+@dataclass(frozen=True, slots=True)
+class RowGroupRead:
+    """Row group ``group`` of ``file`` (whose footer is ``metadata``): one unit of parallel reading."""
+
+    file: FileRange
+    metadata: pq.FileMetaData
+    group: int
+
+
 def read_lake_file(
     io: FileIO, path: str, log_schema: pa.Schema, start: int, end: int, batch_rows: int
 ) -> Iterator[pa.RecordBatch]:
@@ -38,15 +52,87 @@ def read_lake_file(
     Raises LakeError when the file cannot be read (gone, storage unreachable), LakeDataError when it
     is damaged (not Parquet, a page failing its checksum) or its columns do not convert to the log's.
     """
+    for unit in row_group_reads(io, FileRange(path, start, end)):
+        yield from read_row_group(io, unit, log_schema, batch_rows)
+
+
+def read_lake_files(
+    io: FileIO, files: Sequence[FileRange], log_schema: pa.Schema, batch_rows: int, workers: int
+) -> Iterator[pa.RecordBatch]:
+    """Like :func:`read_lake_file` over ``files`` one after the other, with up to ``workers`` row
+    groups read at once (Parquet decoding releases the GIL). Results come back in order and at
+    most ``workers`` row groups are read ahead of the consumer: a bounded queue, not the snapshot."""
+    if workers <= 1:
+        for file in files:
+            yield from read_lake_file(io, file.path, log_schema, file.start, file.end, batch_rows)
+        return
+    pending: deque[Future[list[pa.RecordBatch]]] = deque()
+    footers: deque[Future[list[RowGroupRead]]] = deque()
+    remaining = iter(files)
+    with ThreadPoolExecutor(workers, thread_name_prefix="lake-row-group") as pool:
+
+        def read_footers_ahead() -> None:
+            # The footers of the next files are read meanwhile too: with many small files they are the cost.
+            while len(footers) < workers and (file := next(remaining, None)) is not None:
+                footers.append(pool.submit(row_group_reads, io, file))
+
+        try:
+            read_footers_ahead()
+            while footers:
+                units = footers.popleft().result()
+                read_footers_ahead()
+                for unit in units:
+                    pending.append(pool.submit(read_row_group_batches, io, unit, log_schema, batch_rows))
+                    while len(pending) >= workers:
+                        yield from pending.popleft().result()
+            while pending:
+                yield from pending.popleft().result()
+        finally:
+            for future in (*pending, *footers):
+                future.cancel()
+
+
+def row_group_reads(io: FileIO, file: FileRange) -> list[RowGroupRead]:
+    """The row groups of ``file`` that may hold an offset of its range (all of them without statistics)."""
+    with _reading(file.path):
+        with io.new_input(file.path).open() as stream:
+            metadata = pq.ParquetFile(stream).metadata
+    column = next((i for i in range(metadata.num_columns) if metadata.schema.column(i).path == OFFSET_COLUMN), None)
+    if column is None:
+        raise LakeDataError(f"lake data file {file.path} has no {OFFSET_COLUMN} column")
+    units = []
+    for index in range(metadata.num_row_groups):
+        stats = metadata.row_group(index).column(column).statistics
+        if stats is None or not stats.has_min_max or (stats.max >= file.start and stats.min < file.end):
+            units.append(RowGroupRead(file, metadata, index))
+    return units
+
+
+def read_row_group_batches(io: FileIO, unit: RowGroupRead, log_schema: pa.Schema, batch_rows: int) -> list[pa.RecordBatch]:
+    return list(read_row_group(io, unit, log_schema, batch_rows))
+
+
+def read_row_group(io: FileIO, unit: RowGroupRead, log_schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The rows of one row group within its file's range, as batches of ``log_schema``."""
+    file = unit.file
+    with _reading(file.path):
+        with io.new_input(file.path).open() as stream:
+            parquet = pq.ParquetFile(stream, metadata=unit.metadata, page_checksum_verification=True)
+            rows = parquet.read_row_group(unit.group, columns=log_schema.names)
+    for batch in rows.to_batches(max_chunksize=max(batch_rows, 1)):
+        offsets = batch.column(OFFSET_COLUMN)
+        if not len(offsets):
+            continue
+        if offsets[0].as_py() < file.start or offsets[-1].as_py() >= file.end:
+            batch = batch.filter(pc.and_(pc.greater_equal(offsets, file.start), pc.less(offsets, file.end)))
+        if batch.num_rows:
+            yield _converted(batch, log_schema, file.path)
+
+
+@contextmanager
+def _reading(path: str) -> Iterator[None]:
     try:
-        with io.new_input(path).open() as stream:
-            parquet = pq.ParquetFile(stream, page_checksum_verification=True)
-            groups = _row_groups(parquet.metadata, start, end, path)
-            for batch in parquet.iter_batches(batch_size=max(batch_rows, 1), row_groups=groups, columns=log_schema.names):
-                offsets = batch.column(OFFSET_COLUMN)
-                wanted = batch.filter(pc.and_(pc.greater_equal(offsets, start), pc.less(offsets, end)))
-                if wanted.num_rows:
-                    yield _converted(wanted, log_schema, path)
+        yield
     except (OSError, pa.ArrowException) as exc:
         # A damaged file fails the same way on every retry: only storage trouble is retriable.
         damaged = isinstance(exc, pa.ArrowInvalid) or "checksum" in str(exc).lower()
@@ -58,16 +144,3 @@ def _converted(rows: pa.RecordBatch, log_schema: pa.Schema, path: str) -> pa.Rec
         return to_log_rows(rows, log_schema)
     except (KeyError, pa.ArrowException) as exc:
         raise LakeDataError(f"lake data file {path} does not convert to the log's columns {log_schema}: {exc}") from None
-
-
-def _row_groups(metadata: pq.FileMetaData, start: int, end: int, path: str) -> list[int]:
-    """Row groups that may hold an offset in ``[start, end)`` (all of them without statistics)."""
-    column = next((i for i in range(metadata.num_columns) if metadata.schema.column(i).path == OFFSET_COLUMN), None)
-    if column is None:
-        raise LakeDataError(f"lake data file {path} has no {OFFSET_COLUMN} column")
-    groups = []
-    for index in range(metadata.num_row_groups):
-        stats = metadata.row_group(index).column(column).statistics
-        if stats is None or not stats.has_min_max or (stats.max >= start and stats.min < end):
-            groups.append(index)
-    return groups

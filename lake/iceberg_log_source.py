@@ -41,6 +41,7 @@ class IcebergLogSource(LogSource):
         one, this LogSource opens a catalog of its own from ``lake_config`` on first use."""
         self.table_info = table_info
         self.batch_rows: int = client_config.get("client.lake.batch-rows")
+        self.read_threads: int = client_config.get("client.lake.read-threads")
         self._lake_config = lake_config
         self._catalog_of_connection = catalog
         self._own_catalog: LakeCatalog | None = None

@@ -33,7 +33,7 @@ from lakelog.lake.spark_file_task import IPC_COLUMN, LakeRead, read_files_in_tas
 from lakelog.lake.lake_catalog import LakeCatalog, lake_call
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import TableInfo
-from lakelog.spark_session import spark_session
+from lakelog.spark_session import refuse_local_lake, spark_session
 
 APP_NAME = "lakelog-lake-reader"
 _END = object()
@@ -75,5 +75,7 @@ class IcebergSparkLogSource(IcebergLogSource):
         with self._spark_lock:
             if self._spark is None:
                 active = None if self._master else SparkSession.getActiveSession()
-                self._spark = active or spark_session(self._master or None, APP_NAME)
+                spark = active or spark_session(self._master or None, APP_NAME)
+                refuse_local_lake(spark, self._lake_config)
+                self._spark = spark
             return self._spark

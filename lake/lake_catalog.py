@@ -16,7 +16,7 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.table import Table
 
 from lakelog.errors import InvalidTableError, LakeError, LakelogError
-from lakelog.lake_config import CATALOG_NAME, ICEBERG, LakeConfig
+from lakelog.lake_config import ICEBERG, LakeConfig
 from lakelog.lake.schema_mapping import lake_schema
 from lakelog.lake.table_layout import TABLE_PROPERTIES, identifier, partition_spec, sort_order
 from lakelog.metadata import TablePath
@@ -42,12 +42,13 @@ class LakeCatalog:
     def __init__(self, config: LakeConfig) -> None:
         if config.format != ICEBERG:
             raise LakeError(f"lake format {config.format!r} is not supported (only {ICEBERG!r})")
+        config.refuse_if_elsewhere()
         self.config = config
         sqlite = config.default_sqlite_path
         if sqlite is not None:
             sqlite.parent.mkdir(parents=True, exist_ok=True)
         self.catalog: Catalog = lake_call(
-            "cannot open the Iceberg catalog", lambda: load_catalog(CATALOG_NAME, **config.catalog_properties)
+            "cannot open the Iceberg catalog", lambda: load_catalog(config.catalog_name, **config.catalog_properties)
         )
 
     def create_table(self, path: TablePath, log_schema: pa.Schema, partition_keys: Sequence[str] = ()) -> Table:

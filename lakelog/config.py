@@ -129,7 +129,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("server.port", int, 9123, "Port of the gRPC server (0 picks a free one)."),
     ConfigOption("server.advertised-host", str, "", "Host clients use to reach this server (default: server.host)."),
     ConfigOption("server.advertised-port", int, 0, "Port clients use to reach a tablet server, e.g. behind a proxy (0: the port it listens on)."),
-    ConfigOption("server.rpc.threads", int, 64, "Worker threads of a gRPC server (long polls hold one each)."),
+    ConfigOption("server.rpc.threads", int, 64, "Worker threads of a gRPC server (long polls and fetches waiting for budget hold none)."),
     ConfigOption("rpc.max-message-size", parse_size, 128 << 20, "Largest gRPC message, both directions."),
     ConfigOption("coordinator.address", str, "", "HOST:PORT of the coordinator a tablet server registers with."),
     ConfigOption("tablet-server.id", int, -1, "Id of a tablet server (default: kept in the data dir, else 0)."),
@@ -149,6 +149,14 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("remote.log.stall-warning", parse_duration_ms, 30_000, "A remote log task pass stuck on one bucket this long is logged once at WARNING, with the upload backlog."),
     ConfigOption("remote.log.manifest-check-interval", parse_duration_ms, 60_000, "How often each bucket's remote objects are listed against its manifest, to find a remote tier whose objects vanished."),
     ConfigOption("datalake.format", _choice("iceberg"), "iceberg", "Lake format of lake-enabled tables."),
+    # bounded server memory (issue 15)
+    ConfigOption("server.rpc.max-concurrent-streams", int, 100, "Calls one client connection may have open at once (HTTP/2 streams); more wait in the client."),
+    ConfigOption("server.fetch.max-inflight-bytes", parse_size, 256 << 20, "FetchLog answer bytes a tablet server holds at once, until each call ends; a fetch waits for room."),
+    ConfigOption("server.fetch.max-parked-polls", int, 1000, "Long polls (FetchLog waiting for data) parked at once; one more is answered at once with what there is."),
+    ConfigOption(
+        "datalake.catalog-name", str, "lakelog",
+        "Name the lake's Iceberg catalog is loaded under (a SQL catalog keys its tables by it; PyIceberg's ~/.pyiceberg.yaml and PYICEBERG_CATALOG__<NAME>__* apply to it).",
+    ),
     # metrics
     ConfigOption("metrics.port", int, -1, "Port of the Prometheus endpoint, http://HOST:PORT/metrics (-1: off, 0 picks a free one)."),
     ConfigOption("metrics.host", str, "127.0.0.1", "Address the Prometheus endpoint binds to (it has no TLS or token: loopback unless set)."),
@@ -175,10 +183,14 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("client.scanner.fetch.max-bytes-per-bucket", parse_size, 4 << 20, "Bytes one fetch may return per bucket."),
     ConfigOption("client.scanner.fetch.max-wait", parse_duration_ms, 500, "How long a server holds a fetch that has no data."),
     ConfigOption("client.scanner.fetch.min-bytes", int, 1, "Bytes a server waits for before it answers a fetch."),
-    ConfigOption("client.scanner.remote-log.prefetch-num", int, 4, "Remote segments a scanner downloads ahead."),
+    ConfigOption("client.scanner.remote-log.prefetch-num", int, 4, "Remote segment GETs a scanner runs at once (within its buffered bytes)."),
     ConfigOption(
         "client.scanner.max-poll-records", int, -1,
         "Records one poll returns at most, shared by the buckets (below 1: no limit); the rest is fetched again by the next poll.",
+    ),
+    ConfigOption(
+        "client.scanner.max-buffered-bytes", parse_size, 64 << 20,
+        "Bytes one scanner reads ahead of its polls, over all its buckets: fetch answers, remote segment pieces, lake batches.",
     ),
     ConfigOption("client.scanner.offset-reset", _choice("error", "earliest", "latest"), "error", "What a scanner does at an offset no tier can serve."),
     ConfigOption("client.lake.enabled", parse_bool, True, "Read lake tiers through a LogSource plugin."),
@@ -188,6 +200,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
         "auto",
         "Which lake LogSource reads Iceberg: iceberg (PySpark), iceberg-arrow (in-process), or auto: iceberg when a Spark endpoint is known (lake.spark.master, own or advertised), else iceberg-arrow.",
     ),
+    ConfigOption("client.lake.read-threads", int, 2, "Row groups the iceberg-arrow LogSource reads at once per bucket (and reads ahead); 1: one after the other."),
     ConfigOption("client.lake.batch-rows", int, 65_536, "Rows per batch a lake LogSource reads; bounds a lake read's memory with the scanner's few batches of read-ahead."),
     ConfigOption(
         "lake.spark.master",

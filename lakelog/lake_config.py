@@ -2,24 +2,35 @@
 (``lake.spark.master``) that reads and tiers it.
 
 The servers read it from ``datalake.format`` and ``datalake.iceberg.*``; the coordinator hands the
-non-secret part to clients and tiering jobs (GetLakeConfig), so they need only the bootstrap
-address and add their own credentials (AWS environment variables, ``--set datalake.iceberg.*``).
-This module imports no PyIceberg: a plain client and a server with no lake table never need it.
+non-secret part to clients and tiering jobs (GetLakeConfig), together with its remote-storage
+settings (``remote.fs.*``: endpoint, region) and the machine it runs on, so they need only the
+bootstrap address and add their own credentials (AWS environment variables, ``--set
+datalake.iceberg.*``). A catalog or warehouse local to the servers' machine (the embedded default:
+a SQLite file and a ``file://`` warehouse) is refused where it cannot be the same one: on another
+machine, and in Spark tasks of a cluster. This module imports no PyIceberg: a plain client and a
+server with no lake table never need it.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from lakelog.config import Configuration
+from lakelog.errors import InvalidConfigError
 
 ICEBERG = "iceberg"
 PROPERTY_PREFIX = "datalake.iceberg."
 CATALOG_NAME = "lakelog"
+REMOTE_FS_PREFIX = "remote.fs."
+# Overrides this machine's identity: containers that share the servers' files (same paths) say so.
+HOST_ID_ENV = "LAKELOG_HOST_ID"
+_MACHINE_ID = Path("/etc/machine-id")
 _SECRET_WORDS = re.compile(r"secret|password|token|credential|key", re.IGNORECASE)
 # Names that carry one of those words but only say where something is, never how to get in.
 _LOCATION_SUFFIXES = (".endpoint", ".uri", "-uri", ".region", ".url", "-url")
@@ -64,14 +75,38 @@ def _without_secret_parameters(master: str) -> str:
     return ";".join([base, *(p for p in parameters if not is_secret(p.partition("=")[0]))])
 
 
+def this_host() -> str:
+    """This machine: ``$LAKELOG_HOST_ID``, else its hostname and machine id (containers of one
+    image share a machine id but not a hostname)."""
+    own = os.environ.get(HOST_ID_ENV)
+    if own:
+        return own
+    try:
+        machine = _MACHINE_ID.read_text().strip()
+    except OSError:
+        machine = ""
+    return f"{socket.gethostname()}/{machine}"
+
+
+def _is_local_location(value: str) -> bool:
+    """A SQLite catalog, a ``file://`` URI or a bare path: only the machine that has the file sees it."""
+    return value.startswith(("sqlite:", "file:")) or "://" not in value
+
+
 @dataclass(frozen=True)
 class LakeConfig:
     """``format`` (``iceberg``), the PyIceberg catalog properties (``type``, ``uri``, ``warehouse``,
-    ``s3.endpoint``, ...) and ``spark_master``, the coordinator's ``lake.spark.master`` ('' when unset)."""
+    ``s3.endpoint``, ...); ``spark_master``, the coordinator's ``lake.spark.master`` ('' when unset);
+    ``remote_fs``, the servers' ``remote.fs.*`` settings without the prefix; ``server_host``, the
+    machine (:func:`this_host`) whose files a local catalog or warehouse are; ``catalog_name``, the
+    name the catalog is loaded under (``datalake.catalog-name``)."""
 
     format: str = ICEBERG
     catalog_properties: Mapping[str, str] = field(default_factory=dict)
     spark_master: str = ""
+    remote_fs: Mapping[str, str] = field(default_factory=dict)
+    server_host: str = ""
+    catalog_name: str = CATALOG_NAME
 
     @classmethod
     def from_configuration(cls, conf: Configuration, data_dir: Path) -> "LakeConfig":
@@ -83,7 +118,7 @@ class LakeConfig:
             properties.setdefault("type", "sql")
             properties["uri"] = f"sqlite:///{lake_dir / 'catalog.db'}"
             properties.setdefault("warehouse", (lake_dir / "warehouse").as_uri())
-        return cls(conf.get("datalake.format"), properties, conf.get("lake.spark.master"))
+        return cls(conf.get("datalake.format"), properties, conf.get("lake.spark.master"), conf.with_prefix(REMOTE_FS_PREFIX), this_host(), conf.get("datalake.catalog-name"))
 
     @property
     def default_sqlite_path(self) -> Path | None:
@@ -97,6 +132,7 @@ class LakeConfig:
             self,
             catalog_properties={key: _without_password(value) for key, value in self.catalog_properties.items() if not is_secret(key)},
             spark_master=_without_secret_parameters(self.spark_master),
+            remote_fs={key: value for key, value in self.remote_fs.items() if not is_secret(key)},
         )
 
     def with_overrides(self, overrides: Mapping[str, str]) -> "LakeConfig":
@@ -107,3 +143,30 @@ class LakeConfig:
         """The Spark a client or a job uses: its own ``lake.spark.master``, else the one the cluster
         advertises; '' when neither is set."""
         return conf.get("lake.spark.master") or self.spark_master
+
+    def local_parts(self) -> dict[str, str]:
+        """The ``datalake.iceberg.*`` keys whose values only the servers' machine can reach."""
+        return {
+            f"{PROPERTY_PREFIX}{key}": value
+            for key, value in self.catalog_properties.items()
+            if key in ("uri", "warehouse") and _is_local_location(value)
+        }
+
+    def refuse_local_parts(self, where: str) -> None:
+        """Raise :class:`InvalidConfigError` if the lake has a part local to the servers' machine:
+        ``where`` says who cannot use it (another machine, a Spark cluster's tasks)."""
+        local = self.local_parts()
+        if local:
+            named = ", ".join(f"{key}={value}" for key, value in local.items())
+            raise InvalidConfigError(
+                f"the lake is local to the lakelog servers' machine ({named}), and {where} cannot share it:"
+                f" set {PROPERTY_PREFIX}uri to a shared catalog (e.g. postgresql+psycopg2://HOST/DB, or"
+                f" {PROPERTY_PREFIX}type=rest with its uri) and {PROPERTY_PREFIX}warehouse to shared storage"
+                f" (s3://BUCKET/PATH) on the servers"
+            )
+
+    def refuse_if_elsewhere(self) -> None:
+        """A client or job on another machine than the servers must not open their local catalog
+        (a SQLite file there would be a new, empty catalog here)."""
+        if self.server_host and self.server_host != this_host():
+            self.refuse_local_parts(f"this machine ({this_host()}, not {self.server_host})")

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from lakelog.lake_config import LakeConfig
+
 DEFAULT_MASTER = "local[*]"
 APP_NAME = "lakelog-tier"
 QUIET_LOG4J2 = Path(__file__).with_name("spark_log4j2.properties")
@@ -52,3 +54,12 @@ def spark_session(master: str | None = None, app_name: str = APP_NAME, log_level
     if log_level.upper() not in ("DEBUG", "INFO"):
         logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO line per closed connection
     return builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
+
+
+def refuse_local_lake(spark: "SparkSession", lake_config: "LakeConfig") -> None:
+    """Tasks of a Spark cluster run on other machines: a catalog or warehouse local to the lakelog
+    servers' machine would be a different, empty one there (or Parquet written where no commit
+    sees it). Refused with the keys to set; ``local[...]`` masters (also behind Spark Connect) pass."""
+    master = spark.conf.get("spark.master", DEFAULT_MASTER) or DEFAULT_MASTER
+    if not master.startswith("local"):
+        lake_config.refuse_local_parts(f"Spark in cluster mode ({master})")

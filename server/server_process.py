@@ -108,6 +108,7 @@ class ServerProcess:
             self.conf.get("server.port"),
             self.conf.get("server.rpc.threads"),
             self.conf.get("rpc.max-message-size"),
+            self.conf.get("server.rpc.max-concurrent-streams"),
             credentials,
             interceptors,
         )
@@ -160,7 +161,7 @@ class ServerProcess:
         if self.tablet:
             self.tablet.replicas.shutdown()
         if self._server is not None:
-            self._server.stop(grace_s).wait()
+            self._server.stop(grace_s)
             self._server = None
         if self._metrics_endpoint is not None:
             self._metrics_endpoint.close()

@@ -18,6 +18,7 @@ from lakelog.server.log.log_tablet import LogConfig, wall_clock_ms
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.replica.replica_manager import ReplicaManager
+from lakelog.server.rpc.answer_budget import AnswerBudget
 from lakelog.server.rpc.coordinator_client import CoordinatorClient
 from lakelog.server.rpc.tablet_service import TabletService
 
@@ -40,7 +41,9 @@ class TabletServerRole:
             self._dir / "log", LogConfig.from_configuration(conf), on_high_watermark=self._on_high_watermark, clock=clock
         )
         self.remote = RemoteLogManager.from_configuration(conf, data_dir)
-        self.replicas = ReplicaManager(self.server_id, self.logs, self._resolve, self.remote)
+        self.replicas = ReplicaManager(
+            self.server_id, self.logs, self._resolve, self.remote, conf.get("server.fetch.max-parked-polls")
+        )
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick_loop, name="log-ticker", daemon=True)
         self._heartbeats = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
@@ -67,7 +70,7 @@ class TabletServerRole:
         return self._coordinator.table_assignment(table_id)
 
     def service(self, metrics: ServerMetrics) -> TabletService:
-        return TabletService(self.replicas, metrics)
+        return TabletService(self.replicas, metrics, AnswerBudget(self._conf.get("server.fetch.max-inflight-bytes")))
 
     def join(self, node: ServerNode, coordinator_address: str) -> None:
         """Register with the coordinator (retrying while it starts) and open every bucket we lead."""

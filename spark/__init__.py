@@ -1,5 +1,6 @@
-"""Reading lakelog tables from Spark: ``spark.read.format("lakelog")`` (PySpark's Python data
-source API, no JVM jar), after :func:`register`."""
+"""Reading lakelog tables from Spark: ``spark.read.format("lakelog")`` and
+``spark.readStream.format("lakelog")`` (PySpark's Python data source API, no JVM jar), after
+:func:`register` (or without it: module ``pyspark_lakelog``)."""
 
 from __future__ import annotations
 

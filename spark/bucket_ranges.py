@@ -10,6 +10,7 @@ LogScanner, which crosses lake, remote and local tiers by itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Mapping
 
 from lakelog.client.admin import Admin
 from lakelog.errors import InvalidConfigError
@@ -64,9 +65,17 @@ def plan_ranges(
         at_high = admin.list_offsets(info.path, spec=OffsetSpec.timestamp(high_ms)) if high_ms < UNBOUNDED[1] else ends
         starts = {bucket: max(offset, at_low[bucket]) for bucket, offset in starts.items()}
         ends = {bucket: min(offset, at_high[bucket]) for bucket, offset in ends.items()}
+    return split_ranges(starts, ends, max_records, pushed.bucket_wanted)
+
+
+def split_ranges(
+    starts: Mapping[int, int], ends: Mapping[int, int], max_records: int, wanted: Callable[[int], bool] = lambda _: True
+) -> list[BucketRange]:
+    """Each wanted bucket's ``[start, end)`` cut into pieces of at most ``max_records``, bucket by
+    bucket in offset order: a batch read's partitions, and a stream's for one micro-batch."""
     return [
         BucketRange(bucket, s, e)
-        for bucket in range(info.buckets)
-        if pushed.bucket_wanted(bucket)
+        for bucket in sorted(starts)
+        if wanted(bucket)
         for s, e in split_range(starts[bucket], ends[bucket], max_records)
     ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from lakelog.client.connection import connect
@@ -50,7 +50,7 @@ class LakelogDataSource(DataSource):
     def schema(self) -> StructType:
         """The table's columns (or those of the ``columns`` option), then ``__bucket``,
         ``__offset`` and ``__timestamp``."""
-        options = parse_read_options(self.options)
+        options = parse_read_options(self.options, streaming=None)
         with connect(options.bootstrap, options.client_config) as conn:
             info = conn.admin.get_table_info(options.path)
         columns = _projected(info, options.columns, f"lakelog Spark option {COLUMNS!r}") if options.columns else info.schema
@@ -58,6 +58,13 @@ class LakelogDataSource(DataSource):
 
     def reader(self, schema: StructType) -> "LakelogReader":
         return FilteringLakelogReader(parse_read_options(self.options), schema)
+
+    def streamReader(self, schema: StructType) -> "DataSourceStreamReader":
+        """``spark.readStream.format("lakelog")`` (:mod:`lakelog.spark.lakelog_stream_reader`)."""
+        from lakelog.spark.lakelog_stream_reader import LakelogStreamReader
+
+        options = parse_read_options(self.options, streaming=True)
+        return LakelogStreamReader(options, LakelogReader(options, schema))
 
 
 class FoundLakelogDataSource(LakelogDataSource):

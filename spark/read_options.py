@@ -25,10 +25,15 @@ ENDING_OFFSETS = "endingOffsets"
 STARTING_TIMESTAMP = "startingTimestamp"
 ENDING_TIMESTAMP = "endingTimestamp"
 MAX_RECORDS_PER_PARTITION = "maxRecordsPerPartition"
+MAX_OFFSETS_PER_TRIGGER = "maxOffsetsPerTrigger"
 CONF_PREFIX = "conf."
 OPTION_NAMES = (
     BOOTSTRAP, TABLE, PATH, COLUMNS, STARTING_OFFSETS, ENDING_OFFSETS, STARTING_TIMESTAMP, ENDING_TIMESTAMP, MAX_RECORDS_PER_PARTITION,
+    MAX_OFFSETS_PER_TRIGGER,
 )
+# A batch read has an end, a stream has none; only a stream has triggers.
+BATCH_ONLY = (ENDING_OFFSETS, ENDING_TIMESTAMP)
+STREAM_ONLY = (MAX_OFFSETS_PER_TRIGGER,)
 LAKE_SOURCE_KEY = "client.lake.source"
 # Spark tasks read the lake in-process: the PySpark LogSource would start a SparkSession inside a task.
 TASK_LAKE_SOURCE = "iceberg-arrow"
@@ -54,10 +59,14 @@ class ReadOptions:
     end: OffsetBound
     max_records_per_partition: int
     client_config: Mapping[str, Any]  # for lakelog.connect, on the driver and in every task
+    max_offsets_per_trigger: int | None = None  # streams only; None: everything available
 
 
-def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
-    """Raises :class:`InvalidConfigError` naming the first bad, missing or unknown option."""
+def parse_read_options(options: Mapping[str, str], streaming: bool | None = False) -> ReadOptions:
+    """Raises :class:`InvalidConfigError` naming the first bad, missing or unknown option (or one
+    that does not apply: an end to a stream, a trigger limit to a batch read). A stream starts at
+    ``latest`` unless told otherwise, as Kafka's does. ``streaming=None``: either, for what both
+    share (the schema, which Spark asks before it knows which one it reads)."""
     known = {name.lower(): name for name in OPTION_NAMES}
     given: dict[str, str] = {}
     config: dict[str, str] = {}
@@ -70,14 +79,20 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
             raise InvalidConfigError(
                 f"unknown lakelog Spark option {key!r}; options are {', '.join(OPTION_NAMES)} and conf.<lakelog config key>"
             )
+    refused = [] if streaming is None else [name for name in (BATCH_ONLY if streaming else STREAM_ONLY) if name in given]
+    if refused:
+        raise InvalidConfigError(
+            f"lakelog Spark option {refused[0]!r} applies to {'spark.read' if streaming else 'spark.readStream'} only"
+        )
     return ReadOptions(
         bootstrap=_required(given, BOOTSTRAP),
         path=_table_path(given),
         columns=_columns(given.get(COLUMNS)),
-        start=_bound(given, STARTING_OFFSETS, STARTING_TIMESTAMP, OffsetSpec.earliest()),
+        start=_bound(given, STARTING_OFFSETS, STARTING_TIMESTAMP, OffsetSpec.latest() if streaming else OffsetSpec.earliest()),
         end=_bound(given, ENDING_OFFSETS, ENDING_TIMESTAMP, OffsetSpec.latest()),
         max_records_per_partition=_positive(given, MAX_RECORDS_PER_PARTITION, MAX_RECORDS_PER_SPLIT),
         client_config=_client_config(config),
+        max_offsets_per_trigger=_positive(given, MAX_OFFSETS_PER_TRIGGER, 0) if MAX_OFFSETS_PER_TRIGGER in given else None,
     )
 
 

@@ -30,6 +30,7 @@ import pytest
 import lakelog
 from lakelog.log_source import FetchContext, LogSource, LookupContext
 from lakelog.client.scanner.lake_log_reader import LakeLogReader
+from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.record.meta_columns import with_meta_fields
 from lakelog.config import Configuration
 from lakelog.lake.iceberg_lake_storage import IcebergLakeStorage
@@ -386,10 +387,10 @@ def test_a_client_without_the_lake_libraries_falls_back_and_says_why(
 
 
 def test_a_warehouse_that_disappears_mid_read_is_a_lake_error_and_a_retry_continues(tiered: TieredLog) -> None:
-    """Small lake batches, so the reader is still in the bucket's first data file when the
-    warehouse goes; the second file cannot be opened then."""
+    """Small lake batches read one row group at a time, so the reader is still in the bucket's
+    first data file when the warehouse goes; the second file cannot be opened then."""
     end = tiered.buckets[0].high_watermark
-    with _connect(tiered, **{"client.lake.batch-rows": 1000}) as conn:
+    with _connect(tiered, **{"client.lake.batch-rows": 1000, "client.lake.read-threads": 1}) as conn:
         scanner = conn.get_table(tiered.path).new_scan().create_log_scanner()
         scanner.subscribe(0, 0)
         polled = [scan_all(scanner, 1)]
@@ -447,7 +448,7 @@ SCHEMA = with_meta_fields(pa.schema([("id", pa.int64())]))
 )
 def test_a_lake_read_with_a_gap_or_a_duplicate_is_a_lake_data_error(batches: list[list[int]], message: str) -> None:
     context = FetchContext(10, 15, "", 3, 99, None)
-    reader = LakeLogReader(_ListedSource(*batches), context, SCHEMA, "shop.orders bucket 3", 20, lambda: None)
+    reader = LakeLogReader(_ListedSource(*batches), context, SCHEMA, "shop.orders bucket 3", 20, ReadAheadBudget(1 << 20), lambda: None)
     deadline = time.monotonic() + 10
     with pytest.raises(lakelog.LakeDataError) as error:
         while time.monotonic() < deadline:

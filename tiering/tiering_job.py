@@ -66,7 +66,7 @@ from lakelog.tiering.lake_commit import commit_files, discard_files, guard_commi
 from lakelog.tiering.orphan_files import remove_orphan_files
 from lakelog.tiering.round_progress import RoundProgress, size_text
 from lakelog.tiering.tiering_metrics import TieringMetrics
-from lakelog.spark_session import spark_session
+from lakelog.spark_session import refuse_local_lake, spark_session
 from lakelog.client.scanner.offset_range import split_range
 from lakelog.tiering.split_planner import TieringSplit, barrier_ends, bucket_ranges
 from lakelog.tiering.split_writer import RESULT_DDL, WriterSettings, WrittenFile, write_splits
@@ -157,6 +157,7 @@ class TieringJob:
         # --spark-master, else the job's own lake.spark.master, else the Spark the cluster advertises.
         master = options.spark_master or self.lake_config.spark_master_for(self._conn.config) or None
         self._spark = spark if spark is not None else spark_session(master, log_level=options.spark_log_level)
+        refuse_local_lake(self._spark, self.lake_config)
         self._cleaned: set[TablePath] = set()
         self.metrics = TieringMetrics()
         self._rounds = 0

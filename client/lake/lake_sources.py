@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable
 from lakelog.config import Configuration
 from lakelog.errors import InvalidConfigError
 from lakelog.lake_plugins import load_lake_storage
-from lakelog.lake_config import ICEBERG, PROPERTY_PREFIX, LakeConfig, credentials_from_environment
+from lakelog.lake_config import ICEBERG, PROPERTY_PREFIX, REMOTE_FS_PREFIX, LakeConfig, credentials_from_environment
 from lakelog.log_source import LakeStorage, LogSource
 from lakelog.metadata import DATALAKE_FORMAT, TableInfo, TablePath
 
@@ -116,6 +116,12 @@ class LakeSources:
             own = {**credentials_from_environment(os.environ), **self._conf.with_prefix(PROPERTY_PREFIX)}
             self._lake_config = self._fetch_lake_config().with_overrides(own)
         return self._lake_config
+
+    def with_remote_settings(self, conf: Configuration) -> Configuration:
+        """``conf`` with the cluster's ``remote.fs.*`` settings (endpoint, region) under its own: a
+        client reaches remote segments on S3 with nothing but the bootstrap address and credentials."""
+        advertised = {f"{REMOTE_FS_PREFIX}{key}": value for key, value in self.lake_config().remote_fs.items()}
+        return Configuration({**advertised, **conf.items()}) if advertised else conf
 
     def lake_catalog(self) -> "LakeCatalog":
         """The connection's one lake catalog, opened from :meth:`lake_config` on first use (the

@@ -1,7 +1,8 @@
 """One bucket's pass over the offsets a FetchLog answer said only the lake holds.
 
-A background thread pulls record batches from the table's LogSource into a small bounded queue, so
-the lake is read while the caller processes records and memory stays bounded whatever the range.
+A background thread pulls record batches from the table's LogSource into a queue, so the lake is
+read while the caller processes records; each queued batch holds its bytes against the scanner's
+:class:`ReadAheadBudget`, so memory stays bounded per scanner whatever the range or the buckets.
 Every batch is checked to continue exactly where the previous one ended: a LogSource that skips,
 repeats or reorders an offset raises LakeDataError instead of handing the consumer a wrong log.
 Once ``[fetch offset, log_end_offset)`` is read the bucket goes back to the server at
@@ -21,10 +22,12 @@ from lakelog.errors import LakeDataError, LakeError, LakelogError
 
 from lakelog.log_source import FetchContext, LogSource
 from lakelog.client.scanner.batch_decoder import offsets_array
+from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.record.meta_columns import OFFSET_COLUMN
 
-# Batches read ahead per bucket; with the LogSource's batch size this bounds a lake read's memory.
-PREFETCH_BATCHES = 4
+# Batches read ahead per bucket at most; their bytes are bounded by the scanner's budget. Many, because
+# a lake of small files gives small batches, and a poll takes what is queued: 4 would mean 4 files per poll.
+PREFETCH_BATCHES = 256
 _PUT_TIMEOUT_S = 0.1
 
 
@@ -42,6 +45,7 @@ class LakeLogReader:
         out_schema: pa.Schema,
         where: str,
         high_watermark: int,
+        budget: ReadAheadBudget,
         on_ready: Callable[[], None],
     ) -> None:
         """``out_schema`` is the projected schema with the meta columns; ``where`` names the bucket
@@ -51,6 +55,7 @@ class LakeLogReader:
         self._context = context
         self._out_schema = out_schema
         self._where = where
+        self._budget = budget
         self._on_ready = on_ready
         self._queue: queue.Queue[pa.RecordBatch | LakelogError | _Finished] = queue.Queue(PREFETCH_BATCHES)
         self._stop = threading.Event()
@@ -89,14 +94,26 @@ class LakeLogReader:
                 self._error = item
                 break
             else:
+                self._budget.release(item.nbytes)
                 pieces.append(item)
                 consumed += item.nbytes
                 self.next_offset += item.num_rows
         return pa.Table.from_batches(pieces, schema=self._out_schema)
 
     def close(self) -> None:
-        """Stop the reader thread (it closes the LogSource's iterator on its way out)."""
+        """Stop the reader thread (it closes the LogSource's iterator on its way out) and free
+        what it queued."""
         self._stop.set()
+        self._drain()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, pa.RecordBatch):
+                self._budget.release(item.nbytes)
 
     # the reader thread
 
@@ -113,6 +130,9 @@ class LakeLogReader:
             self._put(error)
         except Exception as exc:  # noqa: BLE001 - a plugin's own failure must reach poll() as a lakelog error
             self._put(LakeError(f"{self._where}: the lake LogSource failed: {type(exc).__name__}: {exc}"))
+        finally:
+            if self._stop.is_set():
+                self._drain()  # what was queued after close() drained
 
     def _pump(self, batches: Iterator[pa.RecordBatch]) -> None:
         expected = self._context.fetch_start_offset
@@ -132,18 +152,23 @@ class LakeLogReader:
         self._put(_Finished())
 
     def _checked(self, batch: pa.RecordBatch, expected: int, end: int) -> pa.RecordBatch:
-        """``batch`` as the scanner's schema, cut at ``end``; raises LakeDataError unless its
-        offsets are exactly ``expected``, ``expected + 1``, ..."""
-        try:
-            batch = pa.RecordBatch.from_arrays(
-                [batch.column(f.name).cast(f.type) for f in self._out_schema], schema=self._out_schema
-            )
-        except (KeyError, pa.ArrowException) as exc:
-            raise LakeDataError(f"{self._where}: a lake batch does not match {self._out_schema}: {exc}") from None
+        """``batch`` as the scanner's schema (cast only when the LogSource gave another), cut at
+        ``end``; raises LakeDataError unless its offsets run from ``expected`` on. Checked by the
+        first and last offset and the row count: a gap or a duplicate moves the last offset (files
+        hold rows sorted by offset), and this costs nothing per row."""
+        if not batch.schema.equals(self._out_schema):
+            try:
+                batch = pa.RecordBatch.from_arrays(
+                    [batch.column(f.name).cast(f.type) for f in self._out_schema], schema=self._out_schema
+                )
+            except (KeyError, pa.ArrowException) as exc:
+                raise LakeDataError(f"{self._where}: a lake batch does not match {self._out_schema}: {exc}") from None
         batch = batch.slice(0, min(batch.num_rows, end - expected))
+        if not batch.num_rows:
+            return batch
         offsets = batch.column(OFFSET_COLUMN)
-        wanted = offsets_array(expected, batch.num_rows)
-        if not offsets.equals(wanted):
+        if offsets[0].as_py() != expected or offsets[-1].as_py() != expected + batch.num_rows - 1:
+            wanted = offsets_array(expected, batch.num_rows)
             index = pc.index(pc.not_equal(offsets, wanted), True).as_py()
             got, want = offsets[index].as_py(), expected + index
             kind = "a gap" if got > want else "a duplicate"
@@ -154,7 +179,11 @@ class LakeLogReader:
         return batch
 
     def _put(self, item: pa.RecordBatch | LakelogError | _Finished) -> bool:
-        """Queue ``item``, waiting for room; False once the reader is closed."""
+        """Queue ``item``, waiting for room in the queue and, for a batch, in the scanner's
+        budget; False once the reader is closed."""
+        held = item.nbytes if isinstance(item, pa.RecordBatch) else 0
+        if held and not self._budget.reserve(held, self._stop):
+            return False
         while not self._stop.is_set():
             try:
                 self._queue.put(item, timeout=_PUT_TIMEOUT_S)
@@ -162,4 +191,5 @@ class LakeLogReader:
                 continue
             self._on_ready()
             return True
+        self._budget.release(held)
         return False

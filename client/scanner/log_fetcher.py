@@ -1,10 +1,11 @@
 """The fetcher behind a LogScanner: one FetchLog in flight per tablet server, answers buffered.
 
-Requests go out asynchronously, to every leader at once, and the next round is sent as soon as a
-poll consumes the previous one, so the network and the servers work while the caller processes
-records. A bucket with a fetch in flight or an unconsumed answer is never fetched again, and an
-answer whose offset no longer matches the bucket's position (re-subscribed meanwhile) is dropped,
-so no record is returned twice.
+Requests go out asynchronously, to every leader at once, and a bucket's next fetch is sent as soon
+as an answer with records arrives, at the offset where those records end, while the scanner's
+budget has room: the servers read ahead while the caller decodes and processes records. A bucket
+with a fetch in flight is never fetched again, an answer is kept only when it starts exactly
+where the bucket's buffered answers end, and one that no longer matches the bucket's position
+(re-subscribed meanwhile, or after a failed answer) is dropped, so no record is returned twice.
 
 An answer that points at remote log segments starts a :class:`RemoteLogReader`: the client reads
 those segments from remote storage itself, over as many polls as they take, and only then fetches
@@ -12,6 +13,10 @@ the bucket from the server again, at the offset where the segments ended. An ans
 at the lake (only when the table has a LogSource, see :mod:`lakelog.client.lake.lake_sources`)
 starts a :class:`LakeLogReader` the same way: the records come from the LogSource, and the bucket
 goes back to the server at the lake snapshot's end offset.
+
+All three draw on one :class:`ReadAheadBudget` per scanner (``client.scanner.max-buffered-bytes``):
+no fetch is sent while the answers, remote pieces and lake batches held reach it, so a scanner's
+memory is bounded per scanner, not per bucket.
 """
 
 from __future__ import annotations
@@ -34,8 +39,10 @@ from lakelog.client.rpc.messages import FetchedBucket, FetchRequest
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 from lakelog.client.scanner.batch_decoder import decode_records
 from lakelog.client.scanner.lake_log_reader import LakeLogReader
+from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader
 from lakelog.client.scanner.remote_log_reader import RemoteLogReader
+from lakelog.record import batch as rb
 from lakelog.record.meta_columns import OFFSET_COLUMN, with_meta_fields
 
 log = logging.getLogger(__name__)
@@ -98,14 +105,17 @@ class LogFetcher:
         self.positions: dict[int, int] = {}
         self.records_by_tier: dict[str, int] = {LAKE_TIER: 0, REMOTE_TIER: 0, LOCAL_TIER: 0}
         self._in_flight: set[int] = set()
-        self._completed: dict[int, FetchedBucket] = {}
+        # Answers not yet polled, per bucket in offset order, and where the next fetch starts.
+        self._completed: dict[int, list[FetchedBucket]] = {}
+        self._next_fetch: dict[int, int] = {}
         self._retry_at: dict[int, float] = {}
         self._retries: dict[int, int] = {}
         self._cond = threading.Condition()
         self._log_source = log_source
         self._readers: dict[int, TierReader] = {}
+        self._budget = ReadAheadBudget(conf.get("client.scanner.max-buffered-bytes"))
         self._downloader = RemoteLogDownloader(
-            conf.with_prefix("remote.fs."), conf.get("client.scanner.remote-log.prefetch-num"), self._wake
+            conf.with_prefix("remote.fs."), conf.get("client.scanner.remote-log.prefetch-num"), self._budget, self._wake
         )
         self._deferred_error: LakelogError | None = None
 
@@ -114,14 +124,24 @@ class LogFetcher:
     def seek(self, bucket: int, offset: int) -> None:
         with self._cond:
             self.positions[bucket] = offset
-            self._completed.pop(bucket, None)
+            self._drop_completed(bucket)
         self._drop_reader(bucket)
 
     def unsubscribe(self, bucket: int) -> None:
         with self._cond:
             self.positions.pop(bucket, None)
-            self._completed.pop(bucket, None)
+            self._drop_completed(bucket)
         self._drop_reader(bucket)
+
+    def buffered_bytes(self) -> int:
+        """Bytes read ahead and not yet polled: answers, remote pieces, queued lake batches."""
+        return self._budget.held
+
+    def _drop_completed(self, bucket: int) -> None:
+        """Forget the bucket's buffered answers: its next fetch starts at its position again."""
+        for fetch in self._completed.pop(bucket, ()):
+            self._budget.release(len(fetch.records))
+        self._next_fetch.pop(bucket, None)
 
     def remote_read_stats(self) -> dict[str, int]:
         return self._downloader.bytes_read()
@@ -136,15 +156,18 @@ class LogFetcher:
     def send_fetches(self) -> None:
         now = time.monotonic()
         by_leader: dict[ServerNode, list[tuple[int, int]]] = defaultdict(list)
+        if not self._budget.has_room(self._max_bytes):
+            return  # room for a whole answer: polls free the budget, and each poll sends again
         with self._cond:
-            for bucket, offset in self.positions.items():
-                busy = bucket in self._in_flight or bucket in self._completed or bucket in self._readers
+            for bucket, position in self.positions.items():
+                busy = bucket in self._in_flight or bucket in self._readers or not self._reads_on(bucket)
                 if busy or self._retry_at.get(bucket, 0) > now:
                     continue
+                offset = self._next_fetch.get(bucket, position)
                 try:
                     node = self._router.leader(self._info.physical_id, bucket)
                 except LakelogError as error:
-                    self._completed[bucket] = FetchedBucket(bucket, offset, error=error)
+                    self._completed.setdefault(bucket, []).append(FetchedBucket(bucket, offset, error=error))
                     continue
                 by_leader[node].append((bucket, offset))
             for group in by_leader.values():
@@ -175,13 +198,31 @@ class LogFetcher:
         except LakelogError as error:
             on_done(error)
 
+    def _reads_on(self, bucket: int) -> bool:
+        """The bucket may be fetched now: nothing buffered, or only answers with records, whose
+        end is where the next fetch starts (an error, an empty answer or a pointer to another
+        tier is polled first)."""
+        answers = self._completed.get(bucket)
+        if not answers:
+            return True
+        last = answers[-1]
+        return bool(last.records) and last.error is None and last.remote is None and last.lake is None
+
     def _complete(self, completed: list[FetchedBucket]) -> None:
         with self._cond:
             for fetch in completed:
-                self._in_flight.discard(fetch.bucket)
-                if self.positions.get(fetch.bucket) == fetch.fetch_offset:
-                    self._completed[fetch.bucket] = fetch
+                bucket = fetch.bucket
+                self._in_flight.discard(bucket)
+                position = self.positions.get(bucket)
+                if position is None or self._next_fetch.get(bucket, position) != fetch.fetch_offset:
+                    continue  # re-subscribed meanwhile
+                self._completed.setdefault(bucket, []).append(fetch)
+                self._budget.add(len(fetch.records))
+                end = _records_end(fetch.records)
+                if end is not None:
+                    self._next_fetch[bucket] = end
             self._cond.notify_all()
+        self.send_fetches()
 
     # collecting
 
@@ -206,22 +247,19 @@ class LogFetcher:
         tables: dict[int, pa.Table] = {}
         high_watermarks: dict[int, int] = {}
         try:
-            for bucket, fetch in sorted(completed.items()):
+            for bucket in sorted(completed):
+                answers = completed[bucket]
+                while answers:
+                    fetch = answers.pop(0)
+                    self._budget.release(len(fetch.records))
+                    if self.positions.get(bucket) != fetch.fetch_offset or fetch.error is not None:
+                        self._restart(bucket, answers)
+                    try:
+                        self._take(bucket, fetch, tables, high_watermarks)
+                    except LakelogError:
+                        self._restart(bucket, answers)
+                        raise
                 del completed[bucket]
-                if fetch.error is not None:
-                    self._handle_error(fetch)
-                    continue
-                retried = self._retries.pop(bucket, 0)
-                if retried:
-                    log.info("fetch of %s bucket %d works again after %d retries", self._info.path, bucket, retried)
-                high_watermarks[bucket] = fetch.high_watermark
-                if fetch.remote is not None:
-                    self._start_remote(bucket, fetch, fetch.remote)
-                elif fetch.lake is not None:
-                    self._start_lake(bucket, fetch, fetch.lake)
-                elif fetch.records:
-                    table = decode_records(fetch.records, bucket, fetch.fetch_offset, self._out_schema, self._where(bucket))
-                    self._accept(bucket, fetch.fetch_offset, table, tables, LOCAL_TIER)
             with self._cond:
                 readers = sorted(self._readers.items())
             for bucket, reader in readers:
@@ -232,9 +270,37 @@ class LogFetcher:
             self._deferred_error = error
         finally:
             with self._cond:
-                for bucket, fetch in completed.items():
-                    self._completed.setdefault(bucket, fetch)
+                for bucket, answers in completed.items():
+                    self._completed[bucket] = answers + self._completed.get(bucket, [])
         return FetchedBatch(tables, high_watermarks)
+
+    def _take(self, bucket: int, fetch: FetchedBucket, tables: dict[int, pa.Table], high_watermarks: dict[int, int]) -> None:
+        """Act on one answer, unless it no longer starts at the bucket's position."""
+        if self.positions.get(bucket) != fetch.fetch_offset:
+            return  # re-subscribed, or after an answer that failed: the bucket is fetched again
+        if fetch.error is not None:
+            self._handle_error(fetch)
+            return
+        retried = self._retries.pop(bucket, 0)
+        if retried:
+            log.info("fetch of %s bucket %d works again after %d retries", self._info.path, bucket, retried)
+        high_watermarks[bucket] = fetch.high_watermark
+        if fetch.remote is not None:
+            self._start_remote(bucket, fetch, fetch.remote)
+        elif fetch.lake is not None:
+            self._start_lake(bucket, fetch, fetch.lake)
+        elif fetch.records:
+            table = decode_records(fetch.records, bucket, fetch.fetch_offset, self._out_schema, self._where(bucket))
+            self._accept(bucket, fetch.fetch_offset, table, tables, LOCAL_TIER)
+
+    def _restart(self, bucket: int, answers: list[FetchedBucket]) -> None:
+        """Drop what was read ahead of a bucket (after a failed or stale answer): its next fetch
+        starts at its position again, and answers to fetches sent beyond it are dropped as they come."""
+        for fetch in answers:
+            self._budget.release(len(fetch.records))
+        answers.clear()
+        with self._cond:
+            self._drop_completed(bucket)
 
     def _accept(self, bucket: int, fetch_offset: int, table: pa.Table, tables: dict[int, pa.Table], tier: str) -> None:
         """Return ``table`` and move the bucket past it, unless the bucket was re-subscribed meanwhile."""
@@ -246,7 +312,7 @@ class LogFetcher:
                 return
             self.positions[bucket] = fetch_offset + table.num_rows
             self.records_by_tier[tier] += table.num_rows
-        tables[bucket] = table
+        tables[bucket] = pa.concat_tables([tables[bucket], table]) if bucket in tables else table
 
     def _start_remote(self, bucket: int, fetch: FetchedBucket, remote: RemoteLogFetchInfo) -> None:
         reader = RemoteLogReader(
@@ -267,7 +333,9 @@ class LogFetcher:
         context = FetchContext(
             fetch.fetch_offset, lake.log_end_offset, self._info.partition_name, bucket, lake.snapshot_id, self._projection or None
         )
-        reader = LakeLogReader(self._log_source, context, self._out_schema, self._where(bucket), fetch.high_watermark, self._wake)
+        reader = LakeLogReader(
+            self._log_source, context, self._out_schema, self._where(bucket), fetch.high_watermark, self._budget, self._wake
+        )
         with self._cond:
             self._readers[bucket] = reader
 
@@ -341,3 +409,12 @@ class LogFetcher:
             "%s bucket %d: offset %d is out of range (offset-reset=%s), %s",
             self._info.path, fetch.bucket, fetch.fetch_offset, self._offset_reset, change,
         )
+
+
+def _records_end(records: bytes | memoryview) -> int | None:
+    """The offset after the last whole batch in ``records`` (unchecked: a damaged answer fails
+    when it is decoded, and what was fetched beyond it is dropped then); None without a batch."""
+    end = None
+    for _, header in rb.iter_headers(records):
+        end = header.next_offset
+    return end

@@ -10,7 +10,7 @@ server, at the offset where the reader stopped.
 from __future__ import annotations
 
 from collections import deque
-from typing import BinaryIO, Sequence
+from typing import Sequence
 
 import pyarrow as pa
 
@@ -18,7 +18,7 @@ from lakelog.errors import CorruptRecordError, LakelogError
 from lakelog.record import batch as rb
 
 from lakelog.client.scanner.batch_decoder import BatchDecoder
-from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader, SegmentDownload
+from lakelog.client.scanner.remote_log_downloader import PieceDownload, RemoteLogDownloader
 from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment
 
 
@@ -47,32 +47,48 @@ class RemoteLogReader:
         self._projection = projection
         self._where = where
         starts = [fetch.first_start_pos] + [0] * (len(fetch.segments) - 1)
+        # Segments (and where in each) not yet asked for; the first is asked for piece by piece.
         self._queued: deque[tuple[RemoteLogSegment, int]] = deque(zip(fetch.segments, starts))
-        self._downloads: deque[SegmentDownload] = deque()
-        self._file: BinaryIO | None = None
+        self._pieces: deque[PieceDownload] = deque()
+        self._data: memoryview | None = None  # the bytes of the first piece, once read
+        self._pos = 0  # where the next batch starts in them
+        self._carry = bytearray()  # the start of a batch that runs on into the next piece
         self._error: LakelogError | None = None
         self._prefetch()
 
     @property
     def done(self) -> bool:
         """Every listed segment consumed: the next records come from the server."""
-        return not self._downloads and not self._queued
+        return not self._pieces and not self._queued
 
     def ready(self) -> bool:
-        """:meth:`read` will not wait: the segment to read next is downloaded (or failed)."""
-        return self._error is not None or (bool(self._downloads) and self._downloads[0].ready())
+        """:meth:`read` will not wait: the piece to read next is downloaded (or failed)."""
+        self._prefetch()
+        return self._error is not None or (bool(self._pieces) and self._pieces[0].ready())
 
     def _prefetch(self) -> None:
-        while self._queued and len(self._downloads) < self._downloader.prefetch_num:
-            segment, start_pos = self._queued.popleft()
-            self._downloads.append(self._downloader.download(self._tablet_dir, segment, start_pos, self._where))
+        """Ask for the next pieces, in order, while fewer than ``prefetch_num`` are outstanding and
+        the scanner's budget has room: pieces are reserved in the order they are consumed, so the
+        budget held is always freed by reading on."""
+        while self._queued and len(self._pieces) < self._downloader.prefetch_num:
+            segment, position = self._queued[0]
+            request = self._downloader.next_piece(self._tablet_dir, segment, position)
+            download = self._downloader.try_download(request, self._where)
+            if download is None:
+                return
+            self._pieces.append(download)
+            if request.last or not request.length:
+                self._queued.popleft()
+            else:
+                self._queued[0] = (segment, position + request.length)
 
     def read(self, max_bytes: int) -> pa.Table:
         """Records from :attr:`next_offset` on: downloaded batches up to about ``max_bytes`` (at least
-        one), across segment ends; empty while the next segment is still downloading. Raises
-        RemoteStorageError if a download failed, CorruptRecordError for a bad batch; records read
-        before the failure are returned first and the error comes with the next call, so a
-        consumer gets every good record and its position stops exactly at the bad one."""
+        one), across segment ends; empty while the next piece is still downloading. Raises
+        RemoteStorageError if a download failed, CorruptRecordError for a bad batch (its CRC is
+        checked before its offsets are trusted); records read before the failure are returned first
+        and the error comes with the next call, so a consumer gets every good record and its
+        position stops exactly at the bad one."""
         if self._error is not None:
             raise self._error
         decoder = BatchDecoder(self._bucket, self._out_schema, self._projection)
@@ -86,50 +102,87 @@ class RemoteLogReader:
 
     def _read_into(self, decoder: BatchDecoder, max_bytes: int) -> None:
         consumed = 0
-        while consumed < max_bytes and self.ready():
-            current = self._downloads[0]
-            where = f"{self._where} remote log segment {current.segment.segment_id} ({current.uri})"
-            if self._file is None:
-                self._file = open(current.result(), "rb")
-            raw = self._next_batch(self._file)
-            if raw is None:
-                self._finish_segment(current, where)
+        while consumed < max_bytes and self._pieces and self._pieces[0].ready():
+            piece = self._pieces[0]
+            if self._data is None:
+                self._data, self._pos = memoryview(piece.result()).cast("B"), 0
+            batch = self._next_batch(self._data)
+            if batch is None:
+                self._finish_piece(piece)
                 continue
-            header = decoder.add(raw, 0, self.next_offset, where)
+            buf, pos = batch
+            where = f"{self._where} remote log segment {piece.request.segment.segment_id} ({piece.uri})"
+            header = decoder.add(buf, pos, self.next_offset, where)
             consumed += header.size
             self.next_offset = max(self.next_offset, header.next_offset)
 
-    @staticmethod
-    def _next_batch(file: BinaryIO) -> bytes | None:
-        """The next whole batch's bytes (unchecked; a short one fails its validation), None at the end."""
-        head = file.read(rb.HEADER_SIZE)
-        if not head:
+    def _next_batch(self, data: memoryview) -> tuple[memoryview | bytearray, int] | None:
+        """The next whole batch as ``(buffer, position)``, unchecked (a short or bad one fails its
+        validation); None when the piece holds no more. A batch cut by a piece end is copied
+        together out of the two pieces, the only copy of the remote path."""
+        if self._carry:
+            self._pos = self._fill_carry(data, self._pos)
+            if not self._carry_complete():
+                return None
+            whole, self._carry = self._carry, bytearray()
+            return whole, 0
+        rest = len(data) - self._pos
+        if rest <= 0:
             return None
-        if len(head) < rb.HEADER_SIZE:
-            return head
-        return head + file.read(max(rb.read_header(head).size - rb.HEADER_SIZE, 0))
+        if rest >= rb.HEADER_SIZE and rb.read_header(data, self._pos).size <= rest:
+            pos = self._pos
+            self._pos += max(rb.read_header(data, pos).size, rb.HEADER_SIZE)
+            return data, pos
+        self._carry = bytearray(data[self._pos :])
+        self._pos = len(data)
+        return None
 
-    def _finish_segment(self, current: SegmentDownload, where: str) -> None:
-        if self.next_offset < current.segment.end_offset:
+    def _fill_carry(self, data: memoryview, pos: int) -> int:
+        """Move bytes of ``data`` from ``pos`` into the carried batch until it is whole; the new position."""
+        wanted = rb.HEADER_SIZE if len(self._carry) < rb.HEADER_SIZE else rb.read_header(self._carry).size
+        take = min(max(wanted - len(self._carry), 0), len(data) - pos)
+        self._carry += data[pos : pos + take]
+        if len(self._carry) == rb.HEADER_SIZE and take:
+            return self._fill_carry(data, pos + take)  # the header is whole: now the size is known
+        return pos + take
+
+    def _carry_complete(self) -> bool:
+        return len(self._carry) >= rb.HEADER_SIZE and len(self._carry) >= rb.read_header(self._carry).size
+
+    def _finish_piece(self, piece: PieceDownload) -> None:
+        """The piece is consumed: free its budget and, after a segment's last piece, check that the
+        segment gave every record it holds."""
+        short = len(self._data or b"") < piece.request.length
+        self._data = None
+        self._pieces.popleft()
+        piece.discard()
+        if piece.request.last or short:
+            self._finish_segment(piece)
+        self._prefetch()
+
+    def _finish_segment(self, piece: PieceDownload) -> None:
+        segment = piece.request.segment
+        where = f"{self._where} remote log segment {segment.segment_id} ({piece.uri})"
+        if self._carry:
+            carried, self._carry = self._carry, bytearray()
+            rb.validate(carried, 0, where)  # raises: a batch cut short by the end of the object
+        if self.next_offset < segment.end_offset:
             # Without this, a truncated object would send the bucket back to the server at an offset
             # the server answers with this same segment, forever.
             raise CorruptRecordError(
                 f"{where}: records end at offset {self.next_offset}, but the segment holds offsets up to "
-                f"{current.segment.end_offset - 1}"
+                f"{segment.end_offset - 1}"
             )
-        self._close_file()
-        self._downloads.popleft().discard()
-        self._prefetch()
-
-    def _close_file(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        # A short object: the pieces still asked for of it hold nothing more.
+        while self._pieces and self._pieces[0].request.segment == segment:
+            self._pieces.popleft().discard()
+        if self._queued and self._queued[0][0] == segment:
+            self._queued.popleft()
 
     def close(self) -> None:
-        """Stop the downloads and delete their files."""
-        self._close_file()
-        for download in self._downloads:
+        """Stop the downloads and free what they hold."""
+        self._data = None
+        for download in self._pieces:
             download.discard()
-        self._downloads.clear()
+        self._pieces.clear()
         self._queued.clear()

@@ -78,17 +78,13 @@ class ScanRecords:
 
 def _rows(table: pa.Table, bucket: BucketKey) -> Iterator[ScanRecord]:
     """Rows built column-wise by Arrow: the table's own columns as dicts, the offsets and
-    timestamps as plain lists, zipped into records without a Python step per field."""
+    timestamps as plain lists, zipped into records without a Python step per record (``tuple.__new__``
+    over ``zip`` runs in C; calling the named tuple's own ``__new__`` is a Python frame per record)."""
     rows = table.select([name for name in table.column_names if name not in RESERVED_COLUMNS]).to_pylist()
     offsets = table.column(OFFSET_COLUMN).to_pylist()
     timestamps = table.column(TIMESTAMP_COLUMN).to_pylist()
     partition_id, bucket = bucket if isinstance(bucket, tuple) else (None, bucket)
-    return map(
-        ScanRecord,
-        itertools.repeat(bucket),
-        offsets,
-        timestamps,
-        itertools.repeat(APPEND_ONLY),
-        rows,
-        itertools.repeat(partition_id),
+    fields = zip(
+        itertools.repeat(bucket), offsets, timestamps, itertools.repeat(APPEND_ONLY), rows, itertools.repeat(partition_id)
     )
+    return map(tuple.__new__, itertools.repeat(ScanRecord), fields)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from lakelog.lake_config import LakeConfig
+from lakelog.lake_config import CATALOG_NAME, LakeConfig
 from lakelog.metadata import (
     BucketInfo,
     LakeBucketKey,
@@ -181,11 +181,21 @@ def lake_config_to_pb(config: LakeConfig) -> pb.GetLakeConfigResponse:
         datalake_format=config.format,
         catalog_properties=properties_to_pb(dict(config.catalog_properties)),
         spark_master=config.spark_master,
+        remote_fs_properties=properties_to_pb(dict(config.remote_fs)),
+        server_host=config.server_host,
+        catalog_name=config.catalog_name,
     )
 
 
 def lake_config_from_pb(message: pb.GetLakeConfigResponse) -> LakeConfig:
-    return LakeConfig(message.datalake_format, properties_from_pb(list(message.catalog_properties)), message.spark_master)
+    return LakeConfig(
+        message.datalake_format,
+        properties_from_pb(list(message.catalog_properties)),
+        message.spark_master,
+        properties_from_pb(list(message.remote_fs_properties)),
+        message.server_host,
+        message.catalog_name or CATALOG_NAME,
+    )
 
 
 def bucket_info_to_pb(bucket: int, info: BucketInfo, local_segments: int, remote_segments: int) -> pb.PbLogBucketInfo:

@@ -592,14 +592,20 @@ class GetLakeConfigRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetLakeConfigResponse(_message.Message):
-    __slots__ = ("datalake_format", "catalog_properties", "spark_master")
+    __slots__ = ("datalake_format", "catalog_properties", "spark_master", "remote_fs_properties", "server_host", "catalog_name")
     DATALAKE_FORMAT_FIELD_NUMBER: _ClassVar[int]
     CATALOG_PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     SPARK_MASTER_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_FS_PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    SERVER_HOST_FIELD_NUMBER: _ClassVar[int]
+    CATALOG_NAME_FIELD_NUMBER: _ClassVar[int]
     datalake_format: str
     catalog_properties: _containers.RepeatedCompositeFieldContainer[PbKeyValue]
     spark_master: str
-    def __init__(self, datalake_format: _Optional[str] = ..., catalog_properties: _Optional[_Iterable[_Union[PbKeyValue, _Mapping]]] = ..., spark_master: _Optional[str] = ...) -> None: ...
+    remote_fs_properties: _containers.RepeatedCompositeFieldContainer[PbKeyValue]
+    server_host: str
+    catalog_name: str
+    def __init__(self, datalake_format: _Optional[str] = ..., catalog_properties: _Optional[_Iterable[_Union[PbKeyValue, _Mapping]]] = ..., spark_master: _Optional[str] = ..., remote_fs_properties: _Optional[_Iterable[_Union[PbKeyValue, _Mapping]]] = ..., server_host: _Optional[str] = ..., catalog_name: _Optional[str] = ...) -> None: ...
 
 class NotifyLakeTableOffsetRequest(_message.Message):
     __slots__ = ("notify_buckets_req",)

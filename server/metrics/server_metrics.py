@@ -10,6 +10,8 @@ describe state (segments, lags) are computed at scrape time by collectors regist
 
 from __future__ import annotations
 
+from typing import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from lakelog.errors import LakelogError
@@ -83,6 +85,23 @@ class ServerMetrics:
             ["table"],
             registry=registry,
         )
+
+    def watch_fetch_limits(self, budget_in_use: Callable[[], float], budget_waiting: Callable[[], float], parked: Callable[[], float]) -> None:
+        """Gauges of the FetchLog answer budget and the parked long polls (read at scrape time)."""
+        for name, text, read in (
+            ("lakelog_fetch_budget_bytes_in_use", "FetchLog answer bytes in flight (server.fetch.max-inflight-bytes bounds them).", budget_in_use),
+            ("lakelog_fetch_budget_waiters", "FetchLog calls waiting for answer budget.", budget_waiting),
+            ("lakelog_fetch_parked_polls", "Long polls parked waiting for data (server.fetch.max-parked-polls bounds them).", parked),
+        ):
+            Gauge(name, text, registry=self.registry).set_function(read)
+        self._unparked_polls = Counter(
+            "lakelog_fetch_unparked_polls",
+            "Long polls answered at once because server.fetch.max-parked-polls polls were parked already.",
+            registry=self.registry,
+        )
+
+    def count_unparked_poll(self) -> None:
+        self._unparked_polls.inc()
 
     def observe_rpc(self, method: str, seconds: float) -> None:
         self._rpc_duration.labels(method).observe(seconds)

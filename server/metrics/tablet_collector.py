@@ -58,6 +58,11 @@ class TabletStateCollector(Collector):
             "Damaged rolled segments set aside at recovery (named at ERROR): their offsets come from remote storage or fail.",
             labels=["table"],
         )
+        upload_blocked = GaugeMetricFamily(
+            "lakelog_remote_upload_blocked_buckets",
+            "Buckets whose uploads stop at a damaged segment that was never uploaded (named at ERROR): no gap in remote storage.",
+            labels=["table"],
+        )
         fenced = GaugeMetricFamily(
             "lakelog_fenced_buckets",
             "Buckets refusing writes because their log lost acknowledged records, until `lakelog repair local`.",
@@ -94,9 +99,10 @@ class TabletStateCollector(Collector):
             backlog_age.add_metric([table], backlog.age_s)
             quarantined.add_metric([table], holes)
             fenced.add_metric([table], fences)
+            upload_blocked.add_metric([table], self._remote.uploads_blocked(info.physical_id))
             if info.lake_enabled:
                 lake_lag.add_metric([table], not_in_lake)
-        yield from (segments, sizes, upload_lag, lake_lag, manifest_errors, backlog_bytes, backlog_age, quarantined, fenced)
+        yield from (segments, sizes, upload_lag, lake_lag, manifest_errors, backlog_bytes, backlog_age, quarantined, fenced, upload_blocked)
         yield GaugeMetricFamily(
             "lakelog_barrier_holds", "Barrier holds remembered: open ones, and closed ones the barrier has not passed.", value=len(self._replicas.holds)
         )

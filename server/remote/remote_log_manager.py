@@ -211,6 +211,11 @@ class RemoteLogManager:
         with self._lock:
             return sum(1 for key, remote in self._tablets.items() if key[0] == table_id and remote.manifest_error)
 
+    def uploads_blocked(self, table_id: int) -> int:
+        """How many led buckets of a table stop uploading at a damaged segment never uploaded (a metric)."""
+        with self._lock:
+            return sum(1 for key, remote in self._tablets.items() if key[0] == table_id and remote.upload_blocked_by)
+
     def repair(self, table_id: int, bucket: int) -> str:
         """Rebuild a bucket's manifest from its remote files, between two passes of the task."""
         remote = self.tablet(table_id, bucket)
@@ -282,10 +287,17 @@ class RemoteLogManager:
                 return
             if not remote.reconciled:
                 report.orphans_deleted += len(remote.reconcile(self.storage, self.clock() - self.orphan_grace_ms))
+            was_blocked = remote.upload_blocked_by
             for _ in remote.upload(self.storage):
                 report.uploaded += 1
                 if not remote.active or self._closed.is_set():
                     break
+            if remote.upload_blocked_by is not None and was_blocked is None:
+                logger.error(
+                    "%s: uploads stop at offset %d: %s and was never uploaded, so segments past it would leave a "
+                    "gap in remote storage; local segments past it are kept",
+                    remote.name, remote.upload_blocked_by.start, remote.upload_blocked_by.describe(remote.name),
+                )
             report.deleted_local += remote.retain_local(policy.local_segments)
             older_than = self.clock() - policy.ttl_ms
             report.expired += remote.expire(self.storage, older_than, self._expiry_bound(remote, policy))

@@ -21,6 +21,7 @@ from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment, TableInfo
 from lakelog.remote_fs import RemoteLocation
 from lakelog.server.coordinator.table_properties import LOCAL_SEGMENTS, TTL, table_property
 from lakelog.server.log.log_tablet import LogTablet
+from lakelog.server.log.quarantine import QuarantinedRange
 from lakelog.server.remote.manifest import MANIFEST_FILE, RemoteLogManifest, contiguous_run
 from lakelog.server.remote.remote_checkpoint import RemoteCheckpoint
 from lakelog.server.remote.remote_storage import RemoteLogStorage
@@ -61,6 +62,8 @@ class RemoteLogTablet:
         self.next_due = next_due
         self._manifest: RemoteLogManifest | None = None
         self.manifest_error: RemoteStorageError | None = None  # set while the manifest cannot be trusted
+        # A quarantined range the manifest does not cover: nothing past it is uploaded (no gap remotely).
+        self.upload_blocked_by: QuarantinedRange | None = None
         self._lock = threading.Lock()
 
     @property
@@ -202,9 +205,13 @@ class RemoteLogTablet:
         high_watermark = self.tablet.high_watermark
         pending = []
         expected = manifest.end_offset if manifest.end_offset >= 0 else None
+        # A damaged segment never uploaded: what follows it would leave a gap in remote storage.
+        self.upload_blocked_by = next((hole for hole in self.tablet.quarantined if hole.end > manifest.end_offset), None)
         for segment in self.tablet.segments[:-1]:
             if segment.base_offset < manifest.end_offset or not 0 < segment.size or segment.next_offset > high_watermark:
                 continue
+            if self.upload_blocked_by is not None and segment.base_offset >= self.upload_blocked_by.start:
+                break
             if expected is not None and segment.base_offset != expected:
                 break  # a quarantined segment's hole: the manifest stays contiguous
             pending.append(segment)

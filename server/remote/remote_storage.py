@@ -91,6 +91,10 @@ class RemoteLogStorage:
     def table_dir(self, path: TablePath, table_id: int) -> RemoteLocation:
         return self.root.child("log", path.database, f"{path.table}-{table_id}")
 
+    def tablet_dir(self, path: TablePath, table_id: int, bucket: int) -> RemoteLocation:
+        """An unpartitioned table's bucket dir, where operators (and tests) look for its files."""
+        return self.table_dir(path, table_id).child(str(bucket))
+
     def log_dir(self, info: TableInfo) -> RemoteLocation:
         """The directory of a table's bucket dirs, or for a partition ``<table dir>/<name>-<partition id>``
         (partition names are checked safe as object keys when created)."""

@@ -1,7 +1,8 @@
 """The buckets one tablet server leads, and the produce, fetch and offset logic over their logs.
 
-Plain Python, no gRPC. Fetches long-poll here: a fetch without enough bytes waits on one condition
-that every bucket's high-watermark advance notifies, until it has ``min_bytes`` or ``max_wait_ms``.
+Plain Python, no gRPC. A fetch reads with :meth:`ReplicaManager.read_fetch`; one without enough
+bytes long-polls on :attr:`ReplicaManager.waiters` (parked on the RPC event loop, no thread held),
+which every bucket's high-watermark advance wakes, until it has ``min_bytes`` or ``max_wait_ms``.
 
 Tiers (spec section 4): a fetch at or above the local log start reads the local log; below it, the
 answer is where the records lie in remote storage (the client reads them itself), then, only for a
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
@@ -50,6 +50,7 @@ from lakelog.server.log.log_tablet import AppendResult, LogTablet
 from lakelog.server.remote.manifest import RemoteLogManifest
 from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.replica.barrier_holds import BarrierHolds
+from lakelog.server.replica.fetch_waiters import FetchWaiters
 from lakelog.server.replica.lake_offsets import LakeRanges
 from lakelog.server.replica.projection import check_projection, project_records
 
@@ -74,6 +75,10 @@ class FetchParams:
     min_bytes: int = 1
     max_wait_ms: int = 0
     enable_lake: bool = False
+
+    def answer_bound(self) -> int:
+        """The most record bytes an answer to this fetch can hold."""
+        return min(self.max_bytes, sum(max(b.max_bytes, 0) for b in self.buckets))
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,9 @@ class BucketFetchResult:
 
 
 class ReplicaManager:
-    def __init__(self, server_id: int, logs: LogManager, resolve: TableResolver, remote: RemoteLogManager) -> None:
+    def __init__(
+        self, server_id: int, logs: LogManager, resolve: TableResolver, remote: RemoteLogManager, max_parked_polls: int = 1000
+    ) -> None:
         self.server_id = server_id
         self._logs = logs
         self._remote = remote
@@ -122,8 +129,7 @@ class ReplicaManager:
         # (table id, schema id) -> the schema message of batches already checked against that schema
         self._accepted_schemas: dict[tuple[int, int], bytes] = {}
         self._lock = threading.Lock()
-        self._data_arrived = threading.Condition()
-        self._arrivals = 0
+        self.waiters = FetchWaiters(max_parked_polls)
         self._closing = False
         self._ready = threading.Event()
 
@@ -228,14 +234,11 @@ class ReplicaManager:
 
     def shutdown(self) -> None:
         """Answer every waiting fetch now, so a stopping server does not hold clients for max_wait_ms."""
-        with self._data_arrived:
-            self._closing = True
-            self._data_arrived.notify_all()
+        self._closing = True
+        self.waiters.close()
 
     def notify_high_watermark(self, table_id: int, bucket: int) -> None:
-        with self._data_arrived:
-            self._arrivals += 1
-            self._data_arrived.notify_all()
+        self.waiters.notify()
 
     # produce
 
@@ -269,29 +272,23 @@ class ReplicaManager:
 
     # fetch
 
-    def fetch(self, params: FetchParams) -> list[BucketFetchResult]:
+    @staticmethod
+    def check_fetch(params: FetchParams) -> None:
         if params.max_bytes <= 0 or params.min_bytes < 0 or params.max_wait_ms < 0:
             raise InvalidRequestError(
                 f"fetch needs max_bytes > 0, min_bytes >= 0 and max_wait_ms >= 0, got "
                 f"{params.max_bytes}, {params.min_bytes}, {params.max_wait_ms}"
             )
-        deadline = time.monotonic() + params.max_wait_ms / 1000
-        while True:
-            with self._data_arrived:
-                seen = self._arrivals
-            results = self._read_all(params)
-            fetched = sum(len(r.records) for r in results)
-            remaining = deadline - time.monotonic()
-            answered = any(r.error or r.remote_log_fetch_info or r.lake_log_fetch_info for r in results)
-            if fetched >= params.min_bytes or remaining <= 0 or answered:
-                return results
-            with self._data_arrived:
-                if self._closing:
-                    return results
-                if self._arrivals == seen:
-                    self._data_arrived.wait(remaining)
 
-    def _read_all(self, params: FetchParams) -> list[BucketFetchResult]:
+    def fetch_complete(self, params: FetchParams, results: Sequence[BucketFetchResult]) -> bool:
+        """Whether ``results`` answer the fetch now: ``min_bytes`` read, or an error or a remote
+        or lake answer (waiting would not change those), or the server is stopping."""
+        if self._closing or sum(len(r.records) for r in results) >= params.min_bytes:
+            return True
+        return any(r.error or r.remote_log_fetch_info or r.lake_log_fetch_info for r in results)
+
+    def read_fetch(self, params: FetchParams) -> list[BucketFetchResult]:
+        """One read of every bucket of a fetch, without waiting."""
         budget = params.max_bytes
         results = []
         for request in params.buckets:
@@ -393,8 +390,10 @@ class ReplicaManager:
             lake = self.lake.get(table_id, bucket) if enable_lake else None
             if lake is not None and lake.max_timestamp >= spec.ms:
                 return OffsetAnswer(-1, lake.snapshot_id)
-            # Remote first: it holds the offsets below the local start, and timestamps never decrease.
-            found = self._remote.lookup_offset_by_timestamp(table_id, bucket, spec.ms, below=tablet.log_start_offset)
+            # Remote first: it holds the offsets below the local start and those of quarantined local
+            # segments (the local lookup skips their holes), and timestamps never decrease.
+            below = max([tablet.log_start_offset, *(hole.end for hole in tablet.quarantined)])
+            found = self._remote.lookup_offset_by_timestamp(table_id, bucket, spec.ms, below=below)
             if found is None:
                 found = tablet.lookup_offset_by_timestamp(spec.ms)
             return OffsetAnswer(tablet.high_watermark if found is None else found)

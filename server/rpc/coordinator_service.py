@@ -12,7 +12,7 @@ from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceServicer
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.rpc.error_boundary import rpc_method
-from lakelog.server.rpc.grpc_server import add_servicer
+from lakelog.server.rpc.grpc_server import RpcServer, add_servicer
 from lakelog.server.rpc.request_checks import check_lake_buckets
 
 
@@ -22,7 +22,7 @@ class CoordinatorService(CoordinatorServiceServicer):
         self._node = self_node
         self.metrics = metrics
 
-    def register(self, server: grpc.Server) -> None:
+    def register(self, server: RpcServer) -> None:
         add_servicer(server, self, "CoordinatorService")
 
     @rpc_method

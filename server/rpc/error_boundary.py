@@ -9,6 +9,7 @@ failures counted, in the ``metrics`` of the service it belongs to.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import time
 from typing import Any, Callable, Protocol, TypeVar
@@ -55,29 +56,61 @@ def lenient_parser(message_type: type[Message]) -> Callable[[bytes], Message | M
 
 
 def rpc_method(handler: Handler) -> Handler:
+    """The boundary around one handler, a plain function or a coroutine (one that waits on the
+    RPC event loop, see :mod:`grpc_server`)."""
     method = handler.__name__
+    if inspect.iscoroutinefunction(handler):
+        return _async_rpc_method(handler, method)
 
     @functools.wraps(handler)
     def wrapper(self: InstrumentedService, request: Any, context: grpc.ServicerContext) -> Any:
         started = time.perf_counter()
         try:
-            if isinstance(request, MalformedRequest):
-                raise InvalidRequestError(f"{method}: the request is not a valid {request.message_name} ({request.reason})")
-            return handler(self, request, context)
-        except LakelogError as error:
-            abort(context, error, self.metrics, method)
+            return handler(self, _parsed(request, method), context)
         except Exception as exc:  # noqa: BLE001 - the boundary: report, never crash the server
-            log.exception("%s failed unexpectedly", method)
-            abort(context, UnknownServerError(f"{method} failed: {type(exc).__name__}: {exc}"), self.metrics, method)
+            abort(context, _as_lakelog_error(exc, method), self.metrics, method)
         finally:
             self.metrics.observe_rpc(method, time.perf_counter() - started)
 
     return wrapper  # type: ignore[return-value]
 
 
-def abort(context: grpc.ServicerContext, error: LakelogError, metrics: ServerMetrics, method: str) -> None:
-    """End the call with ``error`` (status, message, lakelog code) and count it."""
+def _async_rpc_method(handler: Handler, method: str) -> Handler:
+    @functools.wraps(handler)
+    async def wrapper(self: InstrumentedService, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        started = time.perf_counter()
+        try:
+            return await handler(self, _parsed(request, method), context)
+        except Exception as exc:  # noqa: BLE001 - the boundary: report, never crash the server
+            error = _as_lakelog_error(exc, method)
+            status = _count_and_mark(context, error, self.metrics, method)
+            await context.abort(status, error.message)
+        finally:
+            self.metrics.observe_rpc(method, time.perf_counter() - started)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _parsed(request: Any, method: str) -> Any:
+    if isinstance(request, MalformedRequest):
+        raise InvalidRequestError(f"{method}: the request is not a valid {request.message_name} ({request.reason})")
+    return request
+
+
+def _as_lakelog_error(exc: Exception, method: str) -> LakelogError:
+    if isinstance(exc, LakelogError):
+        return exc
+    log.error("%s failed unexpectedly", method, exc_info=exc)
+    return UnknownServerError(f"{method} failed: {type(exc).__name__}: {exc}")
+
+
+def _count_and_mark(context: Any, error: LakelogError, metrics: ServerMetrics, method: str) -> grpc.StatusCode:
     status = status_code(error)
     metrics.count_error(method, error, status.name)
     context.set_trailing_metadata(((ERROR_CODE_KEY, str(error.code)),))
-    context.abort(status, error.message)
+    return status
+
+
+def abort(context: grpc.ServicerContext, error: LakelogError, metrics: ServerMetrics, method: str) -> None:
+    """End the call with ``error`` (status, message, lakelog code) and count it."""
+    context.abort(_count_and_mark(context, error, metrics, method), error.message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import grpc
@@ -13,20 +14,27 @@ from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceServicer
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.replica.replica_manager import BucketFetch, BucketFetchResult, FetchParams, ReplicaManager
+from lakelog.server.rpc.answer_budget import AnswerBudget
 from lakelog.server.rpc.error_boundary import rpc_method
 from lakelog.server.rpc.fetch_response import encode_fetch_response
-from lakelog.server.rpc.grpc_server import add_servicer
+from lakelog.server.rpc.grpc_server import RpcServer, add_servicer
 from lakelog.server.rpc.request_checks import check_notified_offsets
 
 log = logging.getLogger(__name__)
 
 
+# Bytes of an answer besides its records, per bucket (error message, remote segment list): reserved too.
+ANSWER_OVERHEAD = 4096
+
+
 class TabletService(TabletServiceServicer):
-    def __init__(self, replicas: ReplicaManager, metrics: ServerMetrics) -> None:
+    def __init__(self, replicas: ReplicaManager, metrics: ServerMetrics, budget: AnswerBudget) -> None:
         self._replicas = replicas
         self.metrics = metrics
+        self.budget = budget
+        metrics.watch_fetch_limits(lambda: budget.in_use, lambda: budget.waiting, lambda: replicas.waiters.parked)
 
-    def register(self, server: grpc.Server) -> None:
+    def register(self, server: RpcServer) -> None:
         add_servicer(server, self, "TabletService", serialized={"FetchLog"})
 
     @rpc_method
@@ -65,8 +73,10 @@ class TabletService(TabletServiceServicer):
         return pb.ProduceLogResponse(buckets_resp=responses)
 
     @rpc_method
-    def FetchLog(self, request: pb.FetchLogRequest, context: grpc.ServicerContext) -> bytes:
-        """Answers a serialized ``FetchLogResponse`` (see :mod:`fetch_response`)."""
+    async def FetchLog(self, request: pb.FetchLogRequest, context: grpc.aio.ServicerContext) -> bytes:
+        """Answers a serialized ``FetchLogResponse`` (see :mod:`fetch_response`). Runs on the RPC
+        event loop: it waits for answer budget and for data there, holding no thread, and reads in
+        an RPC thread; the budget its answer keeps comes back when the call ends (sent or not)."""
         self._replicas.check_ready()
         asked = [(table, b) for table in request.tables_req for b in table.buckets_req]
         buckets: list[BucketFetch] = []
@@ -88,11 +98,46 @@ class TabletService(TabletServiceServicer):
             max_wait_ms=min(request.max_wait_ms, 60_000),
             enable_lake=request.enable_lake,
         )
-        fetched = iter(self._replicas.fetch(params) if buckets else [])
+        self._replicas.check_fetch(params)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + params.max_wait_ms / 1000
+        bound = params.answer_bound() + ANSWER_OVERHEAD * (len(asked) + 1)
+        may_park = not refused  # a refused bucket is an answer already: waiting would not change it
+        while True:
+            seen = self._replicas.waiters.arrivals()
+            reserved = await self.budget.acquire(bound)
+            try:
+                results = await loop.run_in_executor(None, self._replicas.read_fetch, params) if buckets else []
+                answer = encode_fetch_response(self._answers(asked, refused, results))
+            except BaseException:
+                self.budget.release(reserved)
+                raise
+            remaining = deadline - loop.time()
+            if not may_park or remaining <= 0 or self._replicas.fetch_complete(params, results):
+                break
+            self.budget.release(reserved)
+            may_park = await self._replicas.waiters.park(seen, remaining)
+            if not may_park:
+                self.metrics.count_unparked_poll()
+        for result in [*results, *refused.values()]:
+            self.metrics.record_fetch(result)
+        kept = min(reserved, len(answer))
+        self.budget.release(reserved - kept)
+        context.add_done_callback(lambda _: self.budget.release(kept))
+        return answer
+
+    @staticmethod
+    def _answers(
+        asked: list[tuple[pb.PbFetchLogReqForTable, pb.PbFetchLogReqForBucket]],
+        refused: dict[int, BucketFetchResult],
+        results: list[BucketFetchResult],
+    ) -> list[tuple[int, pb.PbFetchLogRespForBucket, bytes]]:
+        """Answers in the order asked, under the table id asked (a partition's buckets are read
+        under its own id but answered under its table's, with the partition id)."""
+        read = iter(results)
         answers = []
         for index, (table, b) in enumerate(asked):
-            result = refused[index] if index in refused else next(fetched)
-            self.metrics.record_fetch(result)
+            result = refused[index] if index in refused else next(read)
             answer = pb.PbFetchLogRespForBucket(
                 partition_id=b.partition_id,
                 bucket_id=result.bucket,
@@ -105,7 +150,7 @@ class TabletService(TabletServiceServicer):
                 lake_log_fetch_info=codec.lake_fetch_info_to_pb(result.lake_log_fetch_info),
             )
             answers.append((table.table_id, answer, result.records))
-        return encode_fetch_response(answers)
+        return answers
 
     @rpc_method
     def ListOffsets(self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext) -> pb.ListOffsetsResponse:

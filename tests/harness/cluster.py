@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import lakelog
+from lakelog.remote_fs import file_system
+from lakelog.server.log.log_tablet import LogTablet
 from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import RoundReport, TieringJob, TieringOptions
 from tests.conftest import expire_remote
+from tests.server_log.test_log_quarantine import damage_last_length
 from tests.s3 import MotoS3, free_port
 
 TABLE_PROPERTIES = {
@@ -98,6 +101,47 @@ class Cluster:
         log = self.tablet.tablet.logs.get(table_id, bucket)
         assert log is not None
         log.roll()
+
+    @property
+    def tablet_address(self) -> str:
+        return f"127.0.0.1:{self.tablet_port}"
+
+    def local_log(self, table_id: int, bucket: int) -> LogTablet:
+        assert self.tablet is not None and self.tablet.tablet is not None
+        log = self.tablet.tablet.logs.get(table_id, bucket)
+        assert log is not None
+        return log
+
+    def damage_manifest(self, path: lakelog.TablePath, table_id: int, bucket: int, how: str) -> None:
+        """Delete (``deleted``) or cut short (``garbled``) a bucket's remote ``manifest.json``."""
+        storage = self.remote.storage
+        location = storage.tablet_dir(path, table_id, bucket).child("manifest.json")
+        fs = file_system(storage.root, storage.settings)
+        if how == "deleted":
+            fs.delete_file(location.path)
+        else:
+            with fs.open_output_stream(location.path) as out:
+                out.write(b'{"version": 3, "segm')
+
+    def damage_segment(self, table_id: int, bucket: int, base_offset: int) -> bytes:
+        """Stop the tablet server, damage the length field of the rolled segment at ``base_offset``
+        as a bad sector would, start it again (it quarantines the segment). The original bytes."""
+        path = self.local_log(table_id, bucket).segments[0].path.parent / f"{base_offset:020d}.log"
+        assert self.tablet is not None
+        self.tablet.stop(0)
+        original = path.read_bytes()
+        damage_last_length(path)
+        self.start_tablet()
+        return original
+
+    def restore_segment(self, table_id: int, bucket: int, base_offset: int, original: bytes) -> None:
+        """Put a quarantined segment's good bytes back, as an operator restoring it would."""
+        directory = self.local_log(table_id, bucket).segments[0].path.parent
+        assert self.tablet is not None
+        self.tablet.stop(0)
+        (directory / f"{base_offset:020d}.log.quarantined").unlink()
+        (directory / f"{base_offset:020d}.log").write_bytes(original)
+        self.start_tablet()
 
     def expire_remote(self) -> int:
         """One remote pass as if two days had passed: everything past ``table.log.ttl`` that the lake holds goes."""

@@ -4,7 +4,11 @@ exactly what the oracle says.
 Steps: produce batches of random sizes, roll a segment, upload (which also deletes local segments
 past ``table.log.tiered.local-segments``), run a tiering round, expire remote segments, restart the
 tablet server, restart the coordinator, kill the tiering job mid-round (a real SIGKILL of a
-``lakelog tier`` process, the next round being its restart), stop and start S3.
+``lakelog tier`` process, the next round being its restart), stop and start S3; and the faults of
+issue 15: a bucket's remote manifest deleted or damaged (the restarted server fails closed, then
+``lakelog repair remote`` rebuilds it), a rolled local segment damaged (quarantined: served from its
+remote copy, or, never uploaded, a named CorruptRecordError until the file is restored), and
+hostile clients (idle long polls and never-read FetchLog streams) left open across the next steps.
 
 After every step: a reader from a random offset or timestamp reads a stretch of a random bucket
 and compare it with the oracle record by record; ``list_offsets`` (earliest, latest, by timestamp)
@@ -24,6 +28,7 @@ from typing import Callable
 import pyarrow as pa
 
 import lakelog
+from bench.hostile_clients import HostileLoad
 from tests.conftest import ORDERS_SCHEMA, order_rows, scan_all
 from tests.harness.cluster import TABLE_PROPERTIES, Cluster
 from tests.harness.oracle import Oracle
@@ -45,7 +50,13 @@ STEP_WEIGHTS = {
     "restart_coordinator": 3,
     "kill_tiering": 0.1,
     "toggle_s3": 3,
+    "damage_manifest": 1,
+    "damage_segment": 1.5,
+    "toggle_hostile": 2,
 }
+HOSTILE_POLLS = 20
+HOSTILE_STREAMS = 4
+IDLE = lakelog.TablePath("walk", "idle")
 
 
 @dataclass
@@ -61,6 +72,7 @@ class Walk:
     follower: lakelog.LogScanner | None = None
     followed: dict[int, int] = field(default_factory=dict)
     coordinator_may_lag: bool = False
+    hostile: HostileLoad | None = None
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -73,6 +85,7 @@ class Walk:
             self.conn = self.cluster.connect()
             self.conn.admin.create_database(PATH.database, ignore_if_exists=True)
             self.conn.admin.create_table(PATH, lakelog.TableDescriptor(ORDERS_SCHEMA, BUCKETS, TABLE_PROPERTIES))
+            self.conn.admin.create_table(IDLE, lakelog.TableDescriptor(ORDERS_SCHEMA, 1))
             self._new_follower()
             names = list(STEP_WEIGHTS)
             weights = [STEP_WEIGHTS[name] for name in names]
@@ -84,6 +97,8 @@ class Walk:
         except BaseException as exc:
             raise AssertionError(self._replay(exc)) from exc
         finally:
+            if self.hostile is not None:
+                self.hostile.close()
             if self.conn is not None:
                 self.conn.close()
             self.cluster.restore_s3()
@@ -175,6 +190,54 @@ class Walk:
             return "start S3"
         self.cluster.cut_s3()
         return "stop S3"
+
+    def _step_damage_manifest(self) -> str:
+        """Delete or garble a bucket's remote manifest, restart the tablet server (it must not trust
+        or delete anything), then ``lakelog repair remote`` rebuilds the manifest from the files."""
+        bucket = self.rng.randrange(BUCKETS)
+        if self.cluster.s3_down or self.cluster.remote.manifest(self.table.info.table_id, bucket).end_offset <= 0:
+            return f"damage manifest of bucket {bucket}: skipped (S3 down or nothing uploaded)"
+        how = self.rng.choice(["deleted", "garbled"])
+        self.cluster.damage_manifest(PATH, self.table.info.table_id, bucket, how)
+        self.cluster.restart_tablet()
+        assert self.conn is not None
+        (repair,) = self.conn.admin.repair_buckets(PATH, [bucket])
+        assert repair.error is None, f"repair remote of bucket {bucket}: {repair.error}"
+        return f"manifest of bucket {bucket} {how}, restart, repair remote: {repair.summary}"
+
+    def _step_damage_segment(self) -> str:
+        """Damage a rolled local segment. Uploaded, it is served from remote storage (the checks go
+        on as before); never uploaded, a read of it fails naming the file until the file is restored."""
+        bucket = self.rng.randrange(BUCKETS)
+        table_id = self.table.info.table_id
+        rolled = self.cluster.local_log(table_id, bucket).segments[:-1]
+        if self.cluster.s3_down or not rolled:
+            return f"damage a segment of bucket {bucket}: skipped (S3 down or no rolled segment)"
+        segment = self.rng.choice(rolled)
+        uploaded = segment.next_offset <= self.cluster.remote.manifest(table_id, bucket).end_offset
+        original = self.cluster.damage_segment(table_id, bucket, segment.base_offset)
+        if uploaded:
+            return f"damage uploaded segment {segment.base_offset} of bucket {bucket}: served from remote"
+        with self.table.new_scan().create_log_scanner() as scanner:
+            scanner.subscribe(bucket, segment.base_offset)
+            try:
+                for _ in range(20):
+                    scanner.poll(timeout_ms=500)
+                raise AssertionError(f"bucket {bucket}: a read of quarantined segment {segment.base_offset} raised nothing")
+            except lakelog.CorruptRecordError as error:
+                assert f"{segment.base_offset:020d}.log" in str(error), f"the error names no file: {error}"
+        self.cluster.restore_segment(table_id, bucket, segment.base_offset, original)
+        return f"damage segment {segment.base_offset} of bucket {bucket} (not uploaded): CorruptRecordError, restored"
+
+    def _step_toggle_hostile(self) -> str:
+        if self.hostile is not None:
+            self.hostile.close()
+            self.hostile = None
+            return "hostile clients leave"
+        assert self.conn is not None
+        idle = self.conn.get_table(IDLE).info.table_id
+        self.hostile = HostileLoad(self.cluster.tablet_address, idle, self.table.info.table_id, HOSTILE_POLLS, HOSTILE_STREAMS)
+        return f"hostile clients: {HOSTILE_POLLS} idle long polls, {HOSTILE_STREAMS} never-read streams"
 
     # checks
 

@@ -1,0 +1,193 @@
+"""Benchmark "spark": lakelog's Spark paths (issue 18).
+
+- S1, the first lake read of a new client through a running Spark Connect server: a fresh process
+  (its imports untimed) connects, subscribes from offset 0 of a table only the lake holds and waits
+  for its first records; the whole first scan is given beside it.
+- S2, the PySpark ``LogSource`` through that server, warm (same process, new connections), against
+  PyIceberg's ``scan().to_arrow()`` of the same rows.
+- S3, a tiering round on a standalone Spark cluster of two one-core workers against the same round
+  on ``local[2]``; each in a driver process of its own, one untimed round first (executors up), the
+  lake a PostgreSQL catalog with its warehouse on S3, which a cluster needs.
+
+Clients and drivers run as processes of their own: a Spark Connect session or a second classic
+session cannot share this process with the local[2] session of the other benchmarks.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from bench.cluster import LAKE_PROPERTIES, S3_BUCKET, BenchCluster
+from bench.lake_tier import pyiceberg_scan
+from bench.measure import Result, median_seconds, progress
+from bench.server_host import HostedServer
+from bench.sizes import Sizes
+from lakelog.spark_connect_server import SparkConnectServer
+from tests.postgres import PostgresServer
+from tests.spark_standalone import StandaloneCluster, cluster_environment, submit_args
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+CONNECT_CLIENT = textwrap.dedent(
+    """
+    import json, statistics, sys, time
+    address, table, records, runs, master, s3 = sys.argv[1:]
+    import lakelog
+    from bench.scan import drain
+
+    path = lakelog.TablePath(*table.split("."))
+    config = {"client.lake.source": "iceberg", "lake.spark.master": master, **json.loads(s3)}
+
+    def scan():
+        with lakelog.connect(address, config) as conn:
+            drain(conn.get_table(path), int(records))
+
+    began = time.perf_counter()
+    with lakelog.connect(address, config) as conn:
+        with conn.get_table(path).new_scan().create_log_scanner() as scanner:
+            scanner.subscribe_from_beginning()
+            while not scanner.poll_arrow(timeout_ms=1000).num_rows:
+                pass
+            first_records = time.perf_counter() - began
+    began = time.perf_counter()
+    scan()
+    first_scan = first_records + time.perf_counter() - began
+    warm = []
+    for _ in range(int(runs)):
+        began = time.perf_counter()
+        scan()
+        warm.append(time.perf_counter() - began)
+    print(json.dumps({"first_records": first_records, "first_scan": first_scan, "warm": statistics.median(warm)}))
+    """
+)
+
+TIERING_DRIVER = textwrap.dedent(
+    """
+    import json, statistics, sys, time
+    address, table, master, records, runs, s3 = sys.argv[1:]
+    import lakelog
+    from bench.cluster import BenchCluster
+    from lakelog.tiering.tiering_job import TieringJob, TieringOptions
+
+    path = lakelog.TablePath(*table.split("."))
+    records = int(records)
+    rounds = []
+    with lakelog.connect(address, json.loads(s3)) as conn, TieringJob(
+        TieringOptions(address, tables=(path,), spark_master=master, client_config=json.loads(s3))
+    ) as job:
+        for index in range(int(runs) + 1):  # the first round starts the executors: untimed
+            BenchCluster.produce(conn.get_table(path), records, index * records)
+            began = time.perf_counter()
+            tiered = job.run_round().records
+            assert tiered == records, f"a round tiered {tiered} records, not {records}"
+            if index:
+                rounds.append(time.perf_counter() - began)
+    print(json.dumps({"round": statistics.median(rounds)}))
+    """
+)
+
+
+def _run_script(script: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=1800, cwd=REPOSITORY,
+        env={**cluster_environment(), **(env or {})},
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"bench driver failed: {result.stderr[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
+    reads = _connect_reads(cluster, sizes)
+    for result in reads:
+        progress(f"spark: {result.key} {result.name}: {result.value:,.2f} {result.unit} ({result.detail})")
+    try:
+        tiering = _cluster_tiering(cluster, sizes)
+    except RuntimeError as error:  # the Connect lines stand; the failed one says why
+        tiering = Result(
+            "S3", "Tiering round on a standalone cluster (2 workers)", 0.0, "records/s", None, "the same round on local[2]",
+            0.0, 0.8, detail=f"failed: {str(error).strip().splitlines()[-1][:300]}", tier="lake write (tiering)",
+        )
+    progress(f"spark: S3 {tiering.name}: {tiering.value:,.0f} {tiering.unit}, {tiering.score:.2f}x ({tiering.detail})")
+    return [*reads, tiering]
+
+
+def _connect_reads(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
+    records = sizes.lake_records
+    progress(f"spark: a lake-only table of {records:,} records; starting a Spark Connect server (local[2])")
+    table = cluster.table("spark_connect_read", LAKE_PROPERTIES)
+    cluster.produce(table, records)
+    cluster.only_in_lake(table)
+    with SparkConnectServer(port=0, master="local[2]").start() as connect:
+        progress("spark: PyIceberg scan().to_arrow() baseline")
+        baseline_s = median_seconds(lambda: pyiceberg_scan(cluster, table.path), sizes.runs)
+        progress("spark: a new client's first lake read through Spark Connect, then warm reads")
+        measured = _run_script(
+            CONNECT_CLIENT, cluster.server.address, str(table.path), str(records), str(sizes.runs), connect.address,
+            json.dumps(cluster.client_config()),
+        )
+    cluster.drop(table)
+    first = Result(
+        "S1", "Spark Connect: first lake read of a new client", measured["first_records"], "s", None, "", measured["first_records"],
+        2.0, lower_is_better=True, tier="lake (Spark Connect)",
+        detail=f"connect to first lake records; its whole first scan of {records:,} records {measured['first_scan']:.2f} s",
+        next_step="profiled: a new Connect session's first job starts that session's Python workers (2-6 s for a 4-partition "
+        "no-op job, then 0.5 s per job), and the lake read adds about 3 s (PyIceberg import, catalog, planning, the task's "
+        "own imports); share warm Python workers across sessions on the server, plan on the server",
+    )
+    warm = Result(
+        "S2", "Spark Connect: PySpark LogSource, warm", records / measured["warm"], "records/s", records / baseline_s,
+        "PyIceberg scan().to_arrow(), same rows", baseline_s / measured["warm"], 0.3, tier="lake (Spark Connect)",
+        detail=f"{records:,} records, median of {sizes.runs} scans, Connect server on local[2]",
+        next_step="each bucket's lake range is a Spark job of its own (about 0.5 s of scheduling on local[2]) and every batch "
+        "crosses as an IPC blob in a binary column; read all buckets' files in one job per snapshot",
+    )
+    return [first, warm]
+
+
+def _cluster_tiering(cluster: BenchCluster, sizes: Sizes) -> Result:
+    records = sizes.tier_records
+    progress("spark: PostgreSQL catalog, a server whose lake is on it and S3, a standalone cluster of 2 workers")
+    postgres = PostgresServer().start()
+    standalone = StandaloneCluster(workers=2).start()
+    s3 = json.dumps(cluster.client_config())
+    try:
+        server = HostedServer(
+            {
+                "data.dir": str(cluster.directory / "spark-paths"),
+                "server.port": 0,
+                "remote.log.task-interval": "1h",
+                "remote.data.dir": f"s3://{S3_BUCKET}/spark-paths",
+                **cluster.s3.settings(),
+                "datalake.iceberg.uri": postgres.uri,
+                "datalake.iceberg.warehouse": f"s3://{S3_BUCKET}/spark-paths-lake",
+                "datalake.iceberg.s3.endpoint": cluster.s3.endpoint,
+            }
+        )
+        try:
+            with cluster.connect(server=server) as conn:
+                local_table = cluster.table("tier_local", {"table.datalake.enabled": "true"}, conn)
+                cluster_table = cluster.table("tier_standalone", {"table.datalake.enabled": "true"}, conn)
+            progress(f"spark: tiering rounds of {records:,} records on local[2]")
+            local = _run_script(TIERING_DRIVER, server.address, str(local_table.path), "local[2]", str(records), str(sizes.runs), s3)
+            progress(f"spark: tiering rounds of {records:,} records on {standalone.master_url}")
+            on_cluster = _run_script(
+                TIERING_DRIVER, server.address, str(cluster_table.path), standalone.master_url, str(records), str(sizes.runs), s3,
+                env={"PYSPARK_SUBMIT_ARGS": submit_args()},
+            )
+        finally:
+            server.stop()
+    finally:
+        standalone.stop()
+        postgres.stop()
+    return Result(
+        "S3", "Tiering round on a standalone cluster (2 workers)", records / on_cluster["round"], "records/s",
+        records / local["round"], "the same round on local[2]", local["round"] / on_cluster["round"], 0.8,
+        tier="lake write (tiering)",
+        detail=f"{records:,} records per round, median of {sizes.runs} rounds after one untimed, 4 buckets",
+    )
