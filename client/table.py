@@ -111,7 +111,9 @@ class Table:
         partitions = [p for p in self._admin.list_partition_infos(self.path) if p.lake_only]
 
         def make(partition: PartitionInfo) -> LakePartitionScanner:
-            return LakePartitionScanner(self.info.for_partition(partition), projection, source, self._admin.get_lake_snapshot(self.path))
+            lake = self._admin.get_lake_snapshot(self.path)
+            buffered = self._conf.get("client.scanner.max-buffered-bytes")
+            return LakePartitionScanner(self.info.for_partition(partition), projection, source, lake, buffered)
 
         return {p.partition_id: functools.partial(make, p) for p in partitions}
 

@@ -18,6 +18,7 @@ from lakelog.errors import InvalidTimestampError, OffsetOutOfRangeError
 from lakelog.log_source import FetchContext, LogSource, LookupContext
 from lakelog.metadata import LakeBucketOffset, LakeSnapshot, TableInfo, split_lake_bucket_key
 from lakelog.client.scanner.lake_log_reader import LakeLogReader
+from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.client.scanner.scan_records import BucketKey, ScanRecords
 from lakelog.record.meta_columns import with_meta_fields
 
@@ -26,8 +27,9 @@ TIER = LakeLogReader.tier
 
 
 class LakePartitionScanner:
-    def __init__(self, info: TableInfo, projection: list[int] | None, source: LogSource, lake: LakeSnapshot) -> None:
-        """``info``: the partition's info; ``lake``: the table's lake snapshot from the coordinator."""
+    def __init__(self, info: TableInfo, projection: list[int] | None, source: LogSource, lake: LakeSnapshot, buffered_bytes: int) -> None:
+        """``info``: the partition's info; ``lake``: the table's lake snapshot from the coordinator;
+        ``buffered_bytes``: what its lake readers may hold read ahead (``client.scanner.max-buffered-bytes``)."""
         assert info.partition_id is not None
         self._info = info
         self._projection = projection
@@ -42,6 +44,7 @@ class LakePartitionScanner:
         self._out_schema = with_meta_fields(pa.schema(fields))
         self._positions: dict[int, int] = {}
         self._readers: dict[int, LakeLogReader] = {}
+        self._budget = ReadAheadBudget(buffered_bytes)
         self._records = 0
 
     def _range(self, bucket: int) -> tuple[int, int]:
@@ -114,7 +117,9 @@ class LakePartitionScanner:
         if reader is None:
             context = FetchContext(position, end, self._info.partition_name, bucket, self._snapshot_id, self._projection or None)
             where = f"{self._info.label} bucket {bucket}"
-            reader = self._readers[bucket] = LakeLogReader(self._source, context, self._out_schema, where, end, lambda: None)
+            reader = self._readers[bucket] = LakeLogReader(
+                self._source, context, self._out_schema, where, end, self._budget, lambda: None
+            )
         read = reader.read(max_bytes=1 << 22)
         self._positions[bucket] = reader.next_offset
         self._records += read.num_rows
