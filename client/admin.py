@@ -20,6 +20,7 @@ from lakelog.errors import (
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
     BucketInfo,
+    LakeBucketKey,
     LakeSnapshot,
     OffsetSpec,
     OffsetType,
@@ -235,9 +236,11 @@ class Admin:
         """The smallest GetServerTime of the tablet servers leading the tables' buckets: a time
         every one of them has passed, so no record stamped at or before it is still to come. The
         tiering job takes its barrier from here, not from its own clock."""
-        infos = [self._metadata.table(path) for path in paths]
-        if not infos:
+        tables = [self._metadata.table(path) for path in paths]
+        if not tables:
             raise InvalidRequestError("a barrier needs at least one table")
+        # A partitioned table's partitions may be led by servers that lead none of its own buckets.
+        infos = tables + [p for info in tables if info.partitioned for p in self._metadata.partitions(info, refresh=True).values()]
 
         def read() -> int:
             servers = {node for info in infos for node in self._router.by_leader(info, None)}
@@ -265,11 +268,23 @@ class Admin:
                 lake = self.get_lake_snapshot(path).bucket_offsets
             except LakeSnapshotNotExistError:
                 lake = {}
-            behind = sum(hw - (lake[b].log_end_offset if b in lake else 0) for b, hw in self.list_offsets(path).items())
+            behind = sum(hw - (lake[key].log_end_offset if key in lake else 0) for key, hw in self._log_ends(path).items())
             max_timestamp = max((o.log_max_timestamp for o in lake.values()), default=-1)
             lag = time.time_ns() // 1_000_000 - max_timestamp if max_timestamp >= 0 else -1
             status[path] = TableTieringStatus(path, job.job_id, job.last_barrier, max_timestamp, lag, behind)
         return status
+
+    def _log_ends(self, path: TablePath) -> dict[LakeBucketKey, int]:
+        """The high watermarks keyed as lake snapshots key buckets: per bucket, or per
+        ``(partition_id, bucket)`` of every partition that still has a log."""
+        if not self._metadata.table(path).partitioned:
+            return dict(self.list_offsets(path))
+        return {
+            (partition.partition_id, bucket): hw
+            for partition in self.list_partition_infos(path)
+            if not partition.lake_only
+            for bucket, hw in self.list_offsets(path, partition_name=partition.partition_name).items()
+        }
 
     def init_writer(self) -> int:
         """A new idempotent writer id from the coordinator. Resending is safe: an id lost with

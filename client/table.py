@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import pyarrow as pa
 
 from lakelog.config import Configuration
 from lakelog.errors import BarrierHoldError, InvalidPartitionError, InvalidRequestError, PartitionNotExistError
-from lakelog.metadata import TableInfo, TablePath
+from lakelog.metadata import PartitionInfo, TableInfo, TablePath
 from lakelog.client.admin import Admin
 from lakelog.client.barrier_hold import BarrierHold
 from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.tablet_gateway import TabletGateway
+from lakelog.client.scanner.lake_partition_scanner import LakePartitionScanner
 from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.client.scanner.partition_scanner import PartitionedLogScanner
 from lakelog.client.partition_writer import PartitionedAppendWriter
@@ -92,9 +94,28 @@ class Table:
     def _scanner(self, projection: list[int] | None) -> LogScanner | PartitionedLogScanner:
         if self.info.partitioned and self.info.partition_id is None:
             return PartitionedLogScanner(
-                self.info, projection, lambda partition: self._log_scanner(partition, projection), self._router.metadata, self._conf
+                self.info,
+                projection,
+                lambda partition: self._log_scanner(partition, projection),
+                self._router.metadata,
+                self._conf,
+                lambda: self._lake_only_scanners(projection),
             )
         return self._log_scanner(self.info, projection)
+
+    def _lake_only_scanners(self, projection: list[int] | None) -> dict[int, Callable[[], LakePartitionScanner]]:
+        """Per lake-only partition, how to make its scanner; none when this client reads without the lake."""
+        source = self._lake.log_source(self.info) if self._lake is not None else None
+        if source is None:
+            return {}
+        partitions = [p for p in self._admin.list_partition_infos(self.path) if p.lake_only]
+
+        def make(partition: PartitionInfo) -> LakePartitionScanner:
+            lake = self._admin.get_lake_snapshot(self.path)
+            buffered = self._conf.get("client.scanner.max-buffered-bytes")
+            return LakePartitionScanner(self.info.for_partition(partition), projection, source, lake, buffered)
+
+        return {p.partition_id: functools.partial(make, p) for p in partitions}
 
     def _log_scanner(self, info: TableInfo, projection: list[int] | None) -> LogScanner:
         source = self._lake.log_source(info) if self._lake is not None else None

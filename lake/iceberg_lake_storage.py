@@ -11,7 +11,7 @@ client fall back to reading without the lake.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import pyarrow as pa
 
@@ -29,14 +29,14 @@ class IcebergLakeStorage(LakeStorage):
         self._catalog: LakeCatalog | None = None
         self._lock = threading.Lock()
 
-    def create_lake_table(self, path: TablePath, schema: pa.Schema, lake_config: LakeConfig) -> None:
+    def create_lake_table(self, path: TablePath, schema: pa.Schema, lake_config: LakeConfig, partition_keys: Sequence[str] = ()) -> None:
         from lakelog.lake.lake_catalog import LakeCatalog
 
         with self._lock:
             if self._catalog is None:
                 self._catalog = LakeCatalog(lake_config)
             catalog = self._catalog
-        catalog.create_table(path, schema)
+        catalog.create_table(path, schema, partition_keys)
 
     def create_log_source(
         self,

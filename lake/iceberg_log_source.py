@@ -60,7 +60,7 @@ class IcebergLogSource(LogSource):
         log_schema = with_meta_fields(pa.schema(fields))
         table = self.table_at(context.lake_snapshot_id)
         start, end = context.fetch_start_offset, context.log_end_offset_of_snapshot
-        files = self._files.bucket_files(table, context.lake_snapshot_id, context.bucket, start, end)
+        files = self._files.bucket_files(table, context.lake_snapshot_id, context.bucket, start, end, partition_name=context.partition_name)
         ranges = [FileRange(file.path, max(start, file.first_offset), min(end, file.last_offset + 1)) for file in files]
         yield from self.read_files(table, ranges, log_schema)
 
@@ -70,14 +70,17 @@ class IcebergLogSource(LogSource):
         that one is read."""
         table = self.table_at(context.lake_snapshot_id)
         meta_only = with_meta_fields(pa.schema([]))
-        files = self._files.bucket_files(table, context.lake_snapshot_id, context.bucket, min_timestamp_ms=context.timestamp)
+        files = self._files.bucket_files(
+            table, context.lake_snapshot_id, context.bucket, min_timestamp_ms=context.timestamp, partition_name=context.partition_name
+        )
         for file in files[:1]:
             for batch in self.read_files(table, [FileRange(file.path, file.first_offset, file.last_offset + 1)], meta_only):
                 index = pc.index(pc.greater_equal(batch.column(TIMESTAMP_COLUMN), context.timestamp), True).as_py()
                 if index >= 0:
                     return int(batch.column(OFFSET_COLUMN)[index].as_py())
         raise InvalidTimestampError(
-            f"{self.table_info.path} bucket {context.bucket}: timestamp {context.timestamp} is past the largest one"
+            f"{self.table_info.path}{f' partition {context.partition_name}' if context.partition_name else ''} bucket {context.bucket}:"
+            f" timestamp {context.timestamp} is past the largest one"
             f" in lake snapshot {context.lake_snapshot_id}"
         )
 

@@ -1,7 +1,8 @@
 """Which data files of a lake snapshot hold a bucket's offsets, in offset order.
 
 A snapshot never changes, so each one is planned once: one PyIceberg ``plan_files`` without a
-bucket filter, its files grouped by their ``__bucket`` partition value and kept with the bounds of
+bucket filter, its files grouped by their partition values (a partitioned log table's partition
+keys, then ``__bucket``) and kept with the bounds of
 ``__offset`` and ``__timestamp`` from their statistics. Every later read or timestamp lookup at
 that snapshot prunes from those bounds. A bucket's files never overlap in offsets (each tiering
 round appends the next range), so ordering them by their ``__offset`` lower bound and reading one
@@ -20,6 +21,7 @@ from pyiceberg.types import LongType
 
 from lakelog.errors import LakeDataError
 from lakelog.lake.lake_catalog import lake_call
+from lakelog.metadata import PARTITION_NAME_SEPARATOR
 from lakelog.record.meta_columns import OFFSET_COLUMN, TIMESTAMP_COLUMN
 
 MAX_OFFSET = (1 << 63) - 1
@@ -38,8 +40,14 @@ class LakeDataFile:
     max_timestamp_us: int | None = None
 
 
-def plan_snapshot_files(table: Table, snapshot_id: int) -> dict[int, list[LakeDataFile]]:
-    """Every data file of snapshot ``snapshot_id``, by bucket, each bucket's by first offset."""
+# A bucket of a lake table: the log partition's name ("" without partitions) and the bucket.
+PartitionBucket = tuple[str, int]
+
+
+def plan_snapshot_files(table: Table, snapshot_id: int) -> dict[PartitionBucket, list[LakeDataFile]]:
+    """Every data file of snapshot ``snapshot_id``, by (log partition, bucket), each bucket's by
+    first offset. A file's Iceberg partition is the log partition's key values (identity, in key
+    order: joined by ``$`` they are its name) then ``__bucket``."""
     tasks = lake_call(
         f"cannot plan a read of {'.'.join(table.name())} snapshot {snapshot_id}",
         lambda: list(table.scan(snapshot_id=snapshot_id).plan_files()),
@@ -47,7 +55,7 @@ def plan_snapshot_files(table: Table, snapshot_id: int) -> dict[int, list[LakeDa
     schema = table.schema()
     offset_id = schema.find_field(OFFSET_COLUMN).field_id
     timestamp = schema.find_field(TIMESTAMP_COLUMN)
-    by_bucket: dict[int, list[LakeDataFile]] = {}
+    by_bucket: dict[PartitionBucket, list[LakeDataFile]] = {}
     for task in tasks:
         data = task.file
         if task.delete_files:
@@ -55,11 +63,13 @@ def plan_snapshot_files(table: Table, snapshot_id: int) -> dict[int, list[LakeDa
         lower, upper = (data.lower_bounds or {}).get(offset_id), (data.upper_bounds or {}).get(offset_id)
         if lower is None or upper is None:
             raise LakeDataError(f"lake data file {data.file_path} has no {OFFSET_COLUMN} bounds to order it by")
-        bucket = data.partition[0] if data.partition is not None and len(data.partition) > 0 else None
-        if bucket is None:
+        values = [data.partition[i] for i in range(len(data.partition))] if data.partition is not None else []
+        if not values or values[-1] is None:
             raise LakeDataError(f"lake data file {data.file_path} has no __bucket partition value")
+        bucket = values[-1]
+        partition_name = PARTITION_NAME_SEPARATOR.join(str(value) for value in values[:-1])
         max_ts = (data.upper_bounds or {}).get(timestamp.field_id)
-        by_bucket.setdefault(int(bucket), []).append(
+        by_bucket.setdefault((partition_name, int(bucket)), []).append(
             LakeDataFile(
                 data.file_path,
                 from_bytes(LongType(), lower),
@@ -77,7 +87,7 @@ class SnapshotFiles:
 
     def __init__(self, capacity: int = PLANNED_SNAPSHOTS) -> None:
         self._capacity = capacity
-        self._plans: OrderedDict[int, dict[int, list[LakeDataFile]]] = OrderedDict()
+        self._plans: OrderedDict[int, dict[PartitionBucket, list[LakeDataFile]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def bucket_files(
@@ -88,19 +98,21 @@ class SnapshotFiles:
         start: int = 0,
         end: int = MAX_OFFSET,
         min_timestamp_ms: int | None = None,
+        partition_name: str = "",
     ) -> list[LakeDataFile]:
-        """Files of snapshot ``snapshot_id`` that may hold offsets ``[start, end)`` of ``bucket``
-        (and, with ``min_timestamp_ms``, a commit timestamp at or after it), by first offset."""
+        """Files of snapshot ``snapshot_id`` that may hold offsets ``[start, end)`` of ``bucket`` of
+        log partition ``partition_name`` (only that partition's files: pruned by its partition
+        values), and, with ``min_timestamp_ms``, a commit timestamp at or after it, by first offset."""
         min_timestamp_us = None if min_timestamp_ms is None else min_timestamp_ms * 1000
         return [
             file
-            for file in self._plan(table, snapshot_id).get(bucket, [])
+            for file in self._plan(table, snapshot_id).get((partition_name, bucket), [])
             if file.last_offset >= start
             and file.first_offset < end
             and (min_timestamp_us is None or file.max_timestamp_us is None or file.max_timestamp_us >= min_timestamp_us)
         ]
 
-    def _plan(self, table: Table, snapshot_id: int) -> dict[int, list[LakeDataFile]]:
+    def _plan(self, table: Table, snapshot_id: int) -> dict[PartitionBucket, list[LakeDataFile]]:
         # Planned under the lock: readers of one snapshot wait for its one plan instead of each planning it.
         with self._lock:
             plan = self._plans.get(snapshot_id)

@@ -7,7 +7,7 @@ may be back later); a schema the lake cannot hold is an :class:`InvalidTableErro
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog, load_catalog
@@ -51,8 +51,9 @@ class LakeCatalog:
             "cannot open the Iceberg catalog", lambda: load_catalog(config.catalog_name, **config.catalog_properties)
         )
 
-    def create_table(self, path: TablePath, log_schema: pa.Schema) -> Table:
-        """Create the lake table of ``path`` (the schema is checked first, before the catalog is touched).
+    def create_table(self, path: TablePath, log_schema: pa.Schema, partition_keys: Sequence[str] = ()) -> Table:
+        """Create the lake table of ``path`` (the schema is checked first, before the catalog is
+        touched), partitioned by ``partition_keys`` then by bucket.
 
         An existing lake table is reused only while it holds no snapshot and has exactly this schema:
         what is left of an earlier attempt whose lakelog table was never created. Anything else
@@ -67,7 +68,7 @@ class LakeCatalog:
                 return self.catalog.create_table(
                     ident,
                     schema=schema,
-                    partition_spec=partition_spec(schema),
+                    partition_spec=partition_spec(schema, partition_keys),
                     sort_order=sort_order(schema),
                     properties=TABLE_PROPERTIES,
                 )
@@ -75,6 +76,7 @@ class LakeCatalog:
             same_schema = schema_to_pyarrow(existing.schema(), include_field_ids=False) == schema_to_pyarrow(
                 schema, include_field_ids=False
             )
+            same_schema = same_schema and existing.spec() == partition_spec(schema, partition_keys)
             if existing.current_snapshot() is not None or not same_schema:
                 raise InvalidTableError(
                     f"table {path}: the Iceberg catalog already has a lake table {'.'.join(ident)}"

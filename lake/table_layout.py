@@ -1,5 +1,5 @@
-"""How a lake-enabled table is laid out in Iceberg: name, system columns, partitioning, sort order,
-table properties and where data files go.
+"""How a lake-enabled table is laid out in Iceberg: name, system columns, partitioning (by the log table's
+partition keys, then by bucket), sort order, table properties and where data files go.
 
 Everything that reads or writes a lake table (the coordinator creating it, the tiering job writing
 it, the LogSource plugins reading it) takes these facts from here.
@@ -8,6 +8,7 @@ it, the LogSource plugins reading it) takes these facts from here.
 from __future__ import annotations
 
 import uuid
+from typing import Mapping, Sequence
 
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -36,11 +37,18 @@ def identifier(path: TablePath) -> tuple[str, str]:
     return (path.database, path.table)
 
 
-def partition_spec(schema: Schema) -> PartitionSpec:
-    """identity(__bucket): a bucket's records of one round form one file in one partition."""
-    source = schema.find_field(BUCKET_COLUMN)
+def partition_spec(schema: Schema, partition_keys: Sequence[str] = ()) -> PartitionSpec:
+    """identity of each partition key of a partitioned log table, then identity(__bucket): a
+    bucket's records of one round form one file in one Iceberg partition, and a read of one log
+    partition touches only its own files."""
+    columns = [*partition_keys, BUCKET_COLUMN]
     return PartitionSpec(
-        PartitionField(source_id=source.field_id, field_id=PARTITION_FIELD_ID, transform=IdentityTransform(), name=BUCKET_COLUMN)
+        *(
+            PartitionField(
+                source_id=schema.find_field(column).field_id, field_id=PARTITION_FIELD_ID + index, transform=IdentityTransform(), name=column
+            )
+            for index, column in enumerate(columns)
+        )
     )
 
 
@@ -54,7 +62,11 @@ def data_location(table: Table) -> str:
     return table.properties.get("write.data.path", f"{table.location().rstrip('/')}/data")
 
 
-def new_data_file_path(data_root: str, bucket: int, start_offset: int, end_offset: int) -> str:
-    """A fresh, never reused file name in the bucket's partition directory; the offsets in it help
-    whoever looks at the warehouse, the random part keeps two jobs' files apart."""
-    return f"{data_root}/{BUCKET_COLUMN}={bucket}/{start_offset:020d}-{end_offset:020d}-{uuid.uuid4().hex}{DATA_FILE_SUFFIX}"
+def new_data_file_path(data_root: str, bucket: int, start_offset: int, end_offset: int, partition: Mapping[str, str] | None = None) -> str:
+    """A fresh, never reused file name in the bucket's partition directory (under the log
+    partition's ``key=value`` directories, ``partition`` in key order); the offsets in it help
+    whoever looks at the warehouse, the random part keeps two jobs' files apart. Partition values
+    are safe as path parts (:func:`lakelog.metadata.validate_partition_value`)."""
+    directories = "".join(f"{key}={value}/" for key, value in (partition or {}).items())
+    name = f"{start_offset:020d}-{end_offset:020d}-{uuid.uuid4().hex}{DATA_FILE_SUFFIX}"
+    return f"{data_root}/{directories}{BUCKET_COLUMN}={bucket}/{name}"

@@ -280,6 +280,15 @@ class TooManyPartitionsError(LakelogError):
     code = 63
 
 
+class PartitionNotInLakeError(LakelogError):
+    """A partition of a lake-enabled table whose log cannot be dropped yet: the lake does not hold
+    all of it (or a leader could not say how far its log goes). Retriable: once the tiering job has
+    tiered the partition, the drop succeeds; auto-partitioning retries it on every check."""
+
+    code = 70
+    retriable = True
+
+
 _BY_CODE: dict[int, type[LakelogError]] = {}
 
 

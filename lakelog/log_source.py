@@ -68,8 +68,9 @@ class LakeStorage(ABC):
     per coordinator."""
 
     @abstractmethod
-    def create_lake_table(self, path: TablePath, schema: pa.Schema, lake_config: LakeConfig) -> None:
-        """Create the lake table of a new lake-enabled table (the coordinator's call). Raises
+    def create_lake_table(self, path: TablePath, schema: pa.Schema, lake_config: LakeConfig, partition_keys: Sequence[str] = ()) -> None:
+        """Create the lake table of a new lake-enabled table (the coordinator's call), partitioned
+        by the table's ``partition_keys`` when it has any. Raises
         :class:`~lakelog.errors.InvalidTableError` for a schema the lake cannot hold, and
         ImportError when a library it needs is missing."""
 

@@ -6,7 +6,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, Union
 
 import pyarrow as pa
 
@@ -201,10 +201,13 @@ def partition_spec(partition_keys: Sequence[str], name: str) -> dict[str, str]:
 
 @dataclass(frozen=True, order=True, slots=True)
 class PartitionInfo:
-    """A partition of a partitioned table: its coordinator-assigned id (never reused) and name."""
+    """A partition of a partitioned table: its coordinator-assigned id (never reused) and name.
+    ``lake_only``: dropped from the log of a lake-enabled table once the lake held all of it; its
+    records are read from the lake, nothing can be written to it and its name is not reused."""
 
     partition_id: int
     partition_name: str
+    lake_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,21 +300,47 @@ class LakeBucketOffset:
     log_max_timestamp: int = -1
 
 
+# How a lake snapshot keys a bucket: its number in a table without partitions, else
+# ``(partition_id, bucket)`` (SPEC section 11).
+LakeBucketKey = Union[int, tuple[int, int]]
+
+
+def lake_bucket_key(partition_id: int | None, bucket: int) -> LakeBucketKey:
+    return bucket if partition_id is None else (partition_id, bucket)
+
+
+def split_lake_bucket_key(key: LakeBucketKey) -> tuple[int | None, int]:
+    """``(partition_id or None, bucket)`` of a :data:`LakeBucketKey`."""
+    return (None, key) if isinstance(key, int) else (key[0], key[1])
+
+
+def lake_bucket_order(key: LakeBucketKey) -> tuple[int, int]:
+    """Sort key of :data:`LakeBucketKey`: by partition id, then bucket."""
+    partition_id, bucket = split_lake_bucket_key(key)
+    return (partition_id or 0, bucket)
+
+
 @dataclass(frozen=True)
 class LakeSnapshot:
-    """A committed lake (Iceberg) snapshot and, per bucket, the log range it holds."""
+    """A committed lake (Iceberg) snapshot and, per bucket (:data:`LakeBucketKey`), the log range it holds."""
 
     snapshot_id: int
-    bucket_offsets: Mapping[int, LakeBucketOffset] = field(default_factory=dict)
+    bucket_offsets: Mapping[LakeBucketKey, LakeBucketOffset] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class LakeOffsets:
-    """A table's lake snapshot as NotifyLakeTableOffset carries it (to one tablet server: only
-    the buckets it leads)."""
+    """A table's (or, with ``partition_id``, one partition's) lake snapshot as NotifyLakeTableOffset
+    carries it (to one tablet server: only the buckets it leads), keyed by bucket number."""
 
     table_id: int
     snapshot: LakeSnapshot
+    partition_id: int | None = None
+
+    @property
+    def physical_id(self) -> int:
+        """What the tablet server keys the buckets' logs by (see :attr:`TableInfo.physical_id`)."""
+        return self.table_id if self.partition_id is None else self.partition_id
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""The README's main job runs end to end (on fewer records than its default): all three tiers
-serve records, every record comes back once and in order, and the lake answers a timestamp lookup;
+"""The README's main job runs end to end (on fewer records than its default) on a day-partitioned
+table: all three tiers serve records, every record comes back once and in order (yesterday's
+partition, dropped from the log, from the lake), and the lake answers a timestamp lookup;
 its progress says what each produce is for, Spark keeps quiet, and its temporary directory is named
 and removed."""
 
@@ -25,6 +26,7 @@ def test_demo_reads_back_everything_from_all_three_tiers(tmp_path) -> None:
     assert set(served) == {"lake", "remote", "local"} and all(served.values()), result.stdout
     assert sum(served.values()) == 200_000
     assert "answered by the lake: yes" in result.stdout
+    assert re.search(r"^   partition day=\d{8}: held by the lake only$", result.stdout, re.M), result.stdout
     data_dir = re.search(r"^data in (\S+) \(a temporary directory, removed when the demo ends\)$", result.stdout, re.M)
     assert data_dir and data_dir.group(1).startswith(str(tmp_path)), result.stdout
     assert f"removed the demo's temporary data directory {data_dir.group(1)}" in result.stdout

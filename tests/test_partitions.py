@@ -363,13 +363,6 @@ def test_scan_and_offsets_cli_take_a_partition(server: ServerProcess, conn: lake
     assert json.loads(offsets.stdout) == [{"bucket": 0, "offset": 3}]
 
 
-def test_a_partitioned_table_cannot_be_lake_enabled_yet(conn: lakelog.Connection) -> None:
-    conn.admin.create_database("shop", ignore_if_exists=True)
-    with pytest.raises(lakelog.InvalidTableError, match="lake-enabled"):
-        conn.admin.create_table(PATH, lakelog.TableDescriptor(EVENTS, 2, {"table.datalake.enabled": "true"}, partition_keys=["dt"]))
-    assert not conn.admin.table_exists(PATH)
-
-
 def test_partitions_survive_a_restart_and_spread_over_two_tablet_servers(tmp_path) -> None:
     from tests.test_cluster import SECRET
 

@@ -18,7 +18,7 @@ from lakelog.errors import LakeDataError, LakeError
 from lakelog.lake.lake_catalog import lake_call
 from lakelog.lake.snapshot_summary import summary_properties
 from lakelog.lake.table_layout import COMMIT_RETRIES
-from lakelog.metadata import LakeBucketOffset, LakeSnapshot
+from lakelog.metadata import LakeBucketKey, LakeBucketOffset, LakeSnapshot, lake_bucket_order
 from lakelog.tiering.split_writer import WrittenFile
 
 log = logging.getLogger(__name__)
@@ -37,18 +37,19 @@ def guard_commits(table: Table) -> None:
         lake_call(f"cannot set {COMMIT_RETRIES}=0 on {table.name()}", set_no_retries)
 
 
-def next_offsets(previous: LakeSnapshot | None, files: Iterable[WrittenFile]) -> dict[int, LakeBucketOffset]:
+def next_offsets(previous: LakeSnapshot | None, files: Iterable[WrittenFile]) -> dict[LakeBucketKey, LakeBucketOffset]:
     """Every bucket's lake range once ``files`` are committed: buckets without a new file keep their
-    range, so the newest snapshot always describes every bucket tiered so far."""
+    range, so the newest snapshot always describes every bucket tiered so far (partitions the log
+    dropped included: the lake still holds them)."""
     offsets = dict(previous.bucket_offsets) if previous else {}
-    for file in sorted(files, key=lambda f: (f.bucket, f.start_offset)):
-        known = offsets.get(file.bucket)
+    for file in sorted(files, key=lambda f: (lake_bucket_order(f.key), f.start_offset)):
+        known = offsets.get(file.key)
         if known is not None and known.log_end_offset != file.start_offset:
             raise LakeDataError(
-                f"bucket {file.bucket}: a file starting at offset {file.start_offset} does not continue the lake,"
+                f"bucket {file.key}: a file starting at offset {file.start_offset} does not continue the lake,"
                 f" which ends at {known.log_end_offset}"
             )
-        offsets[file.bucket] = LakeBucketOffset(
+        offsets[file.key] = LakeBucketOffset(
             known.log_start_offset if known else file.start_offset,
             file.end_offset,
             max(known.log_max_timestamp if known else -1, file.max_timestamp),
@@ -59,7 +60,7 @@ def next_offsets(previous: LakeSnapshot | None, files: Iterable[WrittenFile]) ->
 def commit_files(
     table: Table,
     files: Sequence[WrittenFile],
-    offsets: dict[int, LakeBucketOffset],
+    offsets: dict[LakeBucketKey, LakeBucketOffset],
     commit_user: str,
     barrier: int | None = None,
 ) -> int | None:

@@ -1,5 +1,5 @@
 """The tiering job's Spark task: read one split's log range through the client and write it as one
-Parquet data file of the lake table.
+Parquet data file of the lake table (a split of a partition reads through that partition's handle).
 
 It runs on Spark's Python workers, so it takes everything it needs in :class:`WriterSettings`
 (pickled with the task) and reaches the cluster with a client of its own. Reading through
@@ -22,13 +22,14 @@ from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.client.scanner.offset_range import read_offset_range
 from lakelog.errors import LakeError
 from lakelog.lake.schema_mapping import to_lake_rows
+from lakelog.metadata import LakeBucketKey, lake_bucket_key
 from lakelog.record.meta_columns import TIMESTAMP_COLUMN
 from lakelog.tiering.split_planner import TieringSplit
 
 ROW_GROUP_ROWS = 128 * 1024
 RESULT_DDL = (
     "table string, bucket int, start_offset long, end_offset long, file_path string,"
-    " record_count long, file_size_bytes long, max_timestamp long"
+    " record_count long, file_size_bytes long, max_timestamp long, partition_id long, partition_name string"
 )
 RESULT_SCHEMA = pa.schema(
     [
@@ -40,13 +41,16 @@ RESULT_SCHEMA = pa.schema(
         ("record_count", pa.int64()),
         ("file_size_bytes", pa.int64()),
         ("max_timestamp", pa.int64()),
+        ("partition_id", pa.int64()),
+        ("partition_name", pa.string()),
     ]
 )
 
 
 @dataclass(frozen=True)
 class WrittenFile:
-    """One data file a task wrote: the split it holds, its size and its largest commit timestamp."""
+    """One data file a task wrote: the split it holds, its size and its largest commit timestamp
+    (``partition_id`` None: the table has no partitions)."""
 
     table: str
     bucket: int
@@ -56,6 +60,12 @@ class WrittenFile:
     record_count: int
     file_size_bytes: int
     max_timestamp: int
+    partition_id: int | None = None
+    partition_name: str = ""
+
+    @property
+    def key(self) -> LakeBucketKey:
+        return lake_bucket_key(self.partition_id, self.bucket)
 
 
 @dataclass(frozen=True)
@@ -85,7 +95,8 @@ def write_split(conn: Connection, settings: WriterSettings, split: TieringSplit)
     io = load_file_io(dict(settings.io_properties), split.file_path)
     max_timestamp = -1
     try:
-        scanner = conn.get_table(split.table).new_scan().create_log_scanner()
+        table = conn.get_table(split.table)
+        scanner = (table.partition(split.partition_name) if split.partition_id is not None else table).new_scan().create_log_scanner()
         with scanner, io.new_output(split.file_path).create(overwrite=True) as out:
             # Page checksums: a damaged lake file must fail its read, not decode into other values.
             with pq.ParquetWriter(out, target, compression="zstd", write_page_checksum=True) as writer:  # type: ignore[arg-type]
@@ -96,7 +107,18 @@ def write_split(conn: Connection, settings: WriterSettings, split: TieringSplit)
     except (OSError, pa.ArrowException) as exc:
         raise LakeError(f"cannot write {split.file_path}: {exc}") from exc
     count = split.end_offset - split.start_offset
-    return WrittenFile(str(split.table), split.bucket, split.start_offset, split.end_offset, split.file_path, count, size, max_timestamp)
+    return WrittenFile(
+        str(split.table),
+        split.bucket,
+        split.start_offset,
+        split.end_offset,
+        split.file_path,
+        count,
+        size,
+        max_timestamp,
+        split.partition_id,
+        split.partition_name,
+    )
 
 
 def _row_groups(scanner: LogScanner, split: TieringSplit) -> Iterator[pa.Table]:

@@ -1,7 +1,9 @@
 """The tiering job's driver: rounds that copy each lake-enabled table's new log records into its
 Iceberg table, exactly once.
 
-A round, per table:
+A round, per table (each partition of a partitioned table tiers like a table, its buckets keyed
+``(partition_id, bucket)``, under the same barrier; all of a table's partitions commit as one
+snapshot):
 
 1. load the Iceberg table (the object the commit will go against) and its latest tiering snapshot:
    its summary ``lakelog.bucket-offsets`` says where each bucket's lake ends. The lake is the source
@@ -45,10 +47,20 @@ from pyiceberg.table import Table
 
 from lakelog.client.connection import connect
 from lakelog.config import Configuration
-from lakelog.errors import LakeError, LakelogError, LakeSnapshotNotExistError, StaleLakeSnapshotError
-from lakelog.lake.snapshot_summary import latest_lake_snapshot
+from lakelog.errors import LakeError, LakelogError, LakeSnapshotNotExistError, PartitionNotExistError, StaleLakeSnapshotError
+from lakelog.lake.snapshot_summary import encode_bucket_key, latest_lake_snapshot
 from lakelog.lake.table_layout import data_location, new_data_file_path
-from lakelog.metadata import LakeSnapshot, OffsetSpec, TablePath
+from lakelog.metadata import (
+    LakeBucketKey,
+    LakeSnapshot,
+    OffsetSpec,
+    PartitionInfo,
+    TablePath,
+    lake_bucket_key,
+    lake_bucket_order,
+    partition_spec,
+    split_lake_bucket_key,
+)
 from lakelog.tiering.kill_points import AFTER_COMMIT, AFTER_WRITE, kill_point
 from lakelog.tiering.lake_commit import commit_files, discard_files, guard_commits, next_offsets
 from lakelog.tiering.orphan_files import remove_orphan_files
@@ -264,21 +276,50 @@ class TieringJob:
         lake = latest_lake_snapshot(table)
         if lake is not None:
             self._catch_up_coordinator(path, lake)
-        admin = self._conn.admin
-        high_watermarks = admin.list_offsets(path, spec=OffsetSpec.latest())
-        ends = barrier_ends(high_watermarks, admin.list_offsets(path, spec=OffsetSpec.timestamp(barrier + 1)))
-        starts = {b: o.log_end_offset for b, o in (lake.bucket_offsets if lake else {}).items() if b in ends}
-        untiered = [b for b in ends if b not in starts]
-        if untiered:
-            starts.update(admin.list_offsets(path, untiered, OffsetSpec.earliest()))
+        info = self._conn.admin.get_table_info(path)
+        # A lake-only partition has no log left: the lake already holds all of it.
+        logs = [PartitionInfo(-1, "")] if not info.partitioned else [p for p in self._conn.admin.list_partition_infos(path) if not p.lake_only]
+        lake_ends = {key: o.log_end_offset for key, o in (lake.bucket_offsets if lake else {}).items()}
+        starts: dict[LakeBucketKey, int] = {}
+        ends: dict[LakeBucketKey, int] = {}
+        for partition in logs:
+            try:
+                log_starts, log_ends = self._log_range(path, partition if info.partitioned else None, barrier, lake_ends)
+            except PartitionNotExistError:
+                log.info("%s: partition %s was dropped while the round was planned", path, partition.partition_name)
+                continue
+            starts.update(log_starts)
+            ends.update(log_ends)
         root = data_location(table)
+        names = {p.partition_id: p.partition_name for p in logs if info.partitioned}
         ranges = bucket_ranges(starts, ends, self.options.max_records_per_round)
-        splits = [
-            TieringSplit(path, bucket, s, e, new_data_file_path(root, bucket, s, e))
-            for bucket, (start, end) in ranges.ranges.items()
-            for s, e in split_range(start, end)
-        ]
+        splits = []
+        for key, (start, end) in ranges.ranges.items():
+            partition_id, bucket = split_lake_bucket_key(key)
+            name = names.get(partition_id, "") if partition_id is not None else ""
+            values = partition_spec(info.partition_keys, name) if partition_id is not None else None
+            splits += [
+                TieringSplit(path, bucket, s, e, new_data_file_path(root, bucket, s, e, values), partition_id, name)
+                for s, e in split_range(start, end)
+            ]
         return _Plan(path, table, lake, splits, barrier if ranges.complete else None)
+
+    def _log_range(
+        self, path: TablePath, partition: PartitionInfo | None, barrier: int, lake_ends: Mapping[LakeBucketKey, int]
+    ) -> tuple[dict[LakeBucketKey, int], dict[LakeBucketKey, int]]:
+        """Per bucket of the table (or of its ``partition``), where this round starts (the lake's
+        end, else the log's earliest offset) and ends (the barrier offset)."""
+        admin = self._conn.admin
+        partition_name = partition.partition_name if partition else None
+        key = functools.partial(lake_bucket_key, partition.partition_id if partition else None)
+        high_watermarks = admin.list_offsets(path, spec=OffsetSpec.latest(), partition_name=partition_name)
+        after = admin.list_offsets(path, spec=OffsetSpec.timestamp(barrier + 1), partition_name=partition_name)
+        ends = {key(b): end for b, end in barrier_ends(high_watermarks, after).items()}
+        starts = {k: lake_ends[k] for k in ends if k in lake_ends}
+        untiered = [b for b in high_watermarks if key(b) not in starts]
+        if untiered:
+            starts.update({key(b): o for b, o in admin.list_offsets(path, untiered, OffsetSpec.earliest(), partition_name).items()})
+        return starts, ends
 
     def _catch_up_coordinator(self, path: TablePath, lake: LakeSnapshot) -> None:
         """Send the lake's latest snapshot if the coordinator does not have it (a lost RPC)."""
@@ -365,5 +406,8 @@ class TieringJob:
 def _describe(lake: LakeSnapshot | None) -> str:
     if lake is None:
         return "empty"
-    ranges = ", ".join(f"{b}:[{o.log_start_offset},{o.log_end_offset})" for b, o in sorted(lake.bucket_offsets.items()))
+    ranges = ", ".join(
+        f"{encode_bucket_key(b)}:[{o.log_start_offset},{o.log_end_offset})"
+        for b, o in sorted(lake.bucket_offsets.items(), key=lambda item: lake_bucket_order(item[0]))
+    )
     return f"snapshot {lake.snapshot_id} buckets {ranges}"

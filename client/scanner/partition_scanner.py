@@ -7,7 +7,11 @@ are keyed ``(partition_id, bucket)`` in positions and in what a poll returns; ev
 
 :meth:`subscribe_from_beginning` and :meth:`subscribe_from_timestamp` take every partition there is
 and, every ``client.scanner.partition-discovery.interval``, every partition created since. A partition
-that is dropped ends its subscriptions: its scanner is closed, logged once, and polls go on.
+that is dropped ends its subscriptions: its scanner is closed, logged once, and polls go on. A
+lake-enabled table's partition is dropped from the log only once the lake holds it, and stays
+listed as lake-only: a whole-table subscription reads it from the lake
+(:class:`~lakelog.client.scanner.lake_partition_scanner.LakePartitionScanner`), and a scanner that
+was reading its log when it was dropped reads on from the lake where it stopped.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from lakelog.errors import InvalidPartitionError, InvalidRequestError, Partition
 from lakelog.metadata import OffsetSpec, OffsetType, TableInfo
 from lakelog.client.metadata_cache import MetadataCache
 from lakelog.client.scanner.log_fetcher import IDLE_WAIT_S
+from lakelog.client.scanner.lake_partition_scanner import LakePartitionScanner
 from lakelog.client.scanner.log_scanner import ITERATION_POLL_MS, LogScanner
 from lakelog.client.scanner.scan_records import BucketKey, ScanRecord, ScanRecords
 from lakelog.record.meta_columns import PARTITION_ID_FIELD, with_meta_fields
@@ -42,15 +47,18 @@ class PartitionedLogScanner:
         new_scanner: Callable[[TableInfo], LogScanner],
         metadata: MetadataCache,
         conf: Configuration,
+        lake_only: "Callable[[], dict[int, Callable[[], LakePartitionScanner]]] | None" = None,
     ) -> None:
-        """``new_scanner(partition_info)``: the LogScanner of one partition."""
+        """``new_scanner(partition_info)``: the LogScanner of one partition; ``lake_only()``: per
+        lake-only partition id, how to make its scanner (none without the lake)."""
         self._info = info
         self._new_scanner = new_scanner
+        self._lake_only = lake_only or dict
         self._metadata = metadata
         fields = [info.schema.field(i) for i in projection] if projection else list(info.schema)
         self.schema = pa.schema(fields)
         self._out_schema = with_meta_fields(self.schema).append(PARTITION_ID_FIELD)
-        self._scanners: dict[int, LogScanner] = {}
+        self._scanners: dict[int, LogScanner | LakePartitionScanner] = {}
         # subscribe_from_beginning/timestamp: the spec and buckets every discovered partition starts with
         self._whole: tuple[OffsetSpec, list[int] | None] | None = None
         self._discovery_s = conf.get("client.scanner.partition-discovery.interval") / 1000
@@ -79,7 +87,16 @@ class PartitionedLogScanner:
         self.subscribe_partition(partition_id, bucket, offset)
 
     def subscribe_partition(self, partition_id: int, bucket: int, offset: int) -> None:
-        self._scanner(self._partition(partition_id)).subscribe(bucket, offset)
+        scanner = self._scanners.get(partition_id)
+        if scanner is None:
+            make = self._lake_only().get(partition_id)
+            scanner = self._lake_scanner(partition_id, make) if make else self._scanner(self._partition(partition_id))
+        scanner.subscribe(bucket, offset)
+
+    def _lake_scanner(self, partition_id: int, make: Callable[[], LakePartitionScanner]) -> LogScanner | LakePartitionScanner:
+        if partition_id not in self._scanners:
+            self._scanners[partition_id] = make()
+        return self._scanners[partition_id]
 
     def subscribe_from_beginning(self, buckets: Iterable[int] | None = None) -> None:
         """Every partition (now and created later) from its earliest offset."""
@@ -92,19 +109,23 @@ class PartitionedLogScanner:
     def _subscribe_whole(self, spec: OffsetSpec, buckets: Iterable[int] | None) -> None:
         self._whole = (spec, None if buckets is None else list(buckets))
         for partition in self._metadata.partitions(self._info, refresh=True).values():
-            self._subscribe_spec(partition, spec, self._whole[1])
+            assert partition.partition_id is not None
+            self._subscribe_spec(partition.partition_id, lambda p=partition: self._scanner(p), spec, self._whole[1])
+        for partition_id, make in self._lake_only().items():
+            self._subscribe_spec(partition_id, lambda pid=partition_id, m=make: self._lake_scanner(pid, m), spec, self._whole[1])
         self._discovered_at = time.monotonic()
 
-    def _subscribe_spec(self, partition: TableInfo, spec: OffsetSpec, buckets: list[int] | None) -> None:
-        assert partition.partition_id is not None
+    def _subscribe_spec(
+        self, partition_id: int, scanner: Callable[[], LogScanner | LakePartitionScanner], spec: OffsetSpec, buckets: list[int] | None
+    ) -> None:
         try:
-            scanner = self._scanner(partition)
+            chosen = scanner()
             if spec.type == OffsetType.EARLIEST:
-                scanner.subscribe_from_beginning(buckets)
+                chosen.subscribe_from_beginning(buckets)
             else:
-                scanner.subscribe_from_timestamp(spec.ms, buckets)
+                chosen.subscribe_from_timestamp(spec.ms, buckets)
         except (PartitionNotExistError, TableNotExistError):
-            self._end(partition.partition_id, "it was dropped before it was read")
+            self._dropped(partition_id, "it was dropped before it was read")
 
     def unsubscribe(self, bucket: int, partition_id: int) -> None:
         scanner = self._scanners.get(partition_id)
@@ -119,15 +140,37 @@ class PartitionedLogScanner:
         self._discovered_at = time.monotonic()
         partitions = {p.partition_id: p for p in self._metadata.partitions(self._info, refresh=True).values()}
         for partition_id in [pid for pid in self._scanners if pid not in partitions]:
-            self._end(partition_id, "it was dropped")
+            if not isinstance(self._scanners[partition_id], LakePartitionScanner):
+                self._dropped(partition_id, "it was dropped")
         spec, buckets = self._whole
         for partition_id, partition in partitions.items():
             if partition_id not in self._scanners:
                 log.info("scanner of %s: new partition %s (id %d) subscribed", self._info.path, partition.partition_name, partition_id)
-                self._subscribe_spec(partition, spec, buckets)
+                self._subscribe_spec(partition_id, lambda p=partition: self._scanner(p), spec, buckets)
+        for partition_id, make in self._lake_only().items():
+            if partition_id not in self._scanners:
+                log.info("scanner of %s: partition id %d, held by the lake only, subscribed", self._info.path, partition_id)
+                self._subscribe_spec(partition_id, lambda pid=partition_id, m=make: self._lake_scanner(pid, m), spec, buckets)
 
     def _exists(self, partition_id: int) -> bool:
         return any(p.partition_id == partition_id for p in self._metadata.partitions(self._info, refresh=True).values())
+
+    def _dropped(self, partition_id: int, why: str) -> None:
+        """A partition whose log is gone: read on from the lake where its scanner stopped when the
+        lake holds it (a lake-enabled table's partition is dropped only then), else end it."""
+        make = self._lake_only().get(partition_id)
+        old = self._scanners.pop(partition_id, None)
+        if make is None or old is None:
+            if old is not None:
+                self._scanners[partition_id] = old
+            self._end(partition_id, why)
+            return
+        positions = old.positions()
+        old.close()
+        scanner = self._scanners[partition_id] = make()
+        for bucket, offset in positions.items():
+            scanner.subscribe(bucket, offset)
+        log.info("scanner of %s: partition id %d was dropped from the log; read on from the lake", self._info.path, partition_id)
 
     def _end(self, partition_id: int, why: str) -> None:
         scanner = self._scanners.pop(partition_id, None)
@@ -168,7 +211,7 @@ class PartitionedLogScanner:
                 except (PartitionNotExistError, TableNotExistError):
                     if self._exists(partition_id):
                         raise
-                    self._end(partition_id, "it was dropped")
+                    self._dropped(partition_id, "it was dropped")
                     continue
                 for bucket in records.buckets():
                     tables[partition_id, bucket] = _with_partition_id(records.to_arrow(bucket), partition_id)

@@ -1,10 +1,12 @@
 """`lakelog demo`: the README's main job, the whole story on the embedded default.
 
 It starts a Spark Connect server and an embedded lakelog server that advertises it
-(``lake.spark.master``), creates a lake-enabled table, produces records, rolls and uploads segments
-to remote storage, tiers them into Iceberg with the PySpark job through Spark Connect, expires
-what the lake now holds from remote and local storage, produces more, then reads everything back
-from offset 0 through one scanner and prints which tier served how many records; last, a timestamp
+(``lake.spark.master``), creates a lake-enabled table partitioned by day (yesterday's and today's
+partitions), produces records into both, rolls and uploads segments to remote storage, tiers them
+into Iceberg with the PySpark job through Spark Connect (one Iceberg partition per day and bucket),
+expires what the lake now holds from remote and local storage, drops yesterday's partition from
+the log (the lake keeps it), produces more into today's, then reads everything back from the
+beginning through one scanner and prints which tier served how many records; last, a timestamp
 lookup that only the lake can answer. The demo process itself runs no JVM: its Spark work (tiering,
 and the lake reads of the default ``auto`` source) runs in the Connect server. It checks every step
 and exits non-zero if anything is off.
@@ -20,6 +22,7 @@ directory, named at the start and removed at the end.
 from __future__ import annotations
 
 import argparse
+import datetime
 import shutil
 import tempfile
 import time
@@ -33,11 +36,11 @@ from lakelog.progress import Progress
 from lakelog.client.connection import connect
 from lakelog.client.table import Table
 from lakelog.logging_config import configure_logging
-from lakelog.metadata import OffsetSpec, TableDescriptor, TablePath
+from lakelog.metadata import BucketInfo, OffsetSpec, TableDescriptor, TablePath
 
-SCHEMA = pa.schema([("order_id", pa.int64()), ("customer", pa.string()), ("amount", pa.float64())])
+SCHEMA = pa.schema([("order_id", pa.int64()), ("customer", pa.string()), ("amount", pa.float64()), ("day", pa.string())])
 PATH = TablePath("demo", "orders")
-CHUNK = 5_000
+CHUNK = 2_000
 # A read that brings nothing for this long has stalled (the first lake batch through Spark takes seconds).
 IDLE_LIMIT_S = 120
 
@@ -52,32 +55,39 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=_run)
 
 
-def _batch(start: int, count: int) -> pa.RecordBatch:
+def _batch(start: int, count: int, day: str) -> pa.RecordBatch:
     ids = pa.array(range(start, start + count), pa.int64())
     customers = pc.binary_join_element_wise("customer-", pc.cast(pc.bit_wise_and(ids, 1023), pa.string()), "")
     amounts = pc.divide(pc.cast(pc.bit_wise_and(ids, 65535), pa.float64()), 100.0)
-    return pa.record_batch([ids, customers, amounts], schema=SCHEMA)
+    return pa.record_batch([ids, customers, amounts, pa.array([day] * count, pa.string())], schema=SCHEMA)
+
+
+def _days() -> tuple[str, str]:
+    """Yesterday's and today's partition names (UTC, as auto-partitioning names days)."""
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    return ((today - datetime.timedelta(days=1)).strftime("%Y%m%d"), today.strftime("%Y%m%d"))
 
 
 def _step(text: str) -> None:
     print(f"== {text}", flush=True)
 
 
-def _produce(table: Table, start: int, count: int, why: str) -> None:
-    """Produce ``count`` records from id ``start``; ``why`` labels this run's progress bar."""
+def _produce(table: Table, start: int, count: int, why: str, days: tuple[str, ...]) -> None:
+    """Produce ``count`` records from id ``start``, chunk by chunk over the partitions ``days``;
+    ``why`` labels this run's progress bar."""
     with Progress(f"   produce {why}", count) as progress, table.new_append().create_writer() as writer:
-        for offset in range(start, start + count, CHUNK):
+        for index, offset in enumerate(range(start, start + count, CHUNK)):
             size = min(CHUNK, start + count - offset)
-            writer.append_arrow(_batch(offset, size))
+            writer.append_arrow(_batch(offset, size, days[index % len(days)]))
             progress.advance(size)
 
 
 def _read_back(table: Table, expected: int) -> tuple[dict[str, int], int]:
-    """Every record from offset 0, checked for order, gaps and duplicates per bucket."""
+    """Every record of every partition from the beginning, checked for order, gaps and duplicates
+    per (partition, bucket)."""
     scanner = table.new_scan().create_log_scanner()
-    for bucket in range(table.info.buckets):
-        scanner.subscribe(bucket, 0)
-    next_offset = {bucket: 0 for bucket in range(table.info.buckets)}
+    scanner.subscribe_from_beginning()
+    next_offset: dict[tuple[int, int], int] = {}
     seen = 0
     began = moved = time.monotonic()
     first_records_s = None
@@ -90,18 +100,30 @@ def _read_back(table: Table, expected: int) -> tuple[dict[str, int], int]:
         if first_records_s is None:
             first_records_s = moved - began
             progress.note(f"   first records after {first_records_s:.1f}s")
-        stats = polled.group_by("__bucket").aggregate([("__offset", "min"), ("__offset", "max"), ("__offset", "count")])
+        stats = polled.group_by(["__partition_id", "__bucket"]).aggregate([("__offset", "min"), ("__offset", "max"), ("__offset", "count")])
         for row in stats.to_pylist():
-            bucket, first, last, count = row["__bucket"], row["__offset_min"], row["__offset_max"], row["__offset_count"]
-            if first != next_offset[bucket] or last - first + 1 != count:
-                raise SystemExit(f"bucket {bucket}: expected offset {next_offset[bucket]}, got {first}..{last} ({count} records)")
-            next_offset[bucket] = last + 1
+            key = (row["__partition_id"], row["__bucket"])
+            first, last, count = row["__offset_min"], row["__offset_max"], row["__offset_count"]
+            if first != next_offset.get(key, 0) or last - first + 1 != count:
+                raise SystemExit(f"partition id {key[0]} bucket {key[1]}: expected offset {next_offset.get(key, 0)}, got {first}..{last} ({count} records)")
+            next_offset[key] = last + 1
         seen += polled.num_rows
         progress.advance(polled.num_rows)
     progress.close()
     tiers = scanner.records_by_tier()
     scanner.close()
     return tiers, seen
+
+
+def _tier_of(offset: int, info: BucketInfo) -> str:
+    """The tier a fetch at ``offset`` is answered from (local, else remote, else lake: SPEC section 4)."""
+    if offset >= info.high_watermark:
+        return "none (no record after the probe)"
+    if 0 <= info.local_log_start_offset <= offset:
+        return "local"
+    if 0 <= info.remote_log_start_offset <= offset < info.remote_log_end_offset:
+        return "remote"
+    return "lake"
 
 
 def _server_config(data_dir: str, spark_master: str) -> dict[str, str | int]:
@@ -161,22 +183,29 @@ def _story(args: argparse.Namespace, data_dir: str) -> int:
         remote = server.tablet.remote
         print(f"embedded lakelog server on {server.address} (lake.spark.master={spark.address})")
         print(f"data in {data_dir}" + ("" if args.data_dir else " (a temporary directory, removed when the demo ends)"))
-        properties = {"table.datalake.enabled": "true", "table.log.ttl": "1ms", "table.log.tiered.local-segments": "2"}
+        properties = {"table.datalake.enabled": "true", "table.log.ttl": "1ms", "table.log.tiered.local-segments": "1"}
         conn.admin.create_database(PATH.database, ignore_if_exists=True)
-        conn.admin.create_table(PATH, TableDescriptor(SCHEMA, args.buckets, properties), ignore_if_exists=True)
+        descriptor = TableDescriptor(SCHEMA, args.buckets, properties, partition_keys=["day"])
+        conn.admin.create_table(PATH, descriptor, ignore_if_exists=True)
         table = conn.get_table(PATH)
+        yesterday, today = _days()
+        for day in (yesterday, today):
+            conn.admin.create_partition(PATH, {"day": day}, ignore_if_exists=True)
 
-        _step(f"produce {first:,} records into {args.buckets} buckets, in two halves: the time between them is the probe of the last step")
-        _produce(table, 0, first // 2, "first half")
+        _step(
+            f"produce {first:,} records into partitions day={yesterday} and day={today}, {args.buckets} buckets each,"
+            " in two halves: the time between them is the probe of the last step"
+        )
+        _produce(table, 0, first // 2, "first half", (yesterday, today))
         time.sleep(0.01)
         probe_ms = int(time.time() * 1000)
-        _produce(table, first // 2, first - first // 2, "second half")
+        _produce(table, first // 2, first - first // 2, "second half", (yesterday, today))
 
-        _step("roll and upload segments to remote storage, keep 2 segments per bucket locally")
+        _step("roll and upload segments to remote storage, keep 1 segment per bucket locally")
         report = remote.run_once()
         print(f"   uploaded {report.uploaded} segments, deleted {report.deleted_local} local ones")
 
-        _step("tier the log into Iceberg with the PySpark job (one round, through Spark Connect)")
+        _step("tier the log into Iceberg with the PySpark job (one round, through Spark Connect; Iceberg partitions day, __bucket)")
         with TieringJob(TieringOptions(bootstrap=server.address)) as job:
             round_report = job.run_round()
         print(f"   tiered {round_report.records:,} records ({round_report.bytes:,} bytes)")
@@ -185,39 +214,44 @@ def _story(args: argparse.Namespace, data_dir: str) -> int:
         report = remote.run_once()
         print(f"   expired {report.expired} remote segments")
 
+        _step(f"drop partition day={yesterday} from the log: the lake holds all of it, and keeps it")
+        conn.admin.drop_partition(PATH, {"day": yesterday})
+        kept = [p for p in conn.admin.list_partition_infos(PATH) if p.partition_name == yesterday]
+        print(f"   partition day={yesterday}: {'held by the lake only' if kept and kept[0].lake_only else 'gone'}")
+
         newest = min(second // 2, CHUNK * args.buckets)
-        _step(f"produce {second:,} more records: upload all but the newest {newest:,}, which stay local only")
-        _produce(table, first, second - newest, "to be uploaded")
+        _step(f"produce {second:,} more records into day={today}: upload all but the newest {newest:,}, which stay local only")
+        _produce(table, first, second - newest, "to be uploaded", (today,))
         # Rolled explicitly: how many batches one produce request carries depends on timing, and
         # so do the segments they fill; rolled, every record so far is uploaded.
+        today_info = table.partition(today).info
         for bucket in range(args.buckets):
-            bucket_log = server.tablet.logs.get(table.info.table_id, bucket)
+            bucket_log = server.tablet.logs.get(today_info.physical_id, bucket)
             if bucket_log is not None:
                 bucket_log.roll()
         remote.run_once()
-        _produce(table, first + second - newest, newest, "to stay local")
-        for bucket, info in conn.admin.describe_buckets(PATH).items():
+        _produce(table, first + second - newest, newest, "to stay local", (today,))
+        for bucket, info in conn.admin.describe_buckets(PATH, partition_name=today).items():
             print(
-                f"   bucket {bucket}: lake [{info.lake_log_start_offset}, {info.lake_log_end_offset}) "
+                f"   day={today} bucket {bucket}: lake [{info.lake_log_start_offset}, {info.lake_log_end_offset}) "
                 f"remote [{info.remote_log_start_offset}, {info.remote_log_end_offset}) "
                 f"local [{info.local_log_start_offset}, {info.high_watermark})"
             )
 
-        _step("read everything back from offset 0 through one scanner")
+        _step(f"read everything back from the beginning through one scanner (day={yesterday} from the lake alone)")
         tiers, read = _read_back(table, args.records)
         print(f"   read back {read:,} of {args.records:,} records, in offset order, no gap, no duplicate")
         print("   tier     records")
         for tier in ("lake", "remote", "local"):
             print(f"   {tier:8} {tiers[tier]:>9,}")
 
-        _step(f"timestamp lookup at {probe_ms} (half way through the first produce)")
-        found = conn.admin.list_offsets(PATH, spec=OffsetSpec.timestamp(probe_ms))
-        described = conn.admin.describe_buckets(PATH)
-        in_lake = all(
-            offset < min(o for o in (info.remote_log_start_offset, info.local_log_start_offset) if o >= 0)
-            for offset, info in ((found[b], described[b]) for b in found)
-        )
+        _step(f"timestamp lookup in day={today} at {probe_ms} (half way through the first produce)")
+        found = conn.admin.list_offsets(PATH, spec=OffsetSpec.timestamp(probe_ms), partition_name=today)
+        described = conn.admin.describe_buckets(PATH, partition_name=today)
+        answered_by = {bucket: _tier_of(offset, described[bucket]) for bucket, offset in found.items()}
+        in_lake = "lake" in answered_by.values()
         print(f"   first offsets with timestamp >= {probe_ms}: {found}")
+        print(f"   tier that holds each: {answered_by}")
         print(f"   answered by the lake: {'yes' if in_lake else 'no'}")
         ok = read == args.records and tiers["lake"] > 0 and in_lake
         return 0 if ok else 1

@@ -77,10 +77,12 @@ def _drop(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     with open_connection(args) as conn:
         partitions = conn.admin.list_partition_infos(table_path(args))
+    # A lake-only partition was dropped from the log of a lake-enabled table; the lake still holds it.
     if args.output == "json":
-        print_json([{"partition_id": p.partition_id, "partition_name": p.partition_name} for p in partitions])
+        print_json([{"partition_id": p.partition_id, "partition_name": p.partition_name, "lake_only": p.lake_only} for p in partitions])
     else:
-        print(render_table(("partition_id", "partition_name"), [(p.partition_id, p.partition_name) for p in partitions]))
+        rows = [(p.partition_id, p.partition_name, "lake only" if p.lake_only else "log") for p in partitions]
+        print(render_table(("partition_id", "partition_name", "held by"), rows))
     return 0
 
 

@@ -121,7 +121,8 @@ def _describe(args: argparse.Namespace) -> int:
         print(f"bucket key: {', '.join(info.bucket_keys)}")
     if info.partition_keys:
         print(f"partitioned by: {', '.join(info.partition_keys)} ({counted(len(partitions), 'partition')}: "
-              f"{', '.join(p.partition_name for p in partitions) or NONE_TEXT}; --partition NAME shows one's buckets)")
+              f"{', '.join(p.partition_name + (' (lake only)' if p.lake_only else '') for p in partitions) or NONE_TEXT};"
+              " --partition NAME shows one's buckets)")
     print(f"created:    {created}")
     if info.comment:
         print(f"comment:    {info.comment}")

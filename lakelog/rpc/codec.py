@@ -11,6 +11,7 @@ from typing import Iterable
 from lakelog.lake_config import CATALOG_NAME, LakeConfig
 from lakelog.metadata import (
     BucketInfo,
+    LakeBucketKey,
     LakeBucketOffset,
     LakeLogFetchInfo,
     LakeOffsets,
@@ -22,8 +23,11 @@ from lakelog.metadata import (
     TableAssignment,
     TableInfo,
     TablePath,
+    lake_bucket_key,
+    lake_bucket_order,
     schema_from_bytes,
     schema_to_bytes,
+    split_lake_bucket_key,
 )
 from lakelog.rpc import lakelog_api_pb2 as pb
 
@@ -87,11 +91,11 @@ def partition_spec_from_pb(message: pb.PbPartitionSpec) -> dict[str, str]:
 
 
 def partition_info_to_pb(info: PartitionInfo) -> pb.PbPartitionInfo:
-    return pb.PbPartitionInfo(partition_id=info.partition_id, partition_name=info.partition_name)
+    return pb.PbPartitionInfo(partition_id=info.partition_id, partition_name=info.partition_name, lake_only=info.lake_only)
 
 
 def partition_info_from_pb(message: pb.PbPartitionInfo) -> PartitionInfo:
-    return PartitionInfo(message.partition_id, message.partition_name)
+    return PartitionInfo(message.partition_id, message.partition_name, message.lake_only)
 
 
 def node_to_pb(node: ServerNode) -> pb.PbServerNode:
@@ -115,21 +119,28 @@ def table_metadata_from_pb(message: pb.PbTableMetadata) -> TableAssignment:
 
 
 def lake_buckets_to_pb(snapshot: LakeSnapshot) -> list[pb.PbLakeTableOffsetForBucket]:
+    """A bucket of a partition carries its ``partition_id`` (0: a table without partitions)."""
     return [
         pb.PbLakeTableOffsetForBucket(
+            partition_id=partition_id or 0,
             bucket_id=bucket,
             log_start_offset=o.log_start_offset,
             log_end_offset=o.log_end_offset,
             log_max_timestamp=o.log_max_timestamp,
         )
-        for bucket, o in sorted(snapshot.bucket_offsets.items())
+        for (partition_id, bucket), o in (
+            (split_lake_bucket_key(key), o) for key, o in sorted(snapshot.bucket_offsets.items(), key=lambda item: lake_bucket_order(item[0]))
+        )
     ]
 
 
 def lake_snapshot_from_pb(snapshot_id: int, buckets: Iterable[pb.PbLakeTableOffsetForBucket]) -> LakeSnapshot:
     return LakeSnapshot(
         snapshot_id,
-        {b.bucket_id: LakeBucketOffset(b.log_start_offset, b.log_end_offset, b.log_max_timestamp) for b in buckets},
+        {
+            lake_bucket_key(b.partition_id or None, b.bucket_id): LakeBucketOffset(b.log_start_offset, b.log_end_offset, b.log_max_timestamp)
+            for b in buckets
+        },
     )
 
 
@@ -139,6 +150,7 @@ def lake_offsets_to_pb(tables: Iterable[LakeOffsets]) -> pb.NotifyLakeTableOffse
         notify_buckets_req=[
             pb.PbNotifyLakeTableOffsetReqForBucket(
                 table_id=table.table_id,
+                partition_id=table.partition_id or 0,
                 bucket_id=bucket,
                 snapshot_id=table.snapshot.snapshot_id,
                 log_start_offset=o.log_start_offset,
@@ -152,13 +164,16 @@ def lake_offsets_to_pb(tables: Iterable[LakeOffsets]) -> pb.NotifyLakeTableOffse
 
 
 def lake_offsets_from_pb(message: pb.NotifyLakeTableOffsetRequest) -> list[LakeOffsets]:
-    """The reverse of :func:`lake_offsets_to_pb`: one lake snapshot per (table or partition id, snapshot id)."""
-    grouped: dict[tuple[int, int], dict[int, LakeBucketOffset]] = {}
+    """The reverse of :func:`lake_offsets_to_pb`: one lake snapshot per (table, partition, snapshot id)."""
+    grouped: dict[tuple[int, int, int], dict[LakeBucketKey, LakeBucketOffset]] = {}
     for item in message.notify_buckets_req:
-        grouped.setdefault((item.partition_id or item.table_id, item.snapshot_id), {})[item.bucket_id] = LakeBucketOffset(
+        grouped.setdefault((item.table_id, item.partition_id, item.snapshot_id), {})[item.bucket_id] = LakeBucketOffset(
             item.log_start_offset, item.log_end_offset, item.log_max_timestamp
         )
-    return [LakeOffsets(table_id, LakeSnapshot(snapshot_id, buckets)) for (table_id, snapshot_id), buckets in grouped.items()]
+    return [
+        LakeOffsets(table_id, LakeSnapshot(snapshot_id, buckets), partition_id or None)
+        for (table_id, partition_id, snapshot_id), buckets in grouped.items()
+    ]
 
 
 def lake_config_to_pb(config: LakeConfig) -> pb.GetLakeConfigResponse:

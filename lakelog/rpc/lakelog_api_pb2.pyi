@@ -726,12 +726,14 @@ class PbPartitionSpec(_message.Message):
     def __init__(self, partition_key_values: _Optional[_Iterable[_Union[PbKeyValue, _Mapping]]] = ...) -> None: ...
 
 class PbPartitionInfo(_message.Message):
-    __slots__ = ("partition_id", "partition_name")
+    __slots__ = ("partition_id", "partition_name", "lake_only")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_NAME_FIELD_NUMBER: _ClassVar[int]
+    LAKE_ONLY_FIELD_NUMBER: _ClassVar[int]
     partition_id: int
     partition_name: str
-    def __init__(self, partition_id: _Optional[int] = ..., partition_name: _Optional[str] = ...) -> None: ...
+    lake_only: bool
+    def __init__(self, partition_id: _Optional[int] = ..., partition_name: _Optional[str] = ..., lake_only: _Optional[bool] = ...) -> None: ...
 
 class CreatePartitionRequest(_message.Message):
     __slots__ = ("table_path", "partition_spec", "ignore_if_exists")

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Mapping, Protocol, Sequence
 from zoneinfo import ZoneInfo
 
-from lakelog.errors import InvalidTableError, LakelogError
+from lakelog.errors import InvalidTableError, LakelogError, PartitionNotInLakeError
 from lakelog.metadata import PartitionInfo, TableInfo, TablePath
 from lakelog.server.coordinator.table_properties import (
     AUTO_PARTITION_ENABLED,
@@ -145,8 +145,12 @@ class AutoPartitioner:
                 self._keeper.create_partition(info.path, {key: name}, ignore_if_exists=True)
             for partition in self._keeper.list_partitions_of(info):
                 name = partition.partition_name
-                if spec.is_auto_name(name) and name < oldest_kept:
-                    self._keeper.drop_partition(info.path, {key: name}, ignore_if_not_exists=True)
+                if spec.is_auto_name(name) and name < oldest_kept and not partition.lake_only:
+                    try:
+                        self._keeper.drop_partition(info.path, {key: name}, ignore_if_not_exists=True)
+                    except PartitionNotInLakeError as waiting:
+                        log.info("auto-partitioning of %s: partition %s waits for the lake: %s", info.path, name, waiting)
+                        continue
                     log.info("auto-partitioning of %s: dropped partition %s (older than %s)", info.path, name, oldest_kept)
         except LakelogError as error:
             log.warning("auto-partitioning of %s failed, tried again in %.0f s: %s", info.path, self._interval_s, error)

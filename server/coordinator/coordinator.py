@@ -10,22 +10,25 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Sequence
+from typing import Iterable, Mapping, Protocol, Sequence
 
 from lakelog.errors import (
     DatabaseAlreadyExistError,
     DatabaseNotEmptyError,
     DatabaseNotExistError,
     InvalidRequestError,
-    InvalidTableError,
     LakeSnapshotNotExistError,
     NoTabletServerError,
+    PartitionNotInLakeError,
     StaleLakeSnapshotError,
     TableAlreadyExistError,
     TableNotExistError,
 )
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
+    BucketInfo,
+    LakeBucketKey,
+    LakeBucketOffset,
     LakeOffsets,
     LakeSnapshot,
     PartitionInfo,
@@ -35,6 +38,7 @@ from lakelog.metadata import (
     TableInfo,
     TablePath,
     TieringJobInfo,
+    split_lake_bucket_key,
     validate_name,
 )
 from lakelog.server.coordinator.auto_partitioning import AutoPartitioner, auto_partition_spec
@@ -62,6 +66,8 @@ class TabletNotifier(Protocol):
     def notify_leaders(self, node: ServerNode, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None: ...
 
     def notify_lake_offsets(self, node: ServerNode, offsets: Sequence[LakeOffsets]) -> None: ...
+
+    def describe_buckets(self, node: ServerNode, table_id: int, buckets: Iterable[int], partition_id: int = 0) -> dict[int, BucketInfo]: ...
 
 
 class Coordinator:
@@ -143,8 +149,6 @@ class Coordinator:
         descriptor.validate()
         validate_table_properties(f"table {path}", descriptor.properties, descriptor.comment)
         auto_partition_spec(path, descriptor.properties, descriptor.partition_keys)
-        if descriptor.lake_enabled and descriptor.partition_keys:
-            raise InvalidTableError(f"table {path}: a partitioned table cannot be lake-enabled yet (tiering is per table, not per partition)")
         if descriptor.lake_enabled:
             descriptor = self._lake.with_format(descriptor)
         with self._lock:
@@ -157,7 +161,7 @@ class Coordinator:
                 raise TableAlreadyExistError(f"table {path} already exists")
             leaders = self._place(f"table {path}", descriptor.buckets, self._store.table_count())
             if descriptor.lake_enabled:
-                self._lake.create_table(path, descriptor.schema)
+                self._lake.create_table(path, descriptor.schema, descriptor.partition_keys)
             info = self._store.insert_table(path, descriptor, leaders)
         log.info("created table %s (id %d, %d buckets, leaders %s)", path, info.table_id, info.buckets, leaders)
         self._tell_leaders([TableAssignment(info, leaders)], [])
@@ -185,12 +189,44 @@ class Coordinator:
         return partition
 
     def drop_partition(self, path: TablePath, spec: Mapping[str, object], ignore_if_not_exists: bool = False) -> None:
-        """Forget the partition; its tablet servers delete its local and remote logs."""
+        """Forget the partition; its tablet servers delete its local and remote logs.
+
+        A lake-enabled table's partition is dropped only once the lake holds all of its log
+        (else :class:`PartitionNotInLakeError`, retriable), and stays listed as ``lake_only``: a
+        scan from the beginning reads it from the lake. The leaders are asked outside the lock."""
+        info = self.table(path)
+        name = self.partitions.name_of(info, spec)
+        partition = self.partitions.find(info, name)
+        if partition is not None and info.lake_enabled:
+            self._check_lake_holds(info, partition)
         with self._lock:
-            info = self.table(path)
-            dropped = self.partitions.drop(info, self.partitions.name_of(info, spec), ignore_if_not_exists)
+            dropped = self.partitions.drop(info, name, ignore_if_not_exists)
         if dropped is not None:
             self._tell_leaders([], [dropped.partition_id])
+
+    def _check_lake_holds(self, info: TableInfo, partition: PartitionInfo) -> None:
+        """Raise :class:`PartitionNotInLakeError` unless the lake holds every bucket of the
+        partition up to the high watermark its leader reports now."""
+        leaders = self._store.partition_leaders(info.table_id).get(partition.partition_id, {})
+        lake = self._store.lake_snapshot(info.table_id) or LakeSnapshot(-1)
+        nodes = {node.server_id: node for node in self._store.tablet_servers()}
+        missing: list[str] = []
+        for server_id in sorted(set(leaders.values())):
+            group = sorted(b for b, leader in leaders.items() if leader == server_id)
+            node = nodes.get(server_id)
+            described = self._notifier.describe_buckets(node, info.table_id, group, partition.partition_id) if node else {}
+            for bucket in group:
+                known = lake.bucket_offsets.get((partition.partition_id, bucket))
+                lake_end = known.log_end_offset if known else 0
+                if bucket not in described:
+                    missing.append(f"bucket {bucket}: its leader {server_id} did not answer")
+                elif described[bucket].high_watermark > lake_end:
+                    missing.append(f"bucket {bucket}: the log ends at {described[bucket].high_watermark}, the lake at {lake_end}")
+        if missing:
+            raise PartitionNotInLakeError(
+                f"partition {partition.partition_name} of {info.path} keeps its log until the lake holds all of it"
+                f" ({'; '.join(missing)}); drop it again once the tiering job has tiered it"
+            )
 
     def list_partitions(self, path: TablePath) -> list[PartitionInfo]:
         return self.list_partitions_of(self.table(path))
@@ -296,12 +332,8 @@ class Coordinator:
             info = self.table_by_id(table_id)
             if not info.lake_enabled:
                 raise InvalidRequestError(f"table {info.path} is not lake-enabled")
-            for bucket, offsets in snapshot.bucket_offsets.items():
-                if not 0 <= bucket < info.buckets:
-                    raise InvalidRequestError(f"{info.path} has no bucket {bucket} (it has buckets 0..{info.buckets - 1})")
-                if not 0 <= offsets.log_start_offset <= offsets.log_end_offset:
-                    raise InvalidRequestError(f"{info.path} bucket {bucket}: lake range {offsets} is not a range")
             current = self._store.lake_snapshot(table_id) or LakeSnapshot(-1)
+            self._check_lake_buckets(info, snapshot, current)
             for bucket, offsets in snapshot.bucket_offsets.items():
                 known = current.bucket_offsets.get(bucket)
                 if known is not None and offsets.log_end_offset < known.log_end_offset:
@@ -313,18 +345,42 @@ class Coordinator:
         log.info("table %s: lake snapshot %d committed (%s)", info.path, snapshot.snapshot_id, _ends(snapshot))
         with self._lake_notify_lock:
             latest = self.lake_snapshot(table_id)
-            leaders = self._store.leaders(table_id)
+            leaders = self._log_leaders(info)
             for node in self._store.tablet_servers():
                 mine = _led_by(node.server_id, table_id, latest, leaders)
-                if mine is None:
+                if not mine:
                     continue
                 try:
-                    self._notifier.notify_lake_offsets(node, [mine])
+                    self._notifier.notify_lake_offsets(node, mine)
                 except Exception as exc:  # noqa: BLE001 - a server that misses this learns the offsets when it registers
                     log.warning(
                         "could not tell tablet server %d at %s the lake offsets of %s: %s", node.server_id, node.address, info.path, exc
                     )
         return LakeCommit(info.path, _records_added(current, snapshot))
+
+    def _check_lake_buckets(self, info: TableInfo, snapshot: LakeSnapshot, current: LakeSnapshot) -> None:
+        """Every bucket of ``snapshot`` is one of the table's, or of a partition the table has or had
+        in the lake (a partition the log dropped keeps its lake range), and holds a range."""
+        partitions = {p.partition_id for p in self._store.partitions(info.table_id)} | {
+            pid for pid, _ in map(split_lake_bucket_key, current.bucket_offsets) if pid is not None
+        }
+        for key, offsets in snapshot.bucket_offsets.items():
+            partition_id, bucket = split_lake_bucket_key(key)
+            if info.partitioned and partition_id not in partitions:
+                raise InvalidRequestError(f"{info.path} has no partition with id {partition_id} (lake bucket {key})")
+            if not info.partitioned and partition_id is not None:
+                raise InvalidRequestError(f"{info.path} has no partitions, but lake bucket {key} names partition {partition_id}")
+            if not 0 <= bucket < info.buckets:
+                raise InvalidRequestError(f"{info.path} has no bucket {bucket} (it has buckets 0..{info.buckets - 1})")
+            if not 0 <= offsets.log_start_offset <= offsets.log_end_offset:
+                raise InvalidRequestError(f"{info.path} bucket {key}: lake range {offsets} is not a range")
+
+    def _log_leaders(self, info: TableInfo) -> dict[int | None, dict[int, int]]:
+        """Per partition id (None: the table's own buckets), per bucket, its leader."""
+        leaders: dict[int | None, dict[int, int]] = {None: self._store.leaders(info.table_id)}
+        if info.partitioned:
+            leaders.update(self._store.partition_leaders(info.table_id))
+        return leaders
 
     # tablet servers
 
@@ -336,15 +392,11 @@ class Coordinator:
         led: list[TableAssignment] = []
         lake: list[LakeOffsets] = []
         for info in self._store.all_tables():
-            led += [a for a in self.assignments(info)[1:] if node.server_id in a.leaders.values()]
-            leaders = self._store.leaders(info.table_id)
-            if node.server_id not in leaders.values():
-                continue
-            led.append(TableAssignment(info, leaders))
+            assignments = self.assignments(info)
+            led += [a for a in assignments[1:] + assignments[:1] if node.server_id in a.leaders.values()]
             snapshot = self._store.lake_snapshot(info.table_id) if info.lake_enabled else None
-            mine = _led_by(node.server_id, info.table_id, snapshot, leaders) if snapshot else None
-            if mine is not None:
-                lake.append(mine)
+            if snapshot is not None:
+                lake += _led_by(node.server_id, info.table_id, snapshot, self._log_leaders(info))
         log.info("tablet server %d registered at %s, leading buckets of %d table(s)", node.server_id, node.address, len(led))
         return led, lake
 
@@ -360,9 +412,15 @@ class Coordinator:
                 log.warning("could not notify tablet server %d at %s: %s", node.server_id, node.address, exc)
 
 
-def _led_by(server_id: int, table_id: int, snapshot: LakeSnapshot, leaders: dict[int, int]) -> LakeOffsets | None:
-    buckets = {b: o for b, o in snapshot.bucket_offsets.items() if leaders.get(b) == server_id}
-    return LakeOffsets(table_id, LakeSnapshot(snapshot.snapshot_id, buckets)) if buckets else None
+def _led_by(server_id: int, table_id: int, snapshot: LakeSnapshot, leaders: Mapping[int | None, Mapping[int, int]]) -> list[LakeOffsets]:
+    """What ``server_id`` must know of ``snapshot``: per table or partition it leads buckets of,
+    their lake ranges (``leaders``: per partition id, None for the table's own, per bucket)."""
+    by_log: dict[int | None, dict[LakeBucketKey, LakeBucketOffset]] = {}
+    for key, offsets in snapshot.bucket_offsets.items():
+        partition_id, bucket = split_lake_bucket_key(key)
+        if leaders.get(partition_id, {}).get(bucket) == server_id:
+            by_log.setdefault(partition_id, {})[bucket] = offsets
+    return [LakeOffsets(table_id, LakeSnapshot(snapshot.snapshot_id, buckets), pid) for pid, buckets in by_log.items()]
 
 
 def _records_added(before: LakeSnapshot, after: LakeSnapshot) -> int:

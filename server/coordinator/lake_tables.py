@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from typing import Sequence
 
 import pyarrow as pa
 
@@ -34,13 +35,14 @@ class LakeTables:
             raise InvalidTableError(f"{DATALAKE_FORMAT}={lake_format!r} is not supported (use one of {SUPPORTED_FORMATS})")
         return dataclasses.replace(descriptor, properties={**descriptor.properties, DATALAKE_FORMAT: lake_format})
 
-    def create_table(self, path: TablePath, schema: pa.Schema) -> None:
-        """Create the lake table of a lake-enabled table (refusing a schema the lake cannot hold)."""
+    def create_table(self, path: TablePath, schema: pa.Schema, partition_keys: Sequence[str] = ()) -> None:
+        """Create the lake table of a lake-enabled table (refusing a schema the lake cannot hold),
+        partitioned by the table's partition keys, then by bucket."""
         with self._lock:
             if self._storage is None:
                 self._storage = load_lake_storage(self.config.format)
             storage = self._storage
         try:
-            storage.create_lake_table(path, schema, self.config)
+            storage.create_lake_table(path, schema, self.config, partition_keys)
         except ImportError as exc:
             raise LakeError(f"lake-enabled tables need PyIceberg on the coordinator (pip install 'lakelog[lake]'): {exc}") from None

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 from lakelog.metadata import (
+    LakeBucketKey,
     LakeBucketOffset,
     LakeSnapshot,
     PartitionInfo,
@@ -24,6 +25,7 @@ from lakelog.metadata import (
     TieringJobInfo,
     schema_from_bytes,
     schema_to_bytes,
+    split_lake_bucket_key,
 )
 
 _SCHEMA = """
@@ -83,6 +85,25 @@ CREATE TABLE IF NOT EXISTS lake_bucket_offsets (
     log_end_offset INTEGER NOT NULL,
     log_max_timestamp INTEGER NOT NULL,
     PRIMARY KEY (table_id, bucket)
+);
+-- Partitions dropped from the log of a lake-enabled table once the lake held all of them: read
+-- from the lake only; their names are not reused.
+CREATE TABLE IF NOT EXISTS lake_only_partitions (
+    partition_id INTEGER PRIMARY KEY,
+    table_id INTEGER NOT NULL REFERENCES tables(table_id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    dropped_ms INTEGER NOT NULL
+);
+-- A partitioned table's lake ranges, per (partition, bucket); no reference to partitions: what the
+-- lake holds of a partition outlives the partition's log.
+CREATE TABLE IF NOT EXISTS lake_partition_bucket_offsets (
+    table_id INTEGER NOT NULL REFERENCES tables(table_id) ON DELETE CASCADE,
+    partition_id INTEGER NOT NULL,
+    bucket INTEGER NOT NULL,
+    log_start_offset INTEGER NOT NULL,
+    log_end_offset INTEGER NOT NULL,
+    log_max_timestamp INTEGER NOT NULL,
+    PRIMARY KEY (table_id, partition_id, bucket)
 );
 CREATE TABLE IF NOT EXISTS writer_ids (
     writer_id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -251,9 +272,23 @@ class MetadataStore:
             )
         return PartitionInfo(partition_id, name)
 
-    def delete_partition(self, partition_id: int) -> None:
+    def delete_partition(self, partition_id: int, lake_only: bool = False) -> None:
+        """Forget the partition's log; with ``lake_only`` it is kept as a partition the lake holds."""
         with self._transaction() as db:
+            if lake_only:
+                db.execute(
+                    "INSERT INTO lake_only_partitions (partition_id, table_id, name, dropped_ms)"
+                    " SELECT partition_id, table_id, name, ? FROM partitions WHERE partition_id = ?",
+                    (int(time.time() * 1000), partition_id),
+                )
             db.execute("DELETE FROM partitions WHERE partition_id = ?", (partition_id,))
+
+    def lake_only_partitions(self, table_id: int) -> list[PartitionInfo]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT partition_id, name FROM lake_only_partitions WHERE table_id = ? ORDER BY partition_id", (table_id,)
+            ).fetchall()
+        return [PartitionInfo(partition_id, name, lake_only=True) for partition_id, name in rows]
 
     def partitions(self, table_id: int) -> list[PartitionInfo]:
         with self._lock:
@@ -296,14 +331,23 @@ class MetadataStore:
                 " committed_ms = excluded.committed_ms",
                 (table_id, snapshot.snapshot_id, int(time.time() * 1000)),
             )
+            ranges = (
+                " log_start_offset = excluded.log_start_offset, log_end_offset = excluded.log_end_offset,"
+                " log_max_timestamp = excluded.log_max_timestamp"
+            )
+            buckets = [(split_lake_bucket_key(key), o) for key, o in snapshot.bucket_offsets.items()]
             db.executemany(
                 "INSERT INTO lake_bucket_offsets (table_id, bucket, log_start_offset, log_end_offset, log_max_timestamp)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT(table_id, bucket) DO UPDATE SET"
-                " log_start_offset = excluded.log_start_offset, log_end_offset = excluded.log_end_offset,"
-                " log_max_timestamp = excluded.log_max_timestamp",
+                f" VALUES (?, ?, ?, ?, ?) ON CONFLICT(table_id, bucket) DO UPDATE SET{ranges}",
+                [(table_id, bucket, o.log_start_offset, o.log_end_offset, o.log_max_timestamp) for (pid, bucket), o in buckets if pid is None],
+            )
+            db.executemany(
+                "INSERT INTO lake_partition_bucket_offsets (table_id, partition_id, bucket, log_start_offset, log_end_offset,"
+                f" log_max_timestamp) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(table_id, partition_id, bucket) DO UPDATE SET{ranges}",
                 [
-                    (table_id, bucket, o.log_start_offset, o.log_end_offset, o.log_max_timestamp)
-                    for bucket, o in snapshot.bucket_offsets.items()
+                    (table_id, pid, bucket, o.log_start_offset, o.log_end_offset, o.log_max_timestamp)
+                    for (pid, bucket), o in buckets
+                    if pid is not None
                 ],
             )
 
@@ -317,7 +361,14 @@ class MetadataStore:
                 " WHERE table_id = ? ORDER BY bucket",
                 (table_id,),
             ).fetchall()
-        return LakeSnapshot(row[0], {bucket: LakeBucketOffset(*offsets) for bucket, *offsets in buckets})
+            partitions = self._db.execute(
+                "SELECT partition_id, bucket, log_start_offset, log_end_offset, log_max_timestamp FROM lake_partition_bucket_offsets"
+                " WHERE table_id = ? ORDER BY partition_id, bucket",
+                (table_id,),
+            ).fetchall()
+        offsets: dict[LakeBucketKey, LakeBucketOffset] = {bucket: LakeBucketOffset(*o) for bucket, *o in buckets}
+        offsets.update({(pid, bucket): LakeBucketOffset(*o) for pid, bucket, *o in partitions})
+        return LakeSnapshot(row[0], offsets)
 
     # tablet servers
 

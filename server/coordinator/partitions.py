@@ -34,6 +34,12 @@ class PartitionCatalog:
 
     def create(self, info: TableInfo, name: str, leaders: dict[int, int], ignore_if_exists: bool) -> tuple[PartitionInfo, bool]:
         """The partition named ``name`` and whether this call created it."""
+        lake_only = next((p for p in self._store.lake_only_partitions(info.table_id) if p.partition_name == name), None)
+        if lake_only is not None:
+            raise PartitionAlreadyExistsError(
+                f"partition {name!r} (id {lake_only.partition_id}) of {info.path} was dropped from the log and is held by the"
+                " lake only; its name is not reused (its lake records would mix with the new partition's)"
+            )
         existing = self.find(info, name)
         if existing is not None:
             if ignore_if_exists:
@@ -49,17 +55,21 @@ class PartitionCatalog:
         return created, True
 
     def drop(self, info: TableInfo, name: str, ignore_if_not_exists: bool) -> PartitionInfo | None:
-        """The partition dropped, or None when it did not exist and that is allowed."""
+        """The partition dropped, or None when it did not exist and that is allowed. A lake-enabled
+        table's partition stays listed as ``lake_only`` (its caller checked that the lake holds it)."""
         existing = self.find(info, name)
         if existing is None:
             if ignore_if_not_exists:
                 return None
             raise PartitionNotExistError(f"table {info.path} has no partition {name!r}")
-        self._store.delete_partition(existing.partition_id)
-        log.info("dropped partition %s (id %d) of table %s", name, existing.partition_id, info.path)
+        self._store.delete_partition(existing.partition_id, lake_only=info.lake_enabled)
+        log.info(
+            "dropped partition %s (id %d) of table %s%s", name, existing.partition_id, info.path, ", kept in the lake" if info.lake_enabled else ""
+        )
         return existing
 
     def list(self, info: TableInfo) -> list[PartitionInfo]:
         if not info.partitioned:
             raise InvalidPartitionError(f"table {info.path} is not partitioned")
-        return self._store.partitions(info.table_id)
+        listed = self._store.partitions(info.table_id) + self._store.lake_only_partitions(info.table_id)
+        return sorted(listed, key=lambda p: p.partition_id)

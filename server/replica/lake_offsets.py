@@ -16,7 +16,8 @@ from lakelog.metadata import LakeOffsets
 
 @dataclass(frozen=True)
 class LakeBucketRange:
-    """Offsets ``[start_offset, end_offset)`` of a bucket that lake snapshot ``snapshot_id`` holds."""
+    """Offsets ``[start_offset, end_offset)`` of a bucket that lake snapshot ``snapshot_id`` holds;
+    ``table_id`` is the bucket log's physical id (a partition's id for a partition's bucket)."""
 
     table_id: int
     bucket: int
@@ -38,7 +39,7 @@ class LakeRanges:
     def update(self, snapshots: Iterable[LakeOffsets]) -> None:
         """Apply notified lake snapshots; an older one arriving late never moves a bucket backwards."""
         ranges = [
-            LakeBucketRange(t.table_id, bucket, t.snapshot.snapshot_id, o.log_start_offset, o.log_end_offset, o.log_max_timestamp)
+            LakeBucketRange(t.physical_id, bucket, t.snapshot.snapshot_id, o.log_start_offset, o.log_end_offset, o.log_max_timestamp)
             for t in snapshots
             for bucket, o in t.snapshot.bucket_offsets.items()
         ]

@@ -13,6 +13,7 @@ from lakelog.errors import InvalidRequestError
 
 
 class LakeBucketFields(Protocol):
+    partition_id: int
     bucket_id: int
     log_start_offset: int
     log_end_offset: int
@@ -38,22 +39,27 @@ def check_lake_bucket(where: str, item: LakeBucketFields, buckets: int) -> None:
 
 
 def check_lake_buckets(where: str, items: Iterable[LakeBucketFields], buckets: int) -> None:
-    """A table's bucket ranges (CommitLakeTableSnapshot's ``buckets_req``): each valid, each bucket once."""
-    seen: set[int] = set()
+    """A table's bucket ranges (CommitLakeTableSnapshot's ``buckets_req``): each valid, each bucket
+    (of each partition) once."""
+    seen: set[tuple[int, int]] = set()
     for index, item in enumerate(items):
         check_lake_bucket(f"{where}[{index}]", item, buckets)
-        if item.bucket_id in seen:
-            raise InvalidRequestError(f"{where}[{index}].bucket_id {item.bucket_id} appears twice")
-        seen.add(item.bucket_id)
+        if (item.partition_id, item.bucket_id) in seen:
+            of = f" of partition {item.partition_id}" if item.partition_id else ""
+            raise InvalidRequestError(f"{where}[{index}].bucket_id {item.bucket_id}{of} appears twice")
+        seen.add((item.partition_id, item.bucket_id))
 
 
 def check_notified_offsets(method: str, items: Iterable[NotifiedBucketFields], tables: Mapping[int, int]) -> None:
-    """NotifyLakeTableOffset's ``notify_buckets_req``: every table one of ``tables`` (id -> bucket
-    count, the tables this server leads), every range valid."""
+    """NotifyLakeTableOffset's ``notify_buckets_req``: every table (or partition, when
+    ``partition_id`` is set) one of ``tables`` (table or partition id -> bucket count, what this
+    server leads), every range valid."""
     for index, item in enumerate(items):
         where = f"{method}: notify_buckets_req[{index}]"
-        if item.table_id not in tables:
-            raise InvalidRequestError(f"{where}.table_id {item.table_id} is not a table this tablet server leads")
+        led = item.partition_id or item.table_id
+        if led not in tables:
+            what = f"partition_id {item.partition_id} is not a partition" if item.partition_id else f"table_id {item.table_id} is not a table"
+            raise InvalidRequestError(f"{where}.{what} this tablet server leads")
         if item.snapshot_id < 0:
             raise InvalidRequestError(f"{where}.snapshot_id {item.snapshot_id} is negative")
-        check_lake_bucket(where, item, tables[item.table_id])
+        check_lake_bucket(where, item, tables[led])

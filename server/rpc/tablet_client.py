@@ -41,10 +41,11 @@ class GrpcTabletNotifier:
         request = codec.lake_offsets_to_pb(offsets)
         self._stub(node).NotifyLakeTableOffset(request, timeout=NOTIFY_TIMEOUT_S)
 
-    def describe_buckets(self, node: ServerNode, table_id: int, buckets: Iterable[int]) -> dict[int, BucketInfo]:
-        """The buckets ``node`` described; one it answered with an error, or all when it could not
-        be reached, are left out (the caller shows them as unavailable)."""
-        request = pb.DescribeLogBucketsRequest(table_id=table_id, bucket_id=list(buckets))
+    def describe_buckets(self, node: ServerNode, table_id: int, buckets: Iterable[int], partition_id: int = 0) -> dict[int, BucketInfo]:
+        """The buckets ``node`` described (of partition ``partition_id`` when set); one it answered
+        with an error, or all when it could not be reached, are left out (the caller shows them as
+        unavailable)."""
+        request = pb.DescribeLogBucketsRequest(table_id=table_id, bucket_id=list(buckets), partition_id=partition_id)
         try:
             response = self._stub(node).DescribeLogBuckets(request, timeout=DESCRIBE_TIMEOUT_S)
         except grpc.RpcError as error:

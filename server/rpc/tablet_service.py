@@ -233,7 +233,7 @@ class TabletService(TabletServiceServicer):
     def NotifyLakeTableOffset(
         self, request: pb.NotifyLakeTableOffsetRequest, context: grpc.ServicerContext
     ) -> pb.NotifyLakeTableOffsetResponse:
-        tables = {info.table_id: info.buckets for info, _ in self._replicas.led_tables()}
+        tables = {info.physical_id: info.buckets for info, _ in self._replicas.led_tables()}
         check_notified_offsets("NotifyLakeTableOffset", request.notify_buckets_req, tables)
         self._replicas.lake.update(codec.lake_offsets_from_pb(request))
         return pb.NotifyLakeTableOffsetResponse()

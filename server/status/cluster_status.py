@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Any, Callable, Iterable, Protocol
 
 from lakelog.errors import LakeSnapshotNotExistError, TableNotExistError
-from lakelog.metadata import BucketInfo, LakeSnapshot, ServerNode, TableInfo
+from lakelog.metadata import BucketInfo, LakeSnapshot, ServerNode, TableAssignment, TableInfo
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.log.log_tablet import wall_clock_ms
 from lakelog.server.status.lake_lag_history import LakeLagHistory
@@ -31,7 +31,7 @@ LAG_SAMPLE_INTERVAL_MS = 10_000
 class BucketDescriber(Protocol):
     """How the coordinator asks a tablet server about buckets (gRPC in production)."""
 
-    def describe_buckets(self, node: ServerNode, table_id: int, buckets: Iterable[int]) -> dict[int, BucketInfo]: ...
+    def describe_buckets(self, node: ServerNode, table_id: int, buckets: Iterable[int], partition_id: int = 0) -> dict[int, BucketInfo]: ...
 
 
 class ClusterStatus:
@@ -110,13 +110,32 @@ class ClusterStatus:
         }
 
     def _table(self, info: TableInfo, reachable: dict[int, ServerNode], now: int) -> dict[str, Any]:
-        buckets = self._describe(info, reachable)
+        """A partitioned table's buckets are its partitions': listed per partition (a lake-only
+        partition with none, its log is gone), each with its buckets' tier spans."""
+        assignments = self._coordinator.assignments(info)
+        described = [self._describe(assignment, reachable) for assignment in assignments]
         table: dict[str, Any] = {
             "table": str(info.path),
             "table_id": info.table_id,
             "lake_enabled": info.lake_enabled,
-            "buckets": [_bucket(bucket, described) for bucket, described in buckets.items()],
+            "buckets": [_bucket(bucket, found) for bucket, found in described[0].items()],
         }
+        if info.partitioned:
+            live = [
+                {
+                    "partition_id": assignment.info.partition_id,
+                    "partition_name": assignment.info.partition_name,
+                    "lake_only": False,
+                    "buckets": [_bucket(bucket, found) for bucket, found in buckets.items()],
+                }
+                for assignment, buckets in zip(assignments[1:], described[1:])
+            ]
+            gone = [
+                {"partition_id": p.partition_id, "partition_name": p.partition_name, "lake_only": True, "buckets": []}
+                for p in self._coordinator.list_partitions_of(info)
+                if p.lake_only
+            ]
+            table["partitions"] = sorted(live + gone, key=lambda p: p["partition_id"])
         if info.lake_enabled:
             snapshot = self._lake_snapshot(info)
             lag = _lag(snapshot, now)
@@ -124,22 +143,22 @@ class ClusterStatus:
                 "snapshot_id": snapshot.snapshot_id if snapshot else None,
                 "lag_ms": lag,
                 "offsets_behind": sum(
-                    b.high_watermark - max(b.lake_log_end_offset, 0) for b in buckets.values() if b.leader_available
+                    b.high_watermark - max(b.lake_log_end_offset, 0) for buckets in described for b in buckets.values() if b.leader_available
                 ),
                 "lag_history": [*self.history.samples(str(info.path), now), (now, lag)],
             }
         return table
 
-    def _describe(self, info: TableInfo, reachable: dict[int, ServerNode]) -> dict[int, BucketInfo]:
-        """Every bucket of the table, by bucket; those whose leader did not answer are unavailable."""
-        leaders = self._coordinator.assignment(info).leaders
+    def _describe(self, assignment: TableAssignment, reachable: dict[int, ServerNode]) -> dict[int, BucketInfo]:
+        """Every bucket of a table or partition, by bucket; those whose leader did not answer are unavailable."""
+        leaders, info = assignment.leaders, assignment.info
         by_leader: dict[int, list[int]] = defaultdict(list)
         for bucket, leader in leaders.items():
             by_leader[leader].append(bucket)
         described: dict[int, BucketInfo] = {}
         for leader, group in by_leader.items():
             if leader in reachable:
-                described.update(self._tablets.describe_buckets(reachable[leader], info.table_id, group))
+                described.update(self._tablets.describe_buckets(reachable[leader], info.table_id, group, info.partition_id or 0))
         return {bucket: described.get(bucket) or BucketInfo.unavailable(leaders[bucket]) for bucket in sorted(leaders)}
 
 

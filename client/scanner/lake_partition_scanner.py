@@ -1,0 +1,152 @@
+"""The scanner of a lake-only partition: one dropped from the log of a lake-enabled table once the
+lake held all of it (``PartitionInfo.lake_only``).
+
+No tablet server holds such a partition any more, so nothing is fetched: each subscribed bucket's
+range ``[lake start, lake end)`` of the coordinator's lake snapshot is read straight from the
+table's LogSource with :class:`LakeLogReader` (offsets checked batch by batch, as after a lake
+answer of a server), and then the bucket is finished: no record can come after the lake's end.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+
+from lakelog.errors import InvalidTimestampError, OffsetOutOfRangeError
+from lakelog.log_source import FetchContext, LogSource, LookupContext
+from lakelog.metadata import LakeBucketOffset, LakeSnapshot, TableInfo, split_lake_bucket_key
+from lakelog.client.scanner.lake_log_reader import LakeLogReader
+from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
+from lakelog.client.scanner.scan_records import BucketKey, ScanRecords
+from lakelog.record.meta_columns import with_meta_fields
+
+POLL_WAIT_S = 0.01
+TIER = LakeLogReader.tier
+
+
+class LakePartitionScanner:
+    def __init__(self, info: TableInfo, projection: list[int] | None, source: LogSource, lake: LakeSnapshot, buffered_bytes: int) -> None:
+        """``info``: the partition's info; ``lake``: the table's lake snapshot from the coordinator;
+        ``buffered_bytes``: what its lake readers may hold read ahead (``client.scanner.max-buffered-bytes``)."""
+        assert info.partition_id is not None
+        self._info = info
+        self._projection = projection
+        self._source = source
+        self._snapshot_id = lake.snapshot_id
+        self._ranges: dict[int, LakeBucketOffset] = {}
+        for key, offsets in lake.bucket_offsets.items():
+            partition_id, bucket = split_lake_bucket_key(key)
+            if partition_id == info.partition_id:
+                self._ranges[bucket] = offsets
+        fields = [info.schema.field(i) for i in projection] if projection else list(info.schema)
+        self._out_schema = with_meta_fields(pa.schema(fields))
+        self._positions: dict[int, int] = {}
+        self._readers: dict[int, LakeLogReader] = {}
+        self._budget = ReadAheadBudget(buffered_bytes)
+        self._records = 0
+
+    def _range(self, bucket: int) -> tuple[int, int]:
+        found = self._ranges.get(bucket)
+        return (found.log_start_offset, found.log_end_offset) if found else (0, 0)
+
+    # subscriptions
+
+    def subscribe(self, bucket: int, offset: int) -> None:
+        start, end = self._range(bucket)
+        if not start <= offset <= end:
+            raise OffsetOutOfRangeError(
+                bucket,
+                offset,
+                start,
+                f"{self._info.label} is held by the lake only: bucket {bucket} has offsets [{start}, {end}), not {offset}",
+            )
+        self._close_reader(bucket)
+        self._positions[bucket] = offset
+
+    def subscribe_from_beginning(self, buckets: Iterable[int] | None = None) -> None:
+        for bucket in self._buckets(buckets):
+            self.subscribe(bucket, self._range(bucket)[0])
+
+    def subscribe_from_timestamp(self, ms: int, buckets: Iterable[int] | None = None) -> None:
+        for bucket in self._buckets(buckets):
+            start, end = self._range(bucket)
+            try:
+                offset = self._source.lookup_log_offset_by_timestamp(
+                    LookupContext(self._info.partition_name, bucket, ms, self._snapshot_id)
+                ) if end > start else end
+            except InvalidTimestampError:
+                offset = end
+            self.subscribe(bucket, offset)
+
+    def _buckets(self, buckets: Iterable[int] | None) -> list[int]:
+        return list(range(self._info.buckets)) if buckets is None else list(buckets)
+
+    def unsubscribe(self, bucket: int) -> None:
+        self._close_reader(bucket)
+        self._positions.pop(bucket, None)
+
+    def positions(self) -> dict[int, int]:
+        return dict(self._positions)
+
+    def records_by_tier(self) -> dict[str, int]:
+        return {TIER: self._records} if self._records else {}
+
+    # reading
+
+    def poll(self, timeout_ms: int = 1000) -> ScanRecords:
+        """What the lake readers have read since the last poll (waiting up to ``timeout_ms`` for some)."""
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        while True:
+            tables: dict[BucketKey, pa.Table] = {}
+            for bucket in list(self._positions):
+                read = self._read(bucket)
+                if read.num_rows:
+                    tables[bucket] = read
+            if tables or time.monotonic() >= deadline:
+                return ScanRecords(self._out_schema, tables, {b: self._range(b)[1] for b in self._positions})
+            time.sleep(POLL_WAIT_S)
+
+    def _read(self, bucket: int) -> pa.Table:
+        position = self._positions[bucket]
+        end = self._range(bucket)[1]
+        if position >= end:
+            return self._out_schema.empty_table()
+        reader = self._readers.get(bucket)
+        if reader is None:
+            context = FetchContext(position, end, self._info.partition_name, bucket, self._snapshot_id, self._projection or None)
+            where = f"{self._info.label} bucket {bucket}"
+            reader = self._readers[bucket] = LakeLogReader(
+                self._source, context, self._out_schema, where, end, self._budget, lambda: None
+            )
+        read = reader.read(max_bytes=1 << 22)
+        self._positions[bucket] = reader.next_offset
+        self._records += read.num_rows
+        if reader.done:
+            self._close_reader(bucket)
+        return read
+
+    def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
+        """Every subscribed bucket to the lake's end, bucket after bucket."""
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for bucket in list(self._positions):
+                while self._positions.get(bucket, 0) < self._range(bucket)[1]:
+                    read = self._read(bucket)
+                    if read.num_rows:
+                        yield from read.to_batches()
+                    else:
+                        time.sleep(POLL_WAIT_S)
+
+        return pa.RecordBatchReader.from_batches(self._out_schema, batches())
+
+    def _close_reader(self, bucket: int) -> None:
+        reader = self._readers.pop(bucket, None)
+        if reader is not None:
+            reader.close()
+
+    def close(self) -> None:
+        for bucket in list(self._readers):
+            self._close_reader(bucket)
+        self._positions.clear()
