@@ -12,6 +12,7 @@ and control RPCs and produce keep their threads (issue 15). Each connection may 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from concurrent import futures
 from typing import Any, Awaitable, Callable, Collection, Sequence, TypeVar
@@ -28,6 +29,17 @@ from lakelog.server.rpc.error_boundary import lenient_parser
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 
 T = TypeVar("T")
+
+
+class _CancelledCalls(logging.Filter):
+    """grpc.aio logs every call coroutine cancelled when the server stops as an unhandled ERROR
+    with a traceback; a stopping server cancels its parked calls on purpose (see ``_stop``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
+logging.getLogger("grpc._cython.cygrpc").addFilter(_CancelledCalls())
 
 
 class _Refused(Exception):
