@@ -206,8 +206,9 @@ class Walk:
         return f"manifest of bucket {bucket} {how}, restart, repair remote: {repair.summary}"
 
     def _step_damage_segment(self) -> str:
-        """Damage a rolled local segment. Uploaded, it is served from remote storage (the checks go
-        on as before); never uploaded, a read of it fails naming the file until the file is restored."""
+        """Damage a rolled local segment. Uploaded, it is served from remote storage, tiered from the
+        lake (the checks go on as before); neither, a read of it fails naming the file until the file
+        is restored."""
         bucket = self.rng.randrange(BUCKETS)
         table_id = self.table.info.table_id
         rolled = self.cluster.local_log(table_id, bucket).segments[:-1]
@@ -215,9 +216,14 @@ class Walk:
             return f"damage a segment of bucket {bucket}: skipped (S3 down or no rolled segment)"
         segment = self.rng.choice(rolled)
         uploaded = segment.next_offset <= self.cluster.remote.manifest(table_id, bucket).end_offset
+        assert self.conn is not None
+        described = self.conn.admin.describe_buckets(PATH)[bucket]
+        in_lake = described.lake_log_start_offset <= segment.base_offset and segment.next_offset <= described.lake_log_end_offset
         original = self.cluster.damage_segment(table_id, bucket, segment.base_offset)
         if uploaded:
             return f"damage uploaded segment {segment.base_offset} of bucket {bucket}: served from remote"
+        if in_lake:
+            return f"damage segment {segment.base_offset} of bucket {bucket} (not uploaded, tiered): served from the lake"
         with self.table.new_scan().create_log_scanner() as scanner:
             scanner.subscribe(bucket, segment.base_offset)
             try:
