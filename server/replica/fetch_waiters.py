@@ -1,20 +1,26 @@
 """Long polls parked on the RPC event loop until data arrives, without a thread each.
 
-A FetchLog without enough bytes parks here until any bucket's high watermark moves (then it reads
-again) or its wait ends. Parking costs a coroutine, not one of the RPC threads, so idle long polls
-never keep produce and control RPCs waiting (issue 15). At most ``max_parked`` polls park at once:
-one more is answered at once with what there is (often nothing), as if its wait had ended (the
-caller counts it); the client simply polls again.
+A FetchLog without enough bytes parks here until one of *its* buckets' high watermark moves (then
+it reads again) or its wait ends. Parking costs a coroutine, not one of the RPC threads, so idle long
+polls never keep produce and control RPCs waiting (issue 15); and a produce wakes only the polls on
+its bucket, so a thousand polls parked on quiet buckets cost nothing while one bucket is busy. At
+most ``max_parked`` polls park at once: one more is answered at once with what there is (often
+nothing), as if its wait had ended (the caller counts it); the client simply polls again.
 
-Arrivals are counted: a poll notes the count before it reads, and parks only if no arrival came
-between its read and its parking, so no wake-up is lost. Producers call :meth:`notify` from their
-threads; it costs one hop onto the loop, and only while polls are parked.
+Arrivals are numbered: a poll notes the number before it reads, and parks only if none of its
+buckets had an arrival since, so no wake-up is lost between its read and its parking. Producers
+call :meth:`notify` from their threads; it costs one hop onto the loop, and only while a poll is
+parked on that bucket.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Collection
+
+BucketKey = tuple[int, int]
+"""(physical table id, bucket): a partition's buckets are keyed by the partition's id."""
 
 
 class FetchWaiters:
@@ -22,61 +28,76 @@ class FetchWaiters:
         self.max_parked = max_parked
         self._lock = threading.Lock()
         self._arrivals = 0
-        self._parked = 0
+        self._last_arrival: dict[BucketKey, int] = {}
+        self._parked: dict[BucketKey, set[asyncio.Event]] = {}
+        self._parked_count = 0
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._event: asyncio.Event | None = None
 
     @property
     def parked(self) -> int:
-        return self._parked
+        return self._parked_count
 
     def arrivals(self) -> int:
         """What a poll notes before it reads, for :meth:`park`."""
         with self._lock:
             return self._arrivals
 
-    async def park(self, seen: int, timeout_s: float) -> bool:
-        """Wait until data arrives after ``seen`` (see :meth:`arrivals`) or ``timeout_s`` passes;
-        True after a wait (or at once when data came meanwhile or the server is closing), False at
-        once when ``max_parked`` polls are parked already."""
+    async def park(self, keys: Collection[BucketKey], seen: int, timeout_s: float) -> bool:
+        """Wait until data arrives on one of ``keys`` after ``seen`` (see :meth:`arrivals`) or
+        ``timeout_s`` passes; True after a wait (or at once when data came meanwhile or the server
+        is closing), False at once when ``max_parked`` polls are parked already."""
+        event = asyncio.Event()
         with self._lock:
-            if self._closing or self._arrivals != seen:
+            if self._closing or any(self._last_arrival.get(key, 0) > seen for key in keys):
                 return True
-            if self._parked >= self.max_parked:
+            if self._parked_count >= self.max_parked:
                 return False
-            self._parked += 1
-            if self._event is None:
-                self._loop, self._event = asyncio.get_running_loop(), asyncio.Event()
-            event = self._event
+            self._parked_count += 1
+            self._loop = asyncio.get_running_loop()
+            for key in keys:
+                self._parked.setdefault(key, set()).add(event)
         try:
-            await asyncio.wait_for(event.wait(), timeout_s)
+            await asyncio.wait_for(event.wait(), max(timeout_s, 0))
         except asyncio.TimeoutError:
             pass
         finally:
             with self._lock:
-                self._parked -= 1
+                self._parked_count -= 1
+                for key in keys:
+                    events = self._parked.get(key)
+                    if events is not None:
+                        events.discard(event)
+                        if not events:
+                            del self._parked[key]
         return True
 
-    def notify(self) -> None:
-        """A high watermark moved (any thread): every parked poll reads again."""
+    def notify(self, key: BucketKey) -> None:
+        """The high watermark of ``key`` moved (any thread): the polls parked on it read again."""
         with self._lock:
             self._arrivals += 1
-            loop = self._loop if self._parked else None
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._wake)
+            self._last_arrival[key] = self._arrivals
+            events = list(self._parked.get(key, ()))
+            loop = self._loop
+        if events and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake, events)
+
+    def forget(self, table_id: int) -> None:
+        """A table or partition was dropped here: its buckets' arrivals are not kept any more."""
+        with self._lock:
+            for key in [key for key in self._last_arrival if key[0] == table_id]:
+                del self._last_arrival[key]
 
     def close(self) -> None:
         """The server stops: parked polls answer now, and none parks again."""
         with self._lock:
             self._closing = True
+            events = [event for parked in self._parked.values() for event in parked]
             loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._wake)
+        if events and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake, events)
 
-    def _wake(self) -> None:
-        """On the loop: release every poll parked on the current event; later ones get a new one."""
-        with self._lock:
-            event, self._event = self._event, None
-        if event is not None:
+    @staticmethod
+    def _wake(events: list[asyncio.Event]) -> None:
+        for event in events:
             event.set()

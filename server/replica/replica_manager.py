@@ -2,7 +2,7 @@
 
 Plain Python, no gRPC. A fetch reads with :meth:`ReplicaManager.read_fetch`; one without enough
 bytes long-polls on :attr:`ReplicaManager.waiters` (parked on the RPC event loop, no thread held),
-which every bucket's high-watermark advance wakes, until it has ``min_bytes`` or ``max_wait_ms``.
+which a high-watermark advance of one of its buckets wakes, until it has ``min_bytes`` or ``max_wait_ms``.
 
 Tiers (spec section 4): a fetch at or above the local log start reads the local log; below it, the
 answer is where the records lie in remote storage (the client reads them itself), then, only for a
@@ -189,6 +189,7 @@ class ReplicaManager:
             self._remote.drop_table(table_id)
             self.lake.drop_table(table_id)
             self._logs.drop_table(table_id)
+            self.waiters.forget(table_id)
             if info is not None:
                 log.info("dropped the logs of %s (id %d)", info.label, table_id)
 
@@ -238,7 +239,7 @@ class ReplicaManager:
         self.waiters.close()
 
     def notify_high_watermark(self, table_id: int, bucket: int) -> None:
-        self.waiters.notify()
+        self.waiters.notify((table_id, bucket))
 
     # produce
 

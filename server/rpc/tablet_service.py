@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 import grpc
 
@@ -25,6 +26,21 @@ log = logging.getLogger(__name__)
 
 # Bytes of an answer besides its records, per bucket (error message, remote segment list): reserved too.
 ANSWER_OVERHEAD = 4096
+
+
+@dataclass(frozen=True)
+class _FetchPlan:
+    """A FetchLog request resolved: what was asked, in order; what to read; what was refused (by
+    position in ``asked``)."""
+
+    asked: list[tuple[pb.PbFetchLogReqForTable, pb.PbFetchLogReqForBucket]]
+    params: FetchParams
+    refused: dict[int, BucketFetchResult]
+
+
+def _names_partitions(request: pb.FetchLogRequest) -> bool:
+    """Whether resolving the request may ask the coordinator (a partition not seen here yet)."""
+    return any(b.partition_id > 0 for table in request.tables_req for b in table.buckets_req)
 
 
 class TabletService(TabletServiceServicer):
@@ -75,13 +91,46 @@ class TabletService(TabletServiceServicer):
     @rpc_method
     async def FetchLog(self, request: pb.FetchLogRequest, context: grpc.aio.ServicerContext) -> bytes:
         """Answers a serialized ``FetchLogResponse`` (see :mod:`fetch_response`). Runs on the RPC
-        event loop: it waits for answer budget and for data there, holding no thread, and reads in
-        an RPC thread; the budget its answer keeps comes back when the call ends (sent or not)."""
+        event loop: it waits for answer budget and for data there, holding no thread; it resolves
+        partitions (which may ask the coordinator), reads and encodes in an RPC thread. The budget
+        its answer keeps comes back when the call ends (sent or not)."""
         self._replicas.check_ready()
+        loop = asyncio.get_running_loop()
+        plan = await loop.run_in_executor(None, self._plan, request) if _names_partitions(request) else self._plan(request)
+        params = plan.params
+        self._replicas.check_fetch(params)
+        deadline = loop.time() + params.max_wait_ms / 1000
+        bound = params.answer_bound() + ANSWER_OVERHEAD * (len(plan.asked) + 1)
+        keys = [(b.table_id, b.bucket) for b in params.buckets]
+        may_park = not plan.refused  # a refused bucket is an answer already: waiting would not change it
+        while True:
+            seen = self._replicas.waiters.arrivals()
+            reserved = await self.budget.acquire(bound)
+            kept = 0
+            try:
+                final = not may_park or loop.time() >= deadline
+                results, answer = await loop.run_in_executor(None, self._read, plan, final)
+                if answer is not None:
+                    kept = min(reserved, len(answer))
+                    context.add_done_callback(lambda _, kept=kept: self.budget.release(kept))
+            finally:
+                self.budget.release(reserved - kept)
+            if answer is not None:
+                break
+            may_park = await self._replicas.waiters.park(keys, seen, deadline - loop.time())
+            if not may_park:
+                self.metrics.count_unparked_poll()
+        for result in [*results, *plan.refused.values()]:
+            self.metrics.record_fetch(result)
+        return answer
+
+    def _plan(self, request: pb.FetchLogRequest) -> _FetchPlan:
+        """The buckets to read, each under its physical id; a partition not (any more) here is
+        refused by position."""
         asked = [(table, b) for table in request.tables_req for b in table.buckets_req]
         buckets: list[BucketFetch] = []
         projections: dict[int, list[int]] = {}
-        refused: dict[int, BucketFetchResult] = {}  # by position in ``asked``: a partition not (any more) here
+        refused: dict[int, BucketFetchResult] = {}
         for index, (table, b) in enumerate(asked):
             try:
                 physical_id = self._replicas.physical_id(table.table_id, b.partition_id)
@@ -98,33 +147,15 @@ class TabletService(TabletServiceServicer):
             max_wait_ms=min(request.max_wait_ms, 60_000),
             enable_lake=request.enable_lake,
         )
-        self._replicas.check_fetch(params)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + params.max_wait_ms / 1000
-        bound = params.answer_bound() + ANSWER_OVERHEAD * (len(asked) + 1)
-        may_park = not refused  # a refused bucket is an answer already: waiting would not change it
-        while True:
-            seen = self._replicas.waiters.arrivals()
-            reserved = await self.budget.acquire(bound)
-            try:
-                results = await loop.run_in_executor(None, self._replicas.read_fetch, params) if buckets else []
-                answer = encode_fetch_response(self._answers(asked, refused, results))
-            except BaseException:
-                self.budget.release(reserved)
-                raise
-            remaining = deadline - loop.time()
-            if not may_park or remaining <= 0 or self._replicas.fetch_complete(params, results):
-                break
-            self.budget.release(reserved)
-            may_park = await self._replicas.waiters.park(seen, remaining)
-            if not may_park:
-                self.metrics.count_unparked_poll()
-        for result in [*results, *refused.values()]:
-            self.metrics.record_fetch(result)
-        kept = min(reserved, len(answer))
-        self.budget.release(reserved - kept)
-        context.add_done_callback(lambda _: self.budget.release(kept))
-        return answer
+        return _FetchPlan(asked, params, refused)
+
+    def _read(self, plan: _FetchPlan, final: bool) -> tuple[list[BucketFetchResult], bytes | None]:
+        """One read of the fetch (in an RPC thread), and its encoded answer when it is one: when
+        ``final`` or when waiting would not change it."""
+        results = self._replicas.read_fetch(plan.params) if plan.params.buckets else []
+        if not final and not self._replicas.fetch_complete(plan.params, results):
+            return results, None
+        return results, encode_fetch_response(self._answers(plan.asked, plan.refused, results))
 
     @staticmethod
     def _answers(
