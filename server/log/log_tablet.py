@@ -131,12 +131,12 @@ class LogTablet:
         self._flushing = False
         self._closed = False
         self._acknowledged = AcknowledgedOffset(directory)
+        self._writers = WriterState(name)
         self._segments, self._log_start_offset, self._holes = self._recover()
         self._durable_offset = self._segments[-1].next_offset  # recovery flushed what it kept
         self._fence = self._check_acknowledged()
         self._last_timestamp = max(segment.max_timestamp for segment in self._segments)
         self._high_watermark = self._end_mark()
-        self._writers = WriterState.rebuild(name, (header for segment in self._segments for _, header in segment.iter_batches()))
         # (end offset, commit timestamp) of appends not yet below the high watermark, oldest first.
         self._unpublished: deque[tuple[int, int]] = deque()
         self._stop_flusher = threading.Event()
@@ -224,6 +224,7 @@ class LogTablet:
             truncated = segments[-1].sanity_check() if clean else segments[-1].recover()
         else:
             segments.append(LogSegment(self.directory, start, self.config.index_interval_bytes))
+        self._writers.replay(header for _, header in segments[-1].iter_batches())
         # What survived the restart is durable from now on: the HW may cover all of it.
         segments[-1].flush()
         marker.unlink(missing_ok=True)
@@ -241,9 +242,12 @@ class LogTablet:
         return tuple(segments), start, holes
 
     def _rolled_segment_intact(self, segment: LogSegment) -> bool:
-        """Check a rolled segment without cutting it; a damaged one is quarantined (False)."""
+        """Check a rolled segment without cutting it, and replay its batch headers into the
+        writers' state (which reads every header, so damage the cheap check of its ends missed is
+        found here); a damaged one is quarantined (False)."""
         try:
             segment.sanity_check(truncate=False)
+            self._writers.replay(header for _, header in segment.iter_batches())
             return True
         except CorruptRecordError as exc:
             logger.error(

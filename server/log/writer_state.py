@@ -5,7 +5,7 @@ from 0 within an epoch. A batch whose sequence the bucket already holds is a ret
 was appended but whose answer was lost: it is dropped and answered with its original offsets. A
 sequence past the next one, or an epoch older than the bucket's, is refused. The state is not a
 file of its own: every batch header carries its writer, epoch and sequence, so a restart rebuilds
-it by reading the headers of the local segments. A writer whose batches all left the local log
+it by reading the headers of the local segments (recovery replays them, segment by segment). A writer whose batches all left the local log
 (uploaded and cleaned) is forgotten and accepted again from any sequence, as Kafka does once it
 has expired a producer id.
 """
@@ -91,17 +91,11 @@ class WriterState:
         self._name = name
         self._writers: OrderedDict[int, _Writer] = OrderedDict()
 
-    @classmethod
-    def rebuild(cls, name: str, headers: Iterable[BatchHeader]) -> WriterState:
-        """The state of a log whose batch headers, oldest first, are ``headers``."""
-        state = cls(name)
+    def replay(self, headers: Iterable[BatchHeader]) -> None:
+        """Rebuild from the log: its batch headers, oldest first, one segment after another."""
         for header in headers:
             if header.writer_id != NO_WRITER:
-                state._remember(header.writer_id, header.writer_epoch, [header])
-        return state
-
-    def __len__(self) -> int:
-        return len(self._writers)
+                self._remember(header.writer_id, header.writer_epoch, [header])
 
     def check(self, batches: WriterBatches) -> Duplicate | None:
         """The original offsets if ``batches`` were appended already, None if they are the next

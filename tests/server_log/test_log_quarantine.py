@@ -126,3 +126,30 @@ def test_lost_acknowledged_records_fence_the_bucket_across_restarts_until_accept
     assert still.append(make_batch(1)).base_offset == 8
     still.close()
     assert open_tablet().fence is None
+
+
+
+def test_a_rolled_segment_damaged_mid_file_is_quarantined_and_the_bucket_opens(
+    open_tablet: OpenTablet, make_batch: MakeBatch, batches: Batches, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cheap check of a rolled segment reads its first batch and its tail; damage between is
+    found when recovery replays the headers into the writers' state, and is quarantined like any
+    other, never failing the whole bucket."""
+    before = filled(open_tablet, make_batch)
+    damaged, after = before.segments[1], before.segments[2]
+    data = bytearray(damaged.path.read_bytes())
+    second = [position for position, _ in iter_headers(data)][1]
+    data[second + 8 : second + 12] = struct.pack(">i", 0x7FFF0000)
+    damaged.path.write_bytes(bytes(data))
+
+    with caplog.at_level(logging.ERROR, logger="lakelog.server.log"):
+        reopened = open_tablet(**SMALL)
+    quarantined = damaged.path.with_name(damaged.path.name + ".quarantined")
+    assert any(str(quarantined) in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
+    assert [(hole.start, hole.end) for hole in reopened.quarantined] == [(damaged.base_offset, after.base_offset)]
+    assert batches(reopened.read(0, 1 << 20).records)[0][0] == 0
+    assert batches(reopened.read(after.base_offset, 1 << 20).records)[0][0] == after.base_offset
+    with pytest.raises(CorruptRecordError, match=f"offset {damaged.base_offset} cannot be read locally"):
+        reopened.read(damaged.base_offset, 1 << 20)
+    assert reopened.append(make_batch(5)).base_offset == 100
+    reopened.close()
