@@ -113,8 +113,6 @@ class RemoteLogManager:
         self._dropped_due = 0.0
         self._step: _Step | None = None
         self._watchdog: threading.Thread | None = None
-        self._checked_at: dict[tuple[int, int], float] = {}
-        self._vanished: dict[tuple[int, int], RemoteStorageError] = {}
 
     @classmethod
     def from_configuration(
@@ -321,16 +319,16 @@ class RemoteLogManager:
     def _objects_present(self, remote: RemoteLogTablet) -> bool:
         """Every ``remote.log.manifest-check-interval`` (every pass while they are missing): are the
         objects the manifest names still there? False, logged once at ERROR, when some vanished."""
-        key = (remote.info.physical_id, remote.tablet.bucket)
         manifest = remote.known_manifest
         now = self._monotonic()
-        if not manifest.segments or (key not in self._vanished and now - self._checked_at.get(key, float("-inf")) < self.manifest_check_interval_ms / 1000):
+        vanished = remote.objects_vanished is not None
+        if not manifest.segments or (not vanished and now - remote.objects_checked_at < self.manifest_check_interval_ms / 1000):
             return True
         missing = self.storage.missing_objects(remote.directory, manifest)
-        self._checked_at[key] = now
+        remote.objects_checked_at = now
         if not missing:
-            if self._vanished.pop(key, None) is not None:
-                remote.manifest_error = None
+            if vanished:
+                remote.objects_vanished = remote.manifest_error = None
                 logger.info("the remote tier of %s holds every object its manifest names again", remote.name)
             return True
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
@@ -340,10 +338,9 @@ class RemoteLogManager:
             f"cannot be read from it; uploads and local cleanup of the bucket stop until "
             f"`lakelog repair remote {remote.info.path}` or the objects are back"
         )
-        if key not in self._vanished and remote.manifest_error is None:  # else said already, by this check or a manifest read
+        if not vanished and remote.manifest_error is None:  # else said already, by this check or a manifest read
             logger.error("%s", error.message)
-        self._vanished[key] = error
-        remote.manifest_error = error
+        remote.objects_vanished = remote.manifest_error = error
         return False
 
     def _expiry_bound(self, remote: RemoteLogTablet, policy: TieringPolicy) -> int:

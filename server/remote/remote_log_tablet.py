@@ -64,6 +64,10 @@ class RemoteLogTablet:
         self.manifest_error: RemoteStorageError | None = None  # set while the manifest cannot be trusted
         # A quarantined range the manifest does not cover: nothing past it is uploaded (no gap remotely).
         self.upload_blocked_by: QuarantinedRange | None = None
+        # The periodic check that the objects the manifest names are there: when it last ran, and
+        # what it found missing (kept until a check finds them all again).
+        self.objects_checked_at = float("-inf")
+        self.objects_vanished: RemoteStorageError | None = None
         self._lock = threading.Lock()
 
     @property
