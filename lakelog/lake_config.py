@@ -13,6 +13,7 @@ server with no lake table never need it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import socket
@@ -76,16 +77,19 @@ def _without_secret_parameters(master: str) -> str:
 
 
 def this_host() -> str:
-    """This machine: ``$LAKELOG_HOST_ID``, else its hostname and machine id (containers of one
-    image share a machine id but not a hostname)."""
+    """This machine: ``$LAKELOG_HOST_ID``, else its hostname and a digest of its machine id
+    (containers of one image share a machine id but not a hostname). The coordinator hands it to
+    every client, and machine-id(5) asks that the raw id never leave the machine, so only an
+    application-keyed hash of it does."""
     own = os.environ.get(HOST_ID_ENV)
     if own:
         return own
     try:
-        machine = _MACHINE_ID.read_text().strip()
+        machine = _MACHINE_ID.read_bytes().strip()
     except OSError:
-        machine = ""
-    return f"{socket.gethostname()}/{machine}"
+        machine = b""
+    digest = hashlib.sha256(b"lakelog host:" + machine).hexdigest()[:16] if machine else ""
+    return f"{socket.gethostname()}/{digest}"
 
 
 def _is_local_location(value: str) -> bool:

@@ -11,6 +11,7 @@ import pytest
 
 import lakelog
 from lakelog.errors import InvalidRequestError, LakeSnapshotNotExistError, StaleLakeSnapshotError
+from lakelog.lake_config import this_host
 from lakelog.metadata import LakeBucketOffset, LakeOffsets, LakeSnapshot
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
@@ -112,6 +113,10 @@ def test_lake_config_leaves_secrets_out(server_factory: Callable[..., ServerProc
         "s3.endpoint": "http://127.0.0.1:9000",
         "s3.region": "eu-west-1",
     }
+    machine_id = Path("/etc/machine-id").read_text().strip() if Path("/etc/machine-id").exists() else ""
+    assert config.server_host == this_host() and (not machine_id or machine_id not in repr(config)), (
+        "the machine id is confidential (machine-id(5)): only a keyed hash of it leaves the machine"
+    )
 
 
 def test_default_lake_is_a_sqlite_catalog_in_the_data_dir(server: ServerProcess, conn: lakelog.Connection) -> None:
