@@ -52,8 +52,12 @@ def read_lake_file(
     Raises LakeError when the file cannot be read (gone, storage unreachable), LakeDataError when it
     is damaged (not Parquet, a page failing its checksum) or its columns do not convert to the log's.
     """
-    for unit in row_group_reads(io, FileRange(path, start, end)):
-        yield from read_row_group(io, unit, log_schema, batch_rows)
+    file = FileRange(path, start, end)
+    with _reading(path):
+        with io.new_input(path).open() as stream:  # one open for the footer and every row group
+            parquet = pq.ParquetFile(stream, page_checksum_verification=True)
+            for unit in _wanted_row_groups(file, parquet.metadata):
+                yield from _log_batches(parquet.read_row_group(unit.group, columns=log_schema.names), file, log_schema, batch_rows)
 
 
 def read_lake_files(
@@ -97,6 +101,10 @@ def row_group_reads(io: FileIO, file: FileRange) -> list[RowGroupRead]:
     with _reading(file.path):
         with io.new_input(file.path).open() as stream:
             metadata = pq.ParquetFile(stream).metadata
+    return _wanted_row_groups(file, metadata)
+
+
+def _wanted_row_groups(file: FileRange, metadata: pq.FileMetaData) -> list[RowGroupRead]:
     column = next((i for i in range(metadata.num_columns) if metadata.schema.column(i).path == OFFSET_COLUMN), None)
     if column is None:
         raise LakeDataError(f"lake data file {file.path} has no {OFFSET_COLUMN} column")
@@ -119,6 +127,11 @@ def read_row_group(io: FileIO, unit: RowGroupRead, log_schema: pa.Schema, batch_
         with io.new_input(file.path).open() as stream:
             parquet = pq.ParquetFile(stream, metadata=unit.metadata, page_checksum_verification=True)
             rows = parquet.read_row_group(unit.group, columns=log_schema.names)
+    return _log_batches(rows, file, log_schema, batch_rows)
+
+
+def _log_batches(rows: pa.Table, file: FileRange, log_schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """A row group's rows within the file's offset range, as batches of ``log_schema``."""
     for batch in rows.to_batches(max_chunksize=max(batch_rows, 1)):
         offsets = batch.column(OFFSET_COLUMN)
         if not len(offsets):

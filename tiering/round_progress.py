@@ -69,10 +69,6 @@ class RoundProgress:
                 self._progress.advance(estimate - self._progress.count)
 
 
-def size_text(count: int) -> str:
-    return f"{count / (1 << 20):.1f} MiB" if count >= 1 << 20 else f"{count / 1024:.1f} KiB"
-
-
 def _is_connect(spark: Any) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 

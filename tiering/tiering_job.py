@@ -48,6 +48,7 @@ from pyiceberg.table import Table
 from lakelog.client.connection import connect
 from lakelog.config import Configuration
 from lakelog.errors import LakeError, LakelogError, LakeSnapshotNotExistError, PartitionNotExistError, StaleLakeSnapshotError
+from lakelog.human_size import human_size
 from lakelog.lake.snapshot_summary import encode_bucket_key, latest_lake_snapshot
 from lakelog.lake.table_layout import data_location, new_data_file_path
 from lakelog.metadata import (
@@ -64,7 +65,7 @@ from lakelog.metadata import (
 from lakelog.tiering.kill_points import AFTER_COMMIT, AFTER_WRITE, kill_point
 from lakelog.tiering.lake_commit import commit_files, discard_files, guard_commits, next_offsets
 from lakelog.tiering.orphan_files import remove_orphan_files
-from lakelog.tiering.round_progress import RoundProgress, size_text
+from lakelog.tiering.round_progress import RoundProgress
 from lakelog.tiering.tiering_metrics import TieringMetrics
 from lakelog.spark_session import refuse_local_lake, spark_session
 from lakelog.client.scanner.offset_range import split_range
@@ -372,7 +373,7 @@ class TieringJob:
         records, size = sum(f.record_count for f in files), sum(f.file_size_bytes for f in files)
         log.info(
             "%s: tiered %d records (%s) in %d file(s) as snapshot %d; lake %s",
-            plan.path, records, size_text(size), len(files), snapshot_id, _describe(lake),
+            plan.path, records, human_size(size), len(files), snapshot_id, _describe(lake),
         )
         return TableRound(plan.path, snapshot_id, records, size, len(files), lake)
 
@@ -396,8 +397,8 @@ class TieringJob:
         self._total_records += report.records
         self._total_bytes += report.bytes
         print(
-            f"lakelog tier: round {self._rounds}: {report.records} records, {size_text(report.bytes)} tiered"
-            f" ({len(report.tables)} table(s)); total {self._total_records} records, {size_text(self._total_bytes)}",
+            f"lakelog tier: round {self._rounds}: {report.records} records, {human_size(report.bytes)} tiered"
+            f" ({len(report.tables)} table(s)); total {self._total_records} records, {human_size(self._total_bytes)}",
             file=sys.stderr,
             flush=True,
         )
