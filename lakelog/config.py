@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 
-from lakelog.errors import InvalidConfigError
+from lakelog.errors import InvalidConfigError, LakelogError
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|min|m|h|d)?\s*$", re.IGNORECASE)
 _DURATION_UNITS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -266,11 +266,7 @@ class Configuration:
             if not isinstance(loaded, Mapping):
                 raise InvalidConfigError(f"configuration file {file} must hold a mapping of keys to values")
             values.update(flatten(loaded))
-        for item in sets:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise InvalidConfigError(f"--set takes key=value, got {item!r}")
-            values[key.strip()] = value.strip()
+        values.update(key_value_pairs(sets, "--set"))
         values.update({key: value for key, value in (flags or {}).items() if value is not None})
         return cls(values)
 
@@ -289,3 +285,15 @@ class Configuration:
     def items(self) -> dict[str, Any]:
         """Every key set explicitly."""
         return dict(self._values)
+
+
+def key_value_pairs(items: Iterable[str], flag: str, error: type[LakelogError] = InvalidConfigError) -> dict[str, str]:
+    """``KEY=VALUE`` command-line items (``--set``, ``--property``, ``--conf``, ``--spec``) as a
+    dict; an item without ``=`` or a key raises ``error`` naming ``flag``."""
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise error(f"{flag} takes KEY=VALUE, got {item!r}")
+        pairs[key.strip()] = value.strip()
+    return pairs

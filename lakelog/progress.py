@@ -57,11 +57,6 @@ class Progress:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def set_total(self, total: int | None) -> None:
-        self.total = total
-        if self._bar is not None:
-            self._bar.update(self._task, total=total)
-
     def advance(self, amount: int) -> None:
         self.count += amount
         if self._bar is not None:

@@ -42,7 +42,12 @@ class SparkConnectServer:
         self.host = host
         self.port = port
         self.master = master
-        self.conf = {**DEFAULT_SPARK_CONF, **(conf or {})}
+        conf = dict(conf or {})
+        # A log4j2 file of the caller's sets the level from the JVM's first line; the default
+        # spark.log.level would lower it again once the server is up.
+        own_log4j2 = "log4j2.configurationFile" in conf.get("spark.driver.extraJavaOptions", "")
+        defaults = {key: value for key, value in DEFAULT_SPARK_CONF.items() if not (own_log4j2 and key == "spark.log.level")}
+        self.conf = {**defaults, **conf}
         self._process: subprocess.Popen[bytes] | None = None
 
     @property

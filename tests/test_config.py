@@ -38,7 +38,7 @@ def test_unknown_key_and_bad_values_are_refused(tmp_path: Path) -> None:
         Configuration({"log.flush.mode": "fast"})
     with pytest.raises(InvalidConfigError, match="not a duration"):
         Configuration({"remote.log.task-interval": "soon"})
-    with pytest.raises(InvalidConfigError, match="--set takes key=value"):
+    with pytest.raises(InvalidConfigError, match="--set takes KEY=VALUE"):
         Configuration.load(None, ["server.port"])
     bad = tmp_path / "bad.yaml"
     bad.write_text("- a list\n")

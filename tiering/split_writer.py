@@ -29,7 +29,7 @@ from lakelog.tiering.split_planner import TieringSplit
 ROW_GROUP_ROWS = 128 * 1024
 RESULT_DDL = (
     "table string, bucket int, start_offset long, end_offset long, file_path string,"
-    " record_count long, file_size_bytes long, max_timestamp long, partition_id long, partition_name string"
+    " record_count long, file_size_bytes long, max_timestamp long, partition_id long"
 )
 RESULT_SCHEMA = pa.schema(
     [
@@ -42,7 +42,6 @@ RESULT_SCHEMA = pa.schema(
         ("file_size_bytes", pa.int64()),
         ("max_timestamp", pa.int64()),
         ("partition_id", pa.int64()),
-        ("partition_name", pa.string()),
     ]
 )
 
@@ -61,7 +60,6 @@ class WrittenFile:
     file_size_bytes: int
     max_timestamp: int
     partition_id: int | None = None
-    partition_name: str = ""
 
     @property
     def key(self) -> LakeBucketKey:
@@ -117,7 +115,6 @@ def write_split(conn: Connection, settings: WriterSettings, split: TieringSplit)
         size,
         max_timestamp,
         split.partition_id,
-        split.partition_name,
     )
 
 

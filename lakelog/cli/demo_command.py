@@ -32,6 +32,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakelog.tier_spans import tier_spans
 from lakelog.progress import Progress
 from lakelog.client.connection import connect
 from lakelog.client.table import Table
@@ -91,27 +92,25 @@ def _read_back(table: Table, expected: int) -> tuple[dict[str, int], int]:
     seen = 0
     began = moved = time.monotonic()
     first_records_s = None
-    progress = Progress("   read back", expected).__enter__()
-    while seen < expected and time.monotonic() - moved < IDLE_LIMIT_S:
-        polled = scanner.poll_arrow(timeout_ms=1000)
-        if polled.num_rows == 0:
-            continue
-        moved = time.monotonic()
-        if first_records_s is None:
-            first_records_s = moved - began
-            progress.note(f"   first records after {first_records_s:.1f}s")
-        stats = polled.group_by(["__partition_id", "__bucket"]).aggregate([("__offset", "min"), ("__offset", "max"), ("__offset", "count")])
-        for row in stats.to_pylist():
-            key = (row["__partition_id"], row["__bucket"])
-            first, last, count = row["__offset_min"], row["__offset_max"], row["__offset_count"]
-            if first != next_offset.get(key, 0) or last - first + 1 != count:
-                raise SystemExit(f"partition id {key[0]} bucket {key[1]}: expected offset {next_offset.get(key, 0)}, got {first}..{last} ({count} records)")
-            next_offset[key] = last + 1
-        seen += polled.num_rows
-        progress.advance(polled.num_rows)
-    progress.close()
-    tiers = scanner.records_by_tier()
-    scanner.close()
+    with Progress("   read back", expected) as progress, scanner:
+        while seen < expected and time.monotonic() - moved < IDLE_LIMIT_S:
+            polled = scanner.poll_arrow(timeout_ms=1000)
+            if polled.num_rows == 0:
+                continue
+            moved = time.monotonic()
+            if first_records_s is None:
+                first_records_s = moved - began
+                progress.note(f"   first records after {first_records_s:.1f}s")
+            stats = polled.group_by(["__partition_id", "__bucket"]).aggregate([("__offset", "min"), ("__offset", "max"), ("__offset", "count")])
+            for row in stats.to_pylist():
+                key = (row["__partition_id"], row["__bucket"])
+                first, last, count = row["__offset_min"], row["__offset_max"], row["__offset_count"]
+                if first != next_offset.get(key, 0) or last - first + 1 != count:
+                    raise SystemExit(f"partition id {key[0]} bucket {key[1]}: expected offset {next_offset.get(key, 0)}, got {first}..{last} ({count} records)")
+                next_offset[key] = last + 1
+            seen += polled.num_rows
+            progress.advance(polled.num_rows)
+        tiers = scanner.records_by_tier()
     return tiers, seen
 
 
@@ -119,11 +118,8 @@ def _tier_of(offset: int, info: BucketInfo) -> str:
     """The tier a fetch at ``offset`` is answered from (local, else remote, else lake: SPEC section 4)."""
     if offset >= info.high_watermark:
         return "none (no record after the probe)"
-    if 0 <= info.local_log_start_offset <= offset:
-        return "local"
-    if 0 <= info.remote_log_start_offset <= offset < info.remote_log_end_offset:
-        return "remote"
-    return "lake"
+    spans = tier_spans(info)
+    return next((tier for tier in ("local", "remote") if (span := spans[tier]) and span.start <= offset < span.end), "lake")
 
 
 def _server_config(data_dir: str, spark_master: str) -> dict[str, str | int]:
@@ -167,12 +163,8 @@ def _story(args: argparse.Namespace, data_dir: str) -> int:
 
     first, second = args.records * 3 // 4, args.records - args.records * 3 // 4
     print("starting a Spark Connect server (lakelog spark-connect)", flush=True)
-    # Errors only unless asked: its WARN lines are about the demo's own sessions. At ERROR the log4j2
-    # file sets the level; the server's default spark.log.level (WARN) would lower it again.
-    spark_conf = spark_log_conf(args.log_level or "ERROR")
-    connect_server = SparkConnectServer(port=0, master="local[2]", conf=spark_conf)
-    if "spark.log.level" not in spark_conf:
-        del connect_server.conf["spark.log.level"]
+    # Errors only unless asked: its WARN lines are about the demo's own sessions.
+    connect_server = SparkConnectServer(port=0, master="local[2]", conf=spark_log_conf(args.log_level or "ERROR"))
     with (
         connect_server as spark,
         _connect_session_closed(spark.address),

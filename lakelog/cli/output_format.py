@@ -7,9 +7,6 @@ import argparse
 import json
 from typing import Any
 
-from lakelog.progress import counted  # the CLI's one way to count things, progress lines included
-
-__all__ = ["NONE_TEXT", "add_output_argument", "counted", "offset_or_none", "offset_text", "print_json"]
 
 NONE_TEXT = "—"
 

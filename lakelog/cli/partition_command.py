@@ -13,6 +13,7 @@ from lakelog.cli.common_args import add_connection_arguments, add_table_argument
 from lakelog.cli.output_format import add_output_argument, print_json
 from lakelog.cli.text_table import render_table
 from lakelog.client.connection import Connection
+from lakelog.config import key_value_pairs
 from lakelog.errors import InvalidPartitionError
 from lakelog.metadata import TablePath, partition_spec
 
@@ -47,13 +48,7 @@ def _spec(args: argparse.Namespace, conn: Connection, path: TablePath) -> dict[s
     info = conn.admin.get_table_info(path)
     if args.partition:
         return partition_spec(info.partition_keys, args.partition)
-    spec: dict[str, str] = {}
-    for item in args.spec:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise InvalidPartitionError(f"--spec takes KEY=VALUE, got {item!r}")
-        spec[key.strip()] = value
-    return spec
+    return key_value_pairs(args.spec, "--spec", InvalidPartitionError)
 
 
 def _create(args: argparse.Namespace) -> int:

@@ -15,8 +15,7 @@ import sys
 from typing import Any
 
 from lakelog.cli.common_args import add_connection_arguments, add_table_argument, open_connection, table_path
-from lakelog.cli.output_format import counted
-from lakelog.progress import Progress
+from lakelog.progress import Progress, counted
 from lakelog.cli.record_files import FORMATS, STDIN, infer_format, read_batches
 from lakelog.client.writer import AppendWriter
 

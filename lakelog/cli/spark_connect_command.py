@@ -11,7 +11,7 @@ import signal
 import threading
 from typing import Any
 
-from lakelog.errors import InvalidConfigError
+from lakelog.config import key_value_pairs
 from lakelog.spark_connect_server import DEFAULT_MASTER, DEFAULT_PORT, SparkConnectServer
 
 
@@ -24,18 +24,8 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=_run)
 
 
-def _spark_conf(pairs: list[str]) -> dict[str, str]:
-    conf = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InvalidConfigError(f"--conf takes KEY=VALUE, got {pair!r}")
-        conf[key.strip()] = value.strip()
-    return conf
-
-
 def _run(args: argparse.Namespace) -> int:
-    server = SparkConnectServer(args.host, args.port, args.master, _spark_conf(args.conf))
+    server = SparkConnectServer(args.host, args.port, args.master, key_value_pairs(args.conf, "--conf"))
     # From a thread: stop() waits for the JVM, which the main thread is already waiting for.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: threading.Thread(target=server.stop, name="shutdown").start())

@@ -11,11 +11,13 @@ import dataclasses
 from datetime import datetime, timezone
 from typing import Any
 
-from lakelog.cli.common_args import add_connection_arguments, add_table_argument, open_connection, table_path
-from lakelog.cli.output_format import NONE_TEXT, add_output_argument, counted, offset_or_none, offset_text, print_json
+from lakelog.cli.common_args import add_connection_arguments, add_partition_argument, add_table_argument, open_connection, table_path
+from lakelog.cli.output_format import NONE_TEXT, add_output_argument, offset_or_none, offset_text, print_json
+from lakelog.progress import counted
 from lakelog.cli.schema_text import format_type, parse_schema
 from lakelog.cli.text_table import render_table
 from lakelog.cli.tier_bars import LEGEND, bucket_lines
+from lakelog.config import key_value_pairs
 from lakelog.errors import InvalidTableError
 from lakelog.metadata import BucketInfo, TableDescriptor, TableInfo
 
@@ -56,7 +58,7 @@ def register(subparsers: Any) -> None:
 
     describe = commands.add_parser("describe", help="Schema, buckets, properties and where each bucket's log lives.")
     add_table_argument(describe)
-    describe.add_argument("--partition", metavar="NAME", help="the buckets of this partition (partitioned tables)")
+    add_partition_argument(describe)
     add_output_argument(describe)
     describe.set_defaults(handler=_describe)
 
@@ -69,20 +71,10 @@ def register(subparsers: Any) -> None:
         add_connection_arguments(parser)
 
 
-def _properties(items: list[str]) -> dict[str, str]:
-    properties = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise InvalidTableError(f"--property takes KEY=VALUE, got {item!r}")
-        properties[key.strip()] = value.strip()
-    return properties
-
-
 def _create(args: argparse.Namespace) -> int:
     path = table_path(args)
     descriptor = TableDescriptor(
-        parse_schema(args.schema), args.buckets, _properties(args.property), args.comment, args.bucket_key, args.partition_key
+        parse_schema(args.schema), args.buckets, key_value_pairs(args.property, "--property", InvalidTableError), args.comment, args.bucket_key, args.partition_key
     )
     descriptor.validate()
     with open_connection(args) as conn:
