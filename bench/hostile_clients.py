@@ -89,6 +89,7 @@ class HostileLoad:
         self._address = address
         self._closing = False
         self.poll_answers = 0
+        self.poll_failures = 0  # polls that ended in an error before the load was closed
         # A channel of its own each (no shared subchannel): one HTTP/2 connection per channel.
         self._channels = [
             grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
@@ -116,9 +117,13 @@ class HostileLoad:
 
     def _answered(self, channel: grpc.Channel, future: Any) -> None:
         """A poll answered is sent again; one that failed (the server went away) is not."""
-        if not future.cancelled() and future.exception() is None:
-            self.poll_answers += 1
-            self._poll(channel)
+        if future.cancelled():
+            return
+        if future.exception() is not None:
+            self.poll_failures += not self._closing
+            return
+        self.poll_answers += 1
+        self._poll(channel)
 
     def close(self) -> None:
         self._closing = True

@@ -99,6 +99,15 @@ def member_metadata(server: ServerProcess) -> tuple[tuple[str, str], ...]:
     return (("lakelog-cluster-secret", (server.data_dir / "cluster-secret").read_text()),)
 
 
+def wait_until(condition: Callable[[], Any], what: str, timeout_s: float = 60.0) -> Any:
+    """Poll ``condition`` until it gives something true, and return that; fail naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    while not (result := condition()):
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.05)
+    return result
+
+
 class ServerSubprocess:
     """`python -m lakelog server` in its own process, for kill -9 tests."""
 

@@ -17,7 +17,7 @@ from lakelog.server.log.log_tablet import wall_clock_ms
 from lakelog.server.replica.barrier_holds import BarrierHolds
 from lakelog.server.server_process import ServerProcess
 from tests.conftest import create_table, order_rows
-from tests.test_metrics import Scrape
+from tests.metrics_scrape import Scrape
 
 SKEW_MS = 300
 PAIRS = 30

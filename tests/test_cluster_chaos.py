@@ -26,15 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import urllib.request
 
 import pyarrow as pa
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 import lakelog
 from lakelog.errors import LakelogError
-from tests.conftest import ORDERS_SCHEMA
+from tests.conftest import ORDERS_SCHEMA, wait_until
+from tests.metrics_scrape import metric_sum
 from tests.s3 import ACCESS_KEY, REGION, SECRET_KEY, free_port
 
 BUCKETS = 4
@@ -80,13 +79,6 @@ class Process:
                 self.proc.wait()
 
 
-def wait_until(condition: Callable[[], Any], what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.05)
-
-
 def port_open(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
@@ -104,13 +96,6 @@ def create_bucket(port: int) -> str:
         aws_secret_access_key=SECRET_KEY, region_name=REGION,
     ).create_bucket(Bucket=bucket)
     return bucket
-
-
-def scrape(port: int, name: str) -> float:
-    """The sum of a metric's samples on the Prometheus endpoint at ``port``."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples if s.name == name)
 
 
 @dataclass
@@ -307,8 +292,8 @@ def test_acknowledged_records_are_read_exactly_once_through_tablet_coordinator_a
             acked_while_frozen = producer.acknowledged
             wait_until(lambda: all("stalled: no answer from remote storage" in cluster.tablet_log(i) for i in (1, 2)), "both servers saying the upload stalled", 30)
             time.sleep(3)
-            backlog = {i: scrape(port, "lakelog_remote_upload_backlog_bytes") for i, port in cluster.metrics_ports.items()}
-            backlog_age = {i: scrape(port, "lakelog_remote_upload_backlog_age_seconds") for i, port in cluster.metrics_ports.items()}
+            backlog = {i: metric_sum(port, "lakelog_remote_upload_backlog_bytes") for i, port in cluster.metrics_ports.items()}
+            backlog_age = {i: metric_sum(port, "lakelog_remote_upload_backlog_age_seconds") for i, port in cluster.metrics_ports.items()}
             figures["upload backlog while S3 was frozen (bytes, per server)"] = backlog
             figures["records acknowledged while S3 was frozen"] = producer.acknowledged - acked_while_frozen
             assert all(size > 0 for size in backlog.values()) and all(age > 0 for age in backlog_age.values())
@@ -318,7 +303,7 @@ def test_acknowledged_records_are_read_exactly_once_through_tablet_coordinator_a
                 wait_until(lambda: "moves again after a stall" in cluster.tablet_log(server_id), f"server {server_id} saying uploads move again")
             figures["S3: thaw to both servers' uploads moving again (s)"] = time.monotonic() - back
             wait_until(lambda: remote_end(conn, path) > max(uploaded, 0), "remote log end past where the freeze held it")
-            wait_until(lambda: sum(scrape(port, "lakelog_remote_upload_backlog_age_seconds") for port in cluster.metrics_ports.values()) < 5, "the backlog drained", 90)
+            wait_until(lambda: sum(metric_sum(port, "lakelog_remote_upload_backlog_age_seconds") for port in cluster.metrics_ports.values()) < 5, "the backlog drained", 90)
             figures["S3: thaw to upload backlog younger than 5 s (s)"] = time.monotonic() - back
             for server_id in (1, 2):
                 stalls = cluster.tablet_log(server_id).count("stalled: no answer from remote storage")
@@ -407,7 +392,7 @@ def test_a_remote_tier_whose_objects_vanished_is_found_logged_described_and_coun
         wait_until(lambda: all(info.remote_error for info in conn.admin.describe_buckets(path).values()), "every bucket's lost remote tier described")
         described = conn.admin.describe_buckets(path)
         assert all("lakelog repair remote shop.vanishing" in info.remote_error for info in described.values()), described
-        assert sum(scrape(port, "lakelog_remote_manifest_errors") for port in cluster.metrics_ports.values()) == BUCKETS
+        assert sum(metric_sum(port, "lakelog_remote_manifest_errors") for port in cluster.metrics_ports.values()) == BUCKETS
         time.sleep(1)  # more manifest checks run: each finding is still said once
         errors = [line for i in (1, 2) for line in cluster.tablet_log(i).splitlines() if " ERROR " in line and "shop.vanishing bucket " in line]
         assert sorted(line.split("shop.vanishing bucket ")[1][0] for line in errors) == [str(b) for b in range(BUCKETS)], errors

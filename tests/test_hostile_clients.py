@@ -15,7 +15,8 @@ from pathlib import Path
 
 import lakelog
 from bench.hostile_clients import ControlClient, HostileLoad, peak_rss_mb, prepare_tables
-from tests.conftest import ServerSubprocess, create_table, order_rows, scan_all
+from tests.conftest import ServerSubprocess, create_table, free_port, order_rows, scan_all, wait_until
+from tests.metrics_scrape import metric_sum
 
 BUDGET_MB = 64
 IDLE_POLLS = 200
@@ -30,7 +31,10 @@ def rss_bound_mb(before_mb: float) -> float:
 
 
 def test_control_rpcs_and_produce_go_on_under_hostile_clients_and_memory_stays_bounded(tmp_path: Path) -> None:
-    server = ServerSubprocess(tmp_path / "data", "--set", f"server.fetch.max-inflight-bytes={BUDGET_MB}mb").start()
+    metrics_port = free_port()
+    server = ServerSubprocess(
+        tmp_path / "data", "--set", f"server.fetch.max-inflight-bytes={BUDGET_MB}mb", "--set", f"metrics.port={metrics_port}"
+    ).start()
     assert server.proc is not None
     try:
         with lakelog.connect(server.address) as conn:
@@ -39,7 +43,14 @@ def test_control_rpcs_and_produce_go_on_under_hostile_clients_and_memory_stays_b
             before_mb = peak_rss_mb(server.proc.pid)
             control = ControlClient(server.address)
             with HostileLoad(server.address, idle.info.table_id, big.info.table_id, IDLE_POLLS, NEVER_READ_STREAMS) as load:
-                time.sleep(2)  # the streams fill the answer budget and the socket buffers
+                # The load is in place before it is measured: every idle poll parked, the never-read
+                # answers holding the budget (within one answer of it) and later fetches waiting for it.
+                wait_until(
+                    lambda: metric_sum(metrics_port, "lakelog_fetch_parked_polls") == IDLE_POLLS
+                    and metric_sum(metrics_port, "lakelog_fetch_budget_bytes_in_use") >= (BUDGET_MB - 9) << 20
+                    and metric_sum(metrics_port, "lakelog_fetch_budget_waiters") > 0,
+                    f"{IDLE_POLLS} polls parked and the {BUDGET_MB} MB answer budget spent",
+                )
                 answered = control.timed_calls(CONTROL_CALLS, CALL_DEADLINE_S)  # a call past its deadline raises
                 writer = orders.new_append().create_writer()
                 for start in range(0, PRODUCED, 1000):
@@ -47,6 +58,8 @@ def test_control_rpcs_and_produce_go_on_under_hostile_clients_and_memory_stays_b
                     writer.flush()
                 answered += control.timed_calls(CONTROL_CALLS, CALL_DEADLINE_S)
                 assert load.poll_answers == 0, "the idle long polls were answered: they did not wait"
+                assert load.poll_failures == 0, "idle long polls failed under the load"
+                assert metric_sum(metrics_port, "lakelog_fetch_parked_polls") == IDLE_POLLS
                 peak_mb = peak_rss_mb(server.proc.pid)
             control.close()
             assert len(answered) == 2 * CONTROL_CALLS

@@ -5,27 +5,17 @@ describe shows the healthy buckets and marks the rest; the client reaches the re
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 
 import lakelog
 from lakelog.cli.main import main
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, order_rows, scan_all
-from tests.test_metrics import Scrape
+from tests.conftest import create_table, order_rows, scan_all, wait_until
+from tests.metrics_scrape import Scrape
 
 HEARTBEAT = {"tablet-server.heartbeat.interval": "100ms"}
-
-
-def wait_until(condition: Callable[[], Any], what: str, timeout_s: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (result := condition()):
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.1)
-    return result
 
 
 def coordinator_apart(tmp_path: Path) -> ServerProcess:

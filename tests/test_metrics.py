@@ -4,13 +4,11 @@ errors; its gauges describe the tiers as the server itself describes them."""
 
 from __future__ import annotations
 
-import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
 import grpc
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 import lakelog
 from lakelog.errors import StaleLakeSnapshotError, TableNotExistError
@@ -20,27 +18,11 @@ from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from tests.conftest import LAKE_TABLE, TIERED_TABLE, create_table, expire_remote, produce_orders, scan_all
+from tests.metrics_scrape import Scrape
 
 BUCKETS = 2
 RECORDS = 24_000
 TABLE = "shop.orders"
-
-
-class Scrape:
-    """One scrape of a server's endpoint; a sample it does not hold reads 0."""
-
-    def __init__(self, server: ServerProcess) -> None:
-        assert server.metrics_port > 0
-        with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10) as response:
-            text = response.read().decode()
-        self._samples = {
-            (sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-        }
-
-    def __call__(self, name: str, **labels: str) -> float:
-        return self._samples.get((name, frozenset(labels.items())), 0.0)
 
 
 def _scan_everything(server: ServerProcess, path: lakelog.TablePath, **config: Any) -> None:

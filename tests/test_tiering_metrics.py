@@ -10,11 +10,9 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from typing import Any, Callable
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 import lakelog
 from lakelog.server.metrics.metrics_endpoint import MetricsEndpoint
@@ -22,17 +20,7 @@ from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from lakelog.version import __version__
 from tests.conftest import LAKE_TABLE, create_table, lake_table, produce_orders
-
-
-def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of the endpoint: (name, sorted labels) -> value."""
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        text = answer.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
+from tests.metrics_scrape import scrape
 
 
 def test_a_round_moves_the_metrics_and_reports_progress(
