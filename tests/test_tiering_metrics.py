@@ -17,6 +17,7 @@ import pytest
 import lakelog
 from lakelog.server.metrics.metrics_endpoint import MetricsEndpoint
 from lakelog.server.server_process import ServerProcess
+from lakelog.tiering import tiering_job
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from lakelog.version import __version__
 from tests.conftest import LAKE_TABLE, create_table, lake_table, produce_orders
@@ -24,7 +25,11 @@ from tests.metrics_scrape import scrape
 
 
 def test_a_round_moves_the_metrics_and_reports_progress(
-    spark: Any, server_factory: Callable[..., ServerProcess], capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+    spark: Any,
+    server_factory: Callable[..., ServerProcess],
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     caplog.set_level(logging.INFO, logger="lakelog.tiering")
     server = server_factory()
@@ -39,11 +44,26 @@ def test_a_round_moves_the_metrics_and_reports_progress(
             endpoint = MetricsEndpoint(job.metrics.registry, "127.0.0.1", 0)
             try:
                 capfd.readouterr()
+                # The round is held at its Iceberg commit (its files written) while the endpoint is scraped.
+                at_commit, resume = threading.Event(), threading.Event()
+                commit_files = tiering_job.commit_files
+
+                def held_commit(*args: Any, **kwargs: Any) -> Any:
+                    at_commit.set()
+                    resume.wait(120)
+                    return commit_files(*args, **kwargs)
+
+                monkeypatch.setattr(tiering_job, "commit_files", held_commit)
                 round_thread = threading.Thread(target=job.run_round)
                 round_thread.start()
+                assert at_commit.wait(120), "the round never reached its commit"
                 during = scrape(endpoint.url)  # the endpoint answers while a round runs
+                resume.set()
                 round_thread.join()
                 assert during[("lakelog_build_info", (("version", __version__),))] == 1
+                assert ("lakelog_tiering_round_duration_seconds_count", ()) not in during or (
+                    during[("lakelog_tiering_round_duration_seconds_count", ())] == 0
+                ), "scraped mid-round: no round has ended yet"
                 before = time.time()
                 after = scrape(endpoint.url)
                 scraped_by = time.time()
