@@ -88,6 +88,7 @@ class PartitionedAppendWriter:
             self._check_name(name)
         writers = {name: self._writer(name) for name in distinct}
         self._raise_error()
+        row_bytes = table.nbytes / table.num_rows  # a slice's own nbytes costs more than the split
         for name, rows in split_rows(table, names) if len(distinct) > 1 else [(distinct[0], table)]:
             writer = writers[name]
             if bucket is not None:  # pinned: sent as given, after what was gathered before it
@@ -98,7 +99,7 @@ class PartitionedAppendWriter:
             with self._gather_lock:
                 gathered = self._gathered.setdefault(name, _Gathered(time.monotonic()))
                 gathered.tables.append(rows)
-                gathered.size += rows.nbytes
+                gathered.size += int(rows.num_rows * row_bytes)
                 full = gathered.size >= self._batch_bytes
             if full:
                 self._send(name)
