@@ -1,13 +1,17 @@
-"""The writer's produce path pieces that are pure functions: the hand-serialized ProduceLogRequest
-and the split of Arrow input by partition name (every writer test covers them on real servers)."""
+"""The writer's produce path pieces that are pure functions: the hand-serialized ProduceLogRequest,
+the split of Arrow input by partition name and Arrow input already of the table's schema (every
+writer test covers them on real servers)."""
 
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
+from lakelog.client.arrow_input import arrow_table
 from lakelog.client.bucket_assigner import split_rows
 from lakelog.client.rpc.messages import ProduceRequest
 from lakelog.client.rpc.tablet_gateway import encode_produce_request
+from lakelog.errors import SchemaMismatchError
 from lakelog.rpc import lakelog_api_pb2 as pb
 
 
@@ -30,3 +34,13 @@ def test_split_by_string_keys_keeps_each_partitions_rows_in_order() -> None:
     pieces = split_rows(table, keys)
 
     assert [(day, rows.column("n").to_pylist()) for day, rows in pieces] == [("d1", [3]), ("d10", [1, 4]), ("d2", [0, 2, 5])]
+
+
+def test_input_already_of_the_schema_is_taken_as_is_but_still_checked_for_nulls() -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
+    fits = pa.table({"id": [1, 2], "name": ["a", None]}, schema=schema)
+    assert arrow_table(fits, schema, "shop.items") is fits
+
+    holed = pa.table({"id": pa.array([1, None], pa.int64()), "name": ["a", "b"]}, schema=schema)
+    with pytest.raises(SchemaMismatchError, match=r"column 'id' holds 1 null value\(s\) but the table requires it"):
+        arrow_table(holed, schema, "shop.items")
