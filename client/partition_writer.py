@@ -82,10 +82,11 @@ class PartitionedAppendWriter:
         table = arrow_table(data, self._info.schema, str(self._info.path))
         if table.num_rows == 0:
             return
-        names = self._row_names(table)
-        distinct = pc.unique(names).to_pylist()
+        names = self._row_names(table).combine_chunks().dictionary_encode()  # each name once, checked and split on
+        distinct = names.dictionary.to_pylist()
         for name in distinct:
-            self._check_name(name)
+            if name not in self._writers:  # a partition's name was checked when its writer was made
+                self._check_name(name)
         writers = {name: self._writer(name) for name in distinct}
         self._raise_error()
         row_bytes = table.nbytes / table.num_rows  # a slice's own nbytes costs more than the split

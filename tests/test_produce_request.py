@@ -31,9 +31,9 @@ def test_split_by_string_keys_keeps_each_partitions_rows_in_order() -> None:
     table = pa.table({"n": list(range(len(days))), "day": days})
     keys = pa.chunked_array([days[:4], days[4:]])
 
-    pieces = split_rows(table, keys)
-
-    assert [(day, rows.column("n").to_pylist()) for day, rows in pieces] == [("d1", [3]), ("d10", [1, 4]), ("d2", [0, 2, 5])]
+    expected = [("d1", [3]), ("d10", [1, 4]), ("d2", [0, 2, 5])]
+    for given in (keys, keys.combine_chunks().dictionary_encode()):
+        assert [(day, rows.column("n").to_pylist()) for day, rows in split_rows(table, given)] == expected
 
 
 def test_input_already_of_the_schema_is_taken_as_is_but_still_checked_for_nulls() -> None:
