@@ -50,8 +50,9 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
                 key, f"Produce: append_arrow, {mode} flush", records / produce_s, "records/s", records / baseline_s,
                 "bare grpcio server, same batches as Arrow IPC, same requests in flight", baseline_s / produce_s, target,
                 detail=f"{records:,} records in batches of {data.CHUNK_RECORDS:,}", tier=f"produce ({mode})",
-                next_step="the writer encodes and CRCs each batch on the caller's thread: move encoding off it; the "
-                "server validates, stamps and appends each request in one pass over its batches",
+                next_step="at quick sizes every 800 KB request rolls a 1 MiB segment, and the roll fsyncs the sealed "
+                "segment, its indexes and the directory under the log lock inside the request: in async mode leave that "
+                "fsync to the flusher (the durable offset waiting for it); then the request's parse on the RPC event loop",
             )
             if target is not None:
                 tables.append(cluster.table(f"produce_{mode}_{next(names)}", conn=conn))

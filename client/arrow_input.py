@@ -26,6 +26,11 @@ def arrow_table(data: Any, schema: pa.Schema, label: str) -> pa.Table:
     """``data`` as a table of ``schema``. The ``__bucket``/``__offset``/``__timestamp`` (and
     ``__partition_id``) columns a scan adds are dropped, so what one table's scanner returns can be appended to another table."""
     table = _read(data, label)
+    if table.schema.equals(schema, check_metadata=True):  # already the table's: the partitioned writer's split, say
+        for schema_field in schema:
+            if not schema_field.nullable:
+                _column(table, schema_field, label)
+        return table
     names = [name for name in table.schema.names if name not in RESERVED_COLUMNS]
     extra = [name for name in names if name not in schema.names]
     required = [field.name for field in schema if not field.nullable and field.name not in names]

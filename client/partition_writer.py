@@ -82,12 +82,14 @@ class PartitionedAppendWriter:
         table = arrow_table(data, self._info.schema, str(self._info.path))
         if table.num_rows == 0:
             return
-        names = self._row_names(table)
-        distinct = pc.unique(names).to_pylist()
+        names = self._row_names(table).combine_chunks().dictionary_encode()  # each name once, checked and split on
+        distinct = names.dictionary.to_pylist()
         for name in distinct:
-            self._check_name(name)
+            if name not in self._writers:  # a partition's name was checked when its writer was made
+                self._check_name(name)
         writers = {name: self._writer(name) for name in distinct}
         self._raise_error()
+        row_bytes = table.nbytes / table.num_rows  # a slice's own nbytes costs more than the split
         for name, rows in split_rows(table, names) if len(distinct) > 1 else [(distinct[0], table)]:
             writer = writers[name]
             if bucket is not None:  # pinned: sent as given, after what was gathered before it
@@ -98,7 +100,7 @@ class PartitionedAppendWriter:
             with self._gather_lock:
                 gathered = self._gathered.setdefault(name, _Gathered(time.monotonic()))
                 gathered.tables.append(rows)
-                gathered.size += rows.nbytes
+                gathered.size += int(rows.num_rows * row_bytes)
                 full = gathered.size >= self._batch_bytes
             if full:
                 self._send(name)

@@ -271,7 +271,7 @@ class AppendWriter:
             return
         hold_id = self._hold.hold_id if self._hold is not None else ""
         timeout_ms = int(self._tablets.timeout_s * 1000)
-        request = ProduceRequest(self._info.table_id, bucket, b"".join(batches), timeout_ms, hold_id, self._info.partition_id or 0)
+        request = ProduceRequest(self._info.table_id, bucket, batches, timeout_ms, hold_id, self._info.partition_id or 0)
         self._tablets.produce_log(node, request, lambda answer: self._on_response(answer, bucket, batches))
 
     def _on_response(self, answer: ProducedBatch | LakelogError, bucket: int, batches: list[bytes]) -> None:

@@ -54,11 +54,12 @@ class FetchedBucket:
 
 @dataclass(frozen=True)
 class ProduceRequest:
-    """One ProduceLog of encoded batches to one bucket's leader."""
+    """One ProduceLog of encoded batches to one bucket's leader; the batches are joined into the
+    request once, as it is serialized."""
 
     table_id: int
     bucket: int
-    records: bytes
+    batches: Sequence[bytes]
     timeout_ms: int
     hold_id: str = ""
     partition_id: int = 0  # > 0: the bucket of this partition of table_id

@@ -20,29 +20,16 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.rpc.length_prefix import length_prefix as _prefix
 
 _TABLES_FIELD = pb.FetchLogResponse.DESCRIPTOR.fields_by_name["tables_resp"].number
 _BUCKETS_FIELD = pb.PbFetchLogRespForTable.DESCRIPTOR.fields_by_name["buckets_resp"].number
 _RECORDS_FIELD = pb.PbFetchLogRespForBucket.DESCRIPTOR.fields_by_name["records"].number
 # Reserved for this in the .proto: a field number no lakelog message will use.
 PADDING_FIELD = 2047
-_LENGTH_DELIMITED = 2
 RECORDS_ALIGNMENT = 8
 # The padding field's two-byte tag and one-byte length: a padding is 0 or 3..10 bytes.
 _PADDING_OVERHEAD = 3
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _prefix(field: int, length: int) -> bytes:
-    return _varint(field << 3 | _LENGTH_DELIMITED) + _varint(length)
 
 
 def _padding(size: int) -> bytes:

@@ -61,9 +61,10 @@ class TabletService(TabletServiceServicer):
         for bucket_req in request.buckets_req:
             try:
                 physical_id = self._replicas.physical_id(request.table_id, bucket_req.partition_id)
-                result = self._replicas.produce(physical_id, bucket_req.bucket_id, bucket_req.records, request.hold_id)
+                batches = bucket_req.records  # each read of a bytes field copies it
+                result = self._replicas.produce(physical_id, bucket_req.bucket_id, batches, request.hold_id)
                 records += result.record_count
-                size += len(bucket_req.records)
+                size += len(batches)
                 responses.append(
                     pb.PbProduceLogRespForBucket(
                         partition_id=bucket_req.partition_id,

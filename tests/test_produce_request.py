@@ -1,0 +1,46 @@
+"""The writer's produce path pieces that are pure functions: the hand-serialized ProduceLogRequest,
+the split of Arrow input by partition name and Arrow input already of the table's schema (every
+writer test covers them on real servers)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from lakelog.client.arrow_input import arrow_table
+from lakelog.client.bucket_assigner import split_rows
+from lakelog.client.rpc.messages import ProduceRequest
+from lakelog.client.rpc.tablet_gateway import encode_produce_request
+from lakelog.errors import SchemaMismatchError
+from lakelog.rpc import lakelog_api_pb2 as pb
+
+
+def test_hand_serialized_request_is_the_protobuf_message() -> None:
+    batches = [b"a" * 5, b"b" * 300, b"c" * 70_000]
+    produce = ProduceRequest(7, 3, batches, 30_000, "hold-1", 12)
+
+    parsed = pb.ProduceLogRequest.FromString(encode_produce_request(produce))
+
+    assert (parsed.acks, parsed.table_id, parsed.timeout_ms, parsed.hold_id) == (-1, 7, 30_000, "hold-1")
+    [bucket] = parsed.buckets_req
+    assert (bucket.partition_id, bucket.bucket_id, bucket.records) == (12, 3, b"".join(batches))
+
+
+def test_split_by_string_keys_keeps_each_partitions_rows_in_order() -> None:
+    days = ["d2", "d10", "d2", "d1", "d10", "d2"]
+    table = pa.table({"n": list(range(len(days))), "day": days})
+    keys = pa.chunked_array([days[:4], days[4:]])
+
+    expected = [("d1", [3]), ("d10", [1, 4]), ("d2", [0, 2, 5])]
+    for given in (keys, keys.combine_chunks().dictionary_encode()):
+        assert [(day, rows.column("n").to_pylist()) for day, rows in split_rows(table, given)] == expected
+
+
+def test_input_already_of_the_schema_is_taken_as_is_but_still_checked_for_nulls() -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
+    fits = pa.table({"id": [1, 2], "name": ["a", None]}, schema=schema)
+    assert arrow_table(fits, schema, "shop.items") is fits
+
+    holed = pa.table({"id": pa.array([1, None], pa.int64()), "name": ["a", "b"]}, schema=schema)
+    with pytest.raises(SchemaMismatchError, match=r"column 'id' holds 1 null value\(s\) but the table requires it"):
+        arrow_table(holed, schema, "shop.items")
