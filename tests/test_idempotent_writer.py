@@ -6,9 +6,8 @@ fails naming its table, bucket and records, and the bucket goes on in a new epoc
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pytest
@@ -18,7 +17,7 @@ from lakelog.errors import DeliveryTimeoutError, OutOfOrderSequenceError
 from lakelog.record.batch import encode_batch
 from lakelog.server.log.log_tablet import LogConfig, LogTablet
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, order_rows, scan_all
+from tests.conftest import create_table, order_rows, scan_all, wait_until
 from tests.s3 import TcpProxy
 
 NAME = "shop.orders bucket 0"
@@ -115,13 +114,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     started.close()
 
 
-def wait_until(condition: Callable[[], Any], what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.05)
-
-
 def flush_in_background(writer: lakelog.AppendWriter) -> tuple[threading.Thread, list[BaseException]]:
     errors: list[BaseException] = []
 
@@ -175,6 +167,9 @@ def test_a_retried_batch_that_had_been_appended_is_not_appended_twice(
         assert conn.admin.list_offsets(table.path, spec=lakelog.OffsetSpec.latest()) == {0: 60}
         assert rows.column("id").to_pylist() == list(range(60))
         assert rows.column("__offset").to_pylist() == list(range(60))
+    # The server counts what it appended, not what was resent to it (a restarted one counts from 0).
+    produced = cluster.tablet.metrics.registry.get_sample_value("lakelog_produce_records_total", {"table": str(table.path)})
+    assert produced == (10 if restart else 60)
 
 
 def test_a_batch_not_delivered_in_time_fails_by_table_bucket_and_records_and_the_writer_goes_on(cluster: Cluster) -> None:

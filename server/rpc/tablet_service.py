@@ -56,15 +56,16 @@ class TabletService(TabletServiceServicer):
     @rpc_method
     def ProduceLog(self, request: pb.ProduceLogRequest, context: grpc.ServicerContext) -> pb.ProduceLogResponse:
         responses = []
-        records = size = 0
+        appended: dict[int, tuple[int, int]] = {}  # records and bytes per physical id, resent batches not counted
         physical_id = request.table_id
         for bucket_req in request.buckets_req:
             try:
                 physical_id = self._replicas.physical_id(request.table_id, bucket_req.partition_id)
                 batches = bucket_req.records  # each read of a bytes field copies it
                 result = self._replicas.produce(physical_id, bucket_req.bucket_id, batches, request.hold_id)
-                records += result.record_count
-                size += len(batches)
+                if not result.duplicate:
+                    records, size = appended.get(physical_id, (0, 0))
+                    appended[physical_id] = (records + result.record_count, size + len(batches))
                 responses.append(
                     pb.PbProduceLogRespForBucket(
                         partition_id=bucket_req.partition_id,
@@ -85,7 +86,7 @@ class TabletService(TabletServiceServicer):
                         error_message=error.message,
                     )
                 )
-        if records:  # named after the appends: the first one is what makes a table known here
+        for physical_id, (records, size) in appended.items():  # named after the appends: they make a table known here
             self.metrics.record_produce(self._replicas.table_name(physical_id), records, size)
         return pb.ProduceLogResponse(buckets_resp=responses)
 
