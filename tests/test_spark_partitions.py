@@ -120,6 +120,8 @@ def test_every_partition_is_read_across_the_tiers_with_its_id(partitioned: Parti
         ("dt >= '{kept}'", ["kept", "today"]),
         ("dt <> '{today}'", ["old", "kept"]),
         ("dt LIKE '{today}%'", ["today"]),
+        ("dt LIKE '%{kept}' AND dt IS NOT NULL", ["kept"]),
+        ("dt <=> '{old}'", ["old"]),
         ("dt NOT IN ('{kept}', '{today}')", ["old"]),
         ("__partition_id = {kept_id}", ["kept"]),
         ("__partition_id IN ({old_id}, {kept_id}) AND dt > '{old}'", ["kept"]),
