@@ -20,6 +20,7 @@ FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 def register(spark: "SparkSession") -> None:
     """Make ``format("lakelog")`` known to ``spark`` and let it take filters on ``__bucket``,
-    ``__offset`` and ``__timestamp`` (once per session; again is harmless)."""
+    ``__offset``, ``__timestamp``, ``__partition_id`` and partition keys (once per session; again is
+    harmless)."""
     spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     spark.dataSource.register(LakelogDataSource)

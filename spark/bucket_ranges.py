@@ -5,77 +5,135 @@ Every end is fixed here, once, and never past the high watermark read at plan ti
 a bounded, repeatable snapshot of the log however long its tasks take and however much is produced
 meanwhile. Pieces are cut by record count, not at tier boundaries: a task reads its range through one
 LogScanner, which crosses lake, remote and local tiers by itself.
+
+A partitioned table's buckets are those of its partitions, keyed ``(partition_id, bucket)``
+(:data:`~lakelog.metadata.LakeBucketKey`); only the partitions the pushed filters keep are planned,
+and a lake-only partition's range is the one the lake holds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
-from lakelog.client.admin import Admin
-from lakelog.errors import InvalidConfigError
-from lakelog.metadata import OffsetSpec, TableInfo
+from lakelog.client.connection import Connection
+from lakelog.client.scanner.offset_range import split_range
+from lakelog.errors import InvalidConfigError, PartitionNotExistError, TableNotExistError
+from lakelog.metadata import LakeBucketKey, OffsetSpec, OffsetType, PartitionInfo, TableInfo, lake_bucket_order, split_lake_bucket_key
 from lakelog.record.meta_columns import OFFSET_COLUMN, TIMESTAMP_COLUMN
 from lakelog.spark.pushed_filters import UNBOUNDED, PushedFilters
 from lakelog.spark.read_options import OffsetBound
-from lakelog.client.scanner.offset_range import split_range
 
 
 @dataclass(frozen=True)
 class BucketRange:
-    """Offsets ``[start, end)`` of one bucket: what one Spark task reads."""
+    """Offsets ``[start, end)`` of one bucket (of partition ``partition_id`` of a partitioned
+    table): what one Spark task reads."""
 
     bucket: int
     start: int
     end: int
+    partition_id: int | None = None
 
 
-def resolve_bound(admin: Admin, info: TableInfo, bound: OffsetBound) -> dict[int, int]:
-    """Per bucket of the table, the offset ``bound`` names (timestamps resolved by the servers, and
-    by the lake for what only the lake holds)."""
-    buckets = range(info.buckets)
-    unknown = sorted(set(bound.per_bucket) - set(buckets))
+class TableOffsets:
+    """Where an OffsetSpec falls in every bucket of a table or, for a partitioned table, in every
+    bucket of the partitions ``wanted`` keeps (a lake-only partition's from the lake)."""
+
+    def __init__(self, conn: Connection, info: TableInfo, wanted: Callable[[PartitionInfo], bool] = lambda _: True) -> None:
+        self._conn = conn
+        self.info = info
+        self.partitions = [p for p in conn.admin.list_partition_infos(info.path) if wanted(p)] if info.partitioned else []
+
+    def at(self, spec: OffsetSpec) -> dict[LakeBucketKey, int]:
+        """Per bucket key, the offset ``spec`` names; a partition dropped meanwhile has none."""
+        admin, path = self._conn.admin, self.info.path
+        if not self.info.partitioned:
+            return dict(admin.list_offsets(path, spec=spec))
+        if not self.partitions:
+            return {}
+        if spec.type != OffsetType.LATEST:
+            return self._subscribed(spec)
+        offsets: dict[LakeBucketKey, int] = {}
+        lake_ends = None
+        for partition in self.partitions:
+            pid = partition.partition_id
+            if partition.lake_only:
+                if lake_ends is None:
+                    lake_ends = {key: o.log_end_offset for key, o in admin.get_lake_snapshot(path).bucket_offsets.items()}
+                offsets.update({(pid, b): lake_ends.get((pid, b), 0) for b in range(self.info.buckets)})
+                continue
+            try:
+                listed = admin.list_offsets(path, spec=spec, partition_name=partition.partition_name)
+            except (PartitionNotExistError, TableNotExistError):
+                continue
+            offsets.update({(pid, b): offset for b, offset in listed.items()})
+        return offsets
+
+    def _subscribed(self, spec: OffsetSpec) -> dict[LakeBucketKey, int]:
+        """The earliest or timestamp offsets as a whole-table scanner subscribes them: it asks the
+        servers (and their lake) for partitions with a log, the lake alone for lake-only ones."""
+        with self._conn.get_table(self.info.path).new_scan().create_log_scanner() as scanner:
+            if spec.type == OffsetType.EARLIEST:
+                scanner.subscribe_from_beginning()
+            else:
+                scanner.subscribe_from_timestamp(spec.ms)
+            positions = scanner.positions()
+        ids = {p.partition_id for p in self.partitions}
+        return {key: offset for key, offset in positions.items() if key[0] in ids}
+
+
+def resolve_bound(offsets: TableOffsets, bound: OffsetBound, keys: Iterable[LakeBucketKey]) -> dict[LakeBucketKey, int]:
+    """Per bucket key among ``keys``, the offset ``bound`` names (timestamps resolved by the servers,
+    and by the lake for what only the lake holds); a bucket number the option names applies to that
+    bucket of every partition."""
+    info = offsets.info
+    unknown = sorted(set(bound.per_bucket) - set(range(info.buckets)))
     if unknown:
         raise InvalidConfigError(
             f"lakelog Spark option {bound.option!r} names bucket {unknown[0]}, but {info.path} has buckets 0..{info.buckets - 1}"
         )
-    if isinstance(bound.default, OffsetSpec):
-        offsets = admin.list_offsets(info.path, buckets, bound.default)
-    else:
-        offsets = dict.fromkeys(buckets, bound.default)
-    return {**offsets, **bound.per_bucket}
+    keys = list(keys)
+    at = offsets.at(bound.default) if isinstance(bound.default, OffsetSpec) else dict.fromkeys(keys, bound.default)
+    return {key: bound.per_bucket.get(split_lake_bucket_key(key)[1], at[key]) for key in keys if key in at}
 
 
 def plan_ranges(
-    admin: Admin, info: TableInfo, start: OffsetBound, end: OffsetBound, max_records: int, pushed: PushedFilters | None = None
+    conn: Connection, info: TableInfo, start: OffsetBound, end: OffsetBound, max_records: int, pushed: PushedFilters | None = None
 ) -> list[BucketRange]:
     """The pieces to read, bucket by bucket in offset order; buckets with nothing to read have none.
-    ``pushed`` narrows the options' ranges by the filters Spark pushed down."""
+    ``pushed`` narrows the options' ranges by the filters Spark pushed down and chooses partitions."""
     pushed = pushed or PushedFilters.none()
-    latest = admin.list_offsets(info.path, spec=OffsetSpec.latest())
-    starts = resolve_bound(admin, info, start)
-    ends = {bucket: min(offset, latest[bucket]) for bucket, offset in resolve_bound(admin, info, end).items()}
+    offsets = TableOffsets(conn, info, pushed.partition_wanted)
+    latest = offsets.at(OffsetSpec.latest())
+    starts = resolve_bound(offsets, start, latest)
+    ends = {key: min(offset, latest[key]) for key, offset in resolve_bound(offsets, end, starts).items()}
     low, high = pushed.bounds[OFFSET_COLUMN]
-    starts = {bucket: max(offset, low) for bucket, offset in starts.items()}
-    ends = {bucket: min(offset, high) for bucket, offset in ends.items()}
+    starts = {key: max(starts[key], low) for key in ends}
+    ends = {key: min(offset, high) for key, offset in ends.items()}
     low_ms, high_ms = pushed.bounds[TIMESTAMP_COLUMN]
     if (low_ms, high_ms) != UNBOUNDED:
         # First offsets at or past each timestamp bound: timestamps never decrease within a bucket.
-        at_low = admin.list_offsets(info.path, spec=OffsetSpec.timestamp(low_ms)) if low_ms > UNBOUNDED[0] else starts
-        at_high = admin.list_offsets(info.path, spec=OffsetSpec.timestamp(high_ms)) if high_ms < UNBOUNDED[1] else ends
-        starts = {bucket: max(offset, at_low[bucket]) for bucket, offset in starts.items()}
-        ends = {bucket: min(offset, at_high[bucket]) for bucket, offset in ends.items()}
+        at_low = offsets.at(OffsetSpec.timestamp(low_ms)) if low_ms > UNBOUNDED[0] else starts
+        at_high = offsets.at(OffsetSpec.timestamp(high_ms)) if high_ms < UNBOUNDED[1] else ends
+        starts = {key: max(offset, at_low.get(key, offset)) for key, offset in starts.items()}
+        ends = {key: min(offset, at_high.get(key, offset)) for key, offset in ends.items()}
     return split_ranges(starts, ends, max_records, pushed.bucket_wanted)
 
 
 def split_ranges(
-    starts: Mapping[int, int], ends: Mapping[int, int], max_records: int, wanted: Callable[[int], bool] = lambda _: True
+    starts: Mapping[LakeBucketKey, int],
+    ends: Mapping[LakeBucketKey, int],
+    max_records: int,
+    wanted: Callable[[int], bool] = lambda _: True,
 ) -> list[BucketRange]:
     """Each wanted bucket's ``[start, end)`` cut into pieces of at most ``max_records``, bucket by
-    bucket in offset order: a batch read's partitions, and a stream's for one micro-batch."""
-    return [
-        BucketRange(bucket, s, e)
-        for bucket in sorted(starts)
-        if wanted(bucket)
-        for s, e in split_range(starts[bucket], ends[bucket], max_records)
-    ]
+    bucket (partition by partition) in offset order: a batch read's partitions, and a stream's for
+    one micro-batch."""
+    pieces = []
+    for key in sorted(ends, key=lake_bucket_order):
+        partition_id, bucket = split_lake_bucket_key(key)
+        if wanted(bucket):
+            pieces += [BucketRange(bucket, s, e, partition_id) for s, e in split_range(starts[key], ends[key], max_records)]
+    return pieces
+

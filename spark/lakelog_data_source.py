@@ -7,6 +7,10 @@ partitions fix each bucket's range (:mod:`lakelog.spark.bucket_ranges`). ``read(
 it connects on its own, reads its range through a LogScanner, which serves each offset from
 whichever tier holds it, and yields each poll as Arrow record batches, so a task holds one poll's
 records at a time, never a whole bucket.
+
+A partitioned table reads every partition's buckets (a lake-only partition's from the lake) with
+``__partition_id`` after the other meta columns, as the scanner's columnar form has it; filters on
+the partition key columns and on ``__partition_id`` choose the partitions read.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pyspark.sql.types import StructType
 
 from lakelog.client.connection import connect
 from lakelog.client.scanner.offset_range import read_offset_range
-from lakelog.record.meta_columns import META_COLUMNS
+from lakelog.record.meta_columns import PARTITION_ID_COLUMN, RESERVED_COLUMNS
 from lakelog.errors import InvalidConfigError
 from lakelog.metadata import TableInfo
 from lakelog.spark.bucket_ranges import BucketRange, plan_ranges
@@ -33,10 +37,11 @@ FORMAT_NAME = "lakelog"
 def _projected(info: TableInfo, names: list[str] | tuple[str, ...], where: str) -> pa.Schema:
     """The table's columns among ``names``, in that order; a name that is neither a column nor a
     metadata column is refused, naming ``where`` it came from."""
-    unknown = [name for name in names if name not in META_COLUMNS and info.schema.get_field_index(name) < 0]
+    meta = RESERVED_COLUMNS if info.partitioned else tuple(c for c in RESERVED_COLUMNS if c != PARTITION_ID_COLUMN)
+    unknown = [name for name in names if name not in meta and info.schema.get_field_index(name) < 0]
     if unknown:
         raise InvalidConfigError(f"{where} names column {unknown[0]!r}, but {info.path} has columns {info.schema.names}")
-    return pa.schema([info.schema.field(name) for name in names if name not in META_COLUMNS])
+    return pa.schema([info.schema.field(name) for name in names if name not in meta])
 
 
 class LakelogDataSource(DataSource):
@@ -49,12 +54,12 @@ class LakelogDataSource(DataSource):
 
     def schema(self) -> StructType:
         """The table's columns (or those of the ``columns`` option), then ``__bucket``,
-        ``__offset`` and ``__timestamp``."""
+        ``__offset``, ``__timestamp`` and, for a partitioned table, ``__partition_id``."""
         options = parse_read_options(self.options, streaming=None)
         with connect(options.bootstrap, options.client_config) as conn:
             info = conn.admin.get_table_info(options.path)
         columns = _projected(info, options.columns, f"lakelog Spark option {COLUMNS!r}") if options.columns else info.schema
-        return spark_schema(columns)
+        return spark_schema(columns, info.partitioned)
 
     def reader(self, schema: StructType) -> "LakelogReader":
         return FilteringLakelogReader(parse_read_options(self.options), schema)
@@ -84,7 +89,7 @@ class LakelogReader(DataSourceReader):
         ``.schema(...)``, whose column names then choose the columns read."""
         self._options = options
         self._names = schema.names
-        self._columns = [name for name in schema.names if name not in META_COLUMNS]
+        self._columns = [name for name in schema.names if name not in RESERVED_COLUMNS]
         self._arrow_schema = spark_arrow_schema(schema)
         self._pushed = PushedFilters.none()
 
@@ -96,7 +101,7 @@ class LakelogReader(DataSourceReader):
         with connect(options.bootstrap, options.client_config) as conn:
             info = conn.admin.get_table_info(options.path)
             _projected(info, self._names, "the DataFrame schema")
-            ranges = plan_ranges(conn.admin, info, options.start, options.end, options.max_records_per_partition, self._pushed)
+            ranges = plan_ranges(conn, info, options.start, options.end, options.max_records_per_partition, self._pushed)
         return [InputPartition(piece) for piece in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -107,12 +112,17 @@ class LakelogReader(DataSourceReader):
         with connect(options.bootstrap, options.client_config) as conn:
             scan = conn.get_table(options.path).new_scan()
             with (scan.project(self._columns) if self._columns else scan).create_log_scanner() as scanner:
-                for polled in read_offset_range(scanner, options.path, piece.bucket, piece.start, piece.end):
+                for polled in read_offset_range(scanner, options.path, piece.bucket, piece.start, piece.end, piece.partition_id):
                     yield from polled.select(self._names).cast(self._arrow_schema).to_batches()
 
 
 class FilteringLakelogReader(LakelogReader):
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        """Filters on ``__bucket``, ``__offset`` and ``__timestamp`` narrow the ranges read
+        """Filters on ``__bucket``, ``__offset``, ``__timestamp`` and ``__partition_id`` narrow the
+        ranges read, those on partition key columns choose partitions
         (:mod:`lakelog.spark.pushed_filters`); the others are left to Spark."""
+        if any(getattr(item, "attribute", ("",))[0] not in RESERVED_COLUMNS for item in filters):
+            options = self._options
+            with connect(options.bootstrap, options.client_config) as conn:
+                self._pushed = PushedFilters.none(conn.admin.get_table_info(options.path).partition_keys)
         return list(self._pushed.push(filters))

@@ -1,7 +1,8 @@
 """``spark.readStream.format("lakelog")``: a table as an unbounded stream of micro-batches.
 
 An offset of the stream is ``{"<bucket>": next offset}`` for every bucket of the table (JSON in
-Spark's checkpoint). Spark writes a batch's end to its offset log before the batch runs and replays
+Spark's checkpoint), ``{"<partition_id>:<bucket>": next offset}`` for every bucket of every partition
+of a partitioned table (a partition created later is read from its start, a lake-only one from the lake). Spark writes a batch's end to its offset log before the batch runs and replays
 exactly that ``[start, end)`` after a restart; every batch's partitions are fixed by its two offsets
 alone (the same pieces as a batch read, :func:`lakelog.spark.bucket_ranges.split_ranges`), so a
 replay reads the very same records and a checkpointed query with an idempotent sink (files,
@@ -24,8 +25,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from lakelog.client.connection import connect
-from lakelog.metadata import OffsetSpec
-from lakelog.spark.bucket_ranges import resolve_bound, split_ranges
+from lakelog.metadata import LakeBucketKey, OffsetSpec, split_lake_bucket_key
+from lakelog.spark.bucket_ranges import TableOffsets, resolve_bound, split_ranges
 from lakelog.spark.lakelog_data_source import LakelogReader
 from lakelog.spark.read_options import ReadOptions
 from lakelog.tiering.split_planner import bucket_ranges
@@ -33,12 +34,22 @@ from lakelog.tiering.split_planner import bucket_ranges
 Offsets = dict[str, int]
 
 
-def _to_buckets(offsets: Mapping[str, int]) -> dict[int, int]:
-    return {int(bucket): int(offset) for bucket, offset in offsets.items()}
+def _to_keys(offsets: Mapping[str, int]) -> dict[LakeBucketKey, int]:
+    """``{"<bucket>": offset}``, or ``{"<partition_id>:<bucket>": offset}`` for a partitioned table
+    (as the lake's snapshot summary keys them), by bucket key."""
+    keys: dict[LakeBucketKey, int] = {}
+    for text, offset in offsets.items():
+        partition, sep, bucket = text.rpartition(":")
+        keys[(int(partition), int(bucket)) if sep else int(bucket)] = int(offset)
+    return keys
 
 
-def _to_offsets(per_bucket: Mapping[int, int]) -> Offsets:
-    return {str(bucket): offset for bucket, offset in sorted(per_bucket.items())}
+def _to_offsets(per_key: Mapping[LakeBucketKey, int]) -> Offsets:
+    named = {}
+    for key, offset in per_key.items():
+        partition_id, bucket = split_lake_bucket_key(key)
+        named[str(bucket) if partition_id is None else f"{partition_id}:{bucket}"] = offset
+    return dict(sorted(named.items()))
 
 
 class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -48,15 +59,17 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """``reader`` is the batch reader of the same options and schema: it reads each piece."""
         self._options = options
         self._reader = reader
-        self._target: dict[int, int] | None = None  # Trigger.AvailableNow: never past this
+        self._target: dict[LakeBucketKey, int] | None = None  # Trigger.AvailableNow: never past this
+        # What latestOffset last read: Spark asks reportLatestOffset right after, in the same trigger.
+        self._latest: dict[LakeBucketKey, int] | None = None
 
     def initialOffset(self) -> Offsets:
         """Where a new query starts (``startingOffsets`` / ``startingTimestamp``); a restarted one
         starts from its checkpoint instead."""
         options = self._options
         with connect(options.bootstrap, options.client_config) as conn:
-            info = conn.admin.get_table_info(options.path)
-            return _to_offsets(resolve_bound(conn.admin, info, options.start))
+            offsets = TableOffsets(conn, conn.admin.get_table_info(options.path))
+            return _to_offsets(resolve_bound(offsets, options.start, offsets.at(OffsetSpec.latest())))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self._options.max_offsets_per_trigger
@@ -67,23 +80,24 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
         """The high watermarks (or the AvailableNow target), at most ``limit`` records past
-        ``start`` in all, shared fairly between the buckets."""
+        ``start`` in all, shared fairly between the buckets. A partition created since ``start``
+        is read from offset 0."""
         latest = self._target if self._target is not None else self._high_watermarks()
-        begin = _to_buckets(start)
-        ends = {bucket: max(offset, begin.get(bucket, 0)) for bucket, offset in latest.items()}
-        starts = {bucket: begin.get(bucket, 0) for bucket in ends}
+        self._latest = latest
+        begin = _to_keys(start)
+        ends = {key: max(offset, begin.get(key, 0)) for key, offset in latest.items()}
+        starts = {key: begin.get(key, 0) for key in ends}
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         taken = bucket_ranges(starts, ends, max_rows).ranges
-        return _to_offsets({bucket: taken.get(bucket, (0, starts[bucket]))[1] for bucket in ends})
+        # A partition dropped since keeps its last offset: the offset log never loses a key.
+        return _to_offsets({**begin, **{key: taken.get(key, (0, starts[key]))[1] for key in ends}})
 
     def reportLatestOffset(self) -> Offsets:
-        return _to_offsets(self._high_watermarks())
+        return _to_offsets(self._latest if self._latest is not None else self._high_watermarks())
 
     def partitions(self, start: Offsets, end: Offsets) -> list[InputPartition]:
-        begin = _to_buckets(start)
-        ranges = split_ranges(
-            {bucket: begin.get(bucket, 0) for bucket in _to_buckets(end)}, _to_buckets(end), self._options.max_records_per_partition
-        )
+        begin, ends = _to_keys(start), _to_keys(end)
+        ranges = split_ranges({key: begin.get(key, 0) for key in ends}, ends, self._options.max_records_per_partition)
         return [InputPartition(piece) for piece in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -92,7 +106,8 @@ class LakelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: Offsets) -> None:
         """Nothing to release: the log keeps every offset whatever a query has consumed."""
 
-    def _high_watermarks(self) -> dict[int, int]:
+    def _high_watermarks(self) -> dict[LakeBucketKey, int]:
+        """Every bucket's high watermark (every partition's, a lake-only one's lake end)."""
         options = self._options
         with connect(options.bootstrap, options.client_config) as conn:
-            return conn.admin.list_offsets(options.path, spec=OffsetSpec.latest())
+            return TableOffsets(conn, conn.admin.get_table_info(options.path)).at(OffsetSpec.latest())

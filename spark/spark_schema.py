@@ -12,7 +12,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from lakelog.record.meta_columns import META_FIELDS
+from lakelog.record.meta_columns import META_FIELDS, PARTITION_ID_FIELD
 
 # The time zone the Python data source reader converts Spark timestamps with (plan_data_source_read).
 SPARK_ARROW_TIMEZONE = "UTC"
@@ -50,12 +50,14 @@ def _compatible_field(item: pa.Field) -> pa.Field:
     return item.with_type(_spark_compatible(item.type))
 
 
-def spark_schema(columns: pa.Schema) -> StructType:
+def spark_schema(columns: pa.Schema, partitioned: bool = False) -> StructType:
     """The DataFrame schema for a table's (projected) ``columns``: those columns, then the scanner's
-    ``__bucket`` int, ``__offset`` long and ``__timestamp`` long (ms), exactly as ``poll_arrow``
-    names them. Naive Arrow timestamps become ``timestamp_ntz``, zoned ones ``timestamp``."""
+    ``__bucket`` int, ``__offset`` long, ``__timestamp`` long (ms) and, for a ``partitioned`` table,
+    ``__partition_id`` long, exactly as ``poll_arrow`` names them. Naive Arrow timestamps become
+    ``timestamp_ntz``, zoned ones ``timestamp``."""
     widened = pa.schema([_compatible_field(item) for item in columns])
-    return from_arrow_schema(pa.schema([*widened, *META_FIELDS]), prefer_timestamp_ntz=True)
+    meta = [*META_FIELDS, PARTITION_ID_FIELD] if partitioned else list(META_FIELDS)
+    return from_arrow_schema(pa.schema([*widened, *meta]), prefer_timestamp_ntz=True)
 
 
 def spark_arrow_schema(schema: StructType) -> pa.Schema:

@@ -8,7 +8,7 @@ high watermark stops yielding (leader gone, data lost). A plain poll loop gives 
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,6 +17,9 @@ from lakelog.errors import CorruptRecordError, RequestTimeoutError
 from lakelog.metadata import TablePath
 from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.record.meta_columns import OFFSET_COLUMN
+
+if TYPE_CHECKING:
+    from lakelog.client.scanner.partition_scanner import PartitionedLogScanner
 
 # A bucket with a large backlog is read by several tasks at once, and no file grows unbounded.
 MAX_RECORDS_PER_SPLIT = 1_000_000
@@ -31,16 +34,22 @@ def split_range(start: int, end: int, size: int = MAX_RECORDS_PER_SPLIT) -> list
     return [(s, min(s + size, end)) for s in range(start, end, size)]
 
 
-def read_offset_range(scanner: LogScanner, path: TablePath, bucket: int, start: int, end: int) -> Iterator[pa.Table]:
-    """Subscribe ``scanner`` (a scanner of table ``path``) to ``bucket`` at ``start`` and yield its
+def read_offset_range(
+    scanner: "LogScanner | PartitionedLogScanner", path: TablePath, bucket: int, start: int, end: int, partition_id: int | None = None
+) -> Iterator[pa.Table]:
+    """Subscribe ``scanner`` (a scanner of table ``path``) to ``bucket`` (of partition
+    ``partition_id`` of a partitioned table's scanner) at ``start`` and yield its
     polls up to ``end`` (exclusive), each poll as it arrives: memory stays bounded by one poll, not
     the range. The scanner returns a bucket in offset order; that is checked, not repaired.
 
     Raises :class:`CorruptRecordError` on a gap, a duplicate or a record out of order and :class:`RequestTimeoutError`
     when no record arrives for :data:`STALL_TIMEOUT_S`.
     """
-    where = f"{path} bucket {bucket}"
-    scanner.subscribe(bucket, start)
+    where = f"{path} bucket {bucket}" if partition_id is None else f"{path} partition id {partition_id} bucket {bucket}"
+    if partition_id is None:
+        scanner.subscribe(bucket, start)
+    else:
+        scanner.subscribe_partition(partition_id, bucket, start)
     next_offset = start
     last_progress = time.monotonic()
     while next_offset < end:
