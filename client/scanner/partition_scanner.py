@@ -73,6 +73,7 @@ class PartitionedLogScanner(PolledScanner):
         self._discovery_s = conf.get("client.scanner.partition-discovery.interval") / 1000
         self._discovered_at = float("-inf")
         self._max_poll_records: int = conf.get("client.scanner.max-poll-records")
+        self._rounds = 0
 
     # subscriptions
 
@@ -217,7 +218,8 @@ class PartitionedLogScanner(PolledScanner):
         return self._poll(timeout_ms, self._max_poll_records, discover=False)
 
     def _poll(self, timeout_ms: int, max_records: int, discover: bool) -> ScanRecords:
-        """One poll over the partitions; ``max_records`` (<= 0: no limit) shared evenly by them."""
+        """Rounds over the partitions until one brings records or ``timeout_ms`` passed;
+        ``max_records`` (<= 0: no limit) shared evenly by them."""
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         while True:
             if discover:
@@ -225,6 +227,11 @@ class PartitionedLogScanner(PolledScanner):
             tables: dict[BucketKey, pa.Table] = {}
             high_watermarks: dict[BucketKey, int] = {}
             polled = [(pid, scanner) for pid, scanner in self._scanners.items() if scanner.positions()]
+            # Each round starts at another partition: the first polled frees and refills the shared
+            # budget first, and takes the first share of max_records.
+            self._rounds += 1
+            first = self._rounds % len(polled) if polled else 0
+            polled = polled[first:] + polled[:first]
             left = max_records
             for index, (partition_id, scanner) in enumerate(polled):
                 share = -(-left // (len(polled) - index)) if max_records > 0 else 0
