@@ -100,11 +100,10 @@ class LogScanner(PolledScanner):
     # polling
 
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> ScanRecords:
-        """Records that arrived within ``timeout_ms``, at most ``max_records`` (default:
-        ``client.scanner.max-poll-records``; <= 0: no limit), shared evenly by the buckets that
-        have some, the rest kept buffered (undecoded) for the next poll; empty
-        when none did. Raises :class:`InvalidRequestError` when no bucket is subscribed: such a
-        poll could never return anything."""
+        """Records that arrived within ``timeout_ms``, empty when none did; at most ``max_records``
+        (default: ``client.scanner.max-poll-records``; <= 0: no limit), shared evenly by the
+        buckets that have some, the rest kept read ahead (undecoded) for the next poll. Raises
+        :class:`InvalidRequestError` when no bucket is subscribed: such a poll could never return anything."""
         if not self._fetcher.positions:
             raise InvalidRequestError(
                 f"poll() on a scanner of {self._info.path} with no bucket subscribed: call subscribe(), "
