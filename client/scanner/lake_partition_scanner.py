@@ -16,7 +16,7 @@ from typing import Iterable
 
 import pyarrow as pa
 
-from lakelog.errors import InvalidTimestampError, OffsetOutOfRangeError
+from lakelog.errors import InvalidTimestampError, LakelogError, OffsetOutOfRangeError
 from lakelog.log_source import FetchContext, LogSource
 from lakelog.metadata import LakeBucketOffset, LakeSnapshot, TableInfo, split_lake_bucket_key
 from lakelog.client.admin import lake_offset
@@ -133,7 +133,11 @@ class LakePartitionScanner:
             reader = self._readers[bucket] = LakeLogReader(
                 self._source, context, self._out_schema, where, end, self._budget, lambda: None
             )
-        read = reader.read(READER_BYTES, max_records)
+        try:
+            read = reader.read(READER_BYTES, max_records)
+        except LakelogError:
+            self._close_reader(bucket)  # its window turn is freed; the next poll reads on from the position
+            raise
         self._positions[bucket] = reader.next_offset
         self._records += read.num_rows
         if reader.done or reader.next_offset >= end:
