@@ -165,7 +165,7 @@ class Admin:
         for item in listed:
             offsets[item.bucket] = item.offset
             if source is not None and item.lake_snapshot_id >= 0:
-                offsets[item.bucket] = _lake_offset(source, info, item.bucket, chosen.ms, item.lake_snapshot_id)
+                offsets[item.bucket] = lake_offset(source, info, item.bucket, chosen.ms, item.lake_snapshot_id)
         return dict(sorted(offsets.items()))
 
     def describe_buckets(self, path: TablePath, partition_name: str | None = None) -> dict[int, BucketInfo]:
@@ -305,7 +305,7 @@ class Admin:
         self._read("commit lake snapshot", lambda: self._coordinator.commit_lake_snapshot(info.table_id, snapshot))
 
 
-def _lake_offset(source: LogSource, info: TableInfo, bucket: int, ms: int, snapshot_id: int) -> int:
+def lake_offset(source: LogSource, info: TableInfo, bucket: int, ms: int, snapshot_id: int) -> int:
     """The first offset at or after ``ms`` in lake snapshot ``snapshot_id``, asked of the LogSource."""
     try:
         return source.lookup_log_offset_by_timestamp(LookupContext(info.partition_name, bucket, ms, snapshot_id))

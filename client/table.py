@@ -18,6 +18,7 @@ from lakelog.client.rpc.tablet_gateway import TabletGateway
 from lakelog.client.scanner.lake_partition_scanner import LakePartitionScanner
 from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.client.scanner.partition_scanner import PartitionedLogScanner
+from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.client.partition_writer import PartitionedAppendWriter
 from lakelog.client.writer import AppendAck, AppendWriter
 
@@ -96,31 +97,32 @@ class Table:
             return PartitionedLogScanner(
                 self.info,
                 projection,
-                lambda partition: self._log_scanner(partition, projection),
+                lambda partition, budget: self._log_scanner(partition, projection, budget),
                 self._router.metadata,
                 self._conf,
                 lambda: self._lake_only_scanners(projection),
             )
         return self._log_scanner(self.info, projection)
 
-    def _lake_only_scanners(self, projection: list[int] | None) -> dict[int, Callable[[], LakePartitionScanner]]:
-        """Per lake-only partition, how to make its scanner; none when this client reads without the lake."""
+    def _lake_only_scanners(self, projection: list[int] | None) -> dict[int, Callable[[ReadAheadBudget], LakePartitionScanner]]:
+        """Per lake-only partition, how to make its scanner; none when this client reads without the lake.
+        The lake snapshot covers every partition: asked once, by the first scanner made."""
         source = self._lake.log_source(self.info) if self._lake is not None else None
         if source is None:
             return {}
         partitions = [p for p in self._admin.list_partition_infos(self.path) if p.lake_only]
+        lake = functools.cache(lambda: self._admin.get_lake_snapshot(self.path))
 
-        def make(partition: PartitionInfo) -> LakePartitionScanner:
-            lake = self._admin.get_lake_snapshot(self.path)
-            buffered = self._conf.get("client.scanner.max-buffered-bytes")
-            return LakePartitionScanner(self.info.for_partition(partition), projection, source, lake, buffered)
+        def make(partition: PartitionInfo, budget: ReadAheadBudget) -> LakePartitionScanner:
+            return LakePartitionScanner(self.info.for_partition(partition), projection, source, lake(), budget)
 
         return {p.partition_id: functools.partial(make, p) for p in partitions}
 
-    def _log_scanner(self, info: TableInfo, projection: list[int] | None) -> LogScanner:
-        source = self._lake.log_source(info) if self._lake is not None else None
-        conf = self._lake.with_remote_settings(self._conf) if self._lake is not None else self._conf
-        return LogScanner(info, projection, self._tablets, self._router, self._admin, conf, source)
+    def _log_scanner(self, info: TableInfo, projection: list[int] | None, budget: ReadAheadBudget | None = None) -> LogScanner:
+        lake = self._lake
+        source = lake.log_source(info) if lake is not None else None
+        remote_conf = (lambda: lake.with_remote_settings(self._conf)) if lake is not None else None
+        return LogScanner(info, projection, self._tablets, self._router, self._admin, self._conf, source, budget, remote_conf)
 
 
 class TableAppend:

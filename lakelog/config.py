@@ -186,11 +186,11 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("client.scanner.remote-log.prefetch-num", int, 4, "Remote segment GETs a scanner runs at once (within its buffered bytes)."),
     ConfigOption(
         "client.scanner.max-poll-records", int, -1,
-        "Records one poll returns at most, shared by the buckets (below 1: no limit); the rest is fetched again by the next poll.",
+        "Records one poll returns at most, shared by the buckets (below 1: no limit); the rest stays read ahead for the next poll.",
     ),
     ConfigOption(
         "client.scanner.max-buffered-bytes", parse_size, 64 << 20,
-        "Bytes one scanner reads ahead of its polls, over all its buckets: fetch answers, remote segment pieces, lake batches.",
+        "Bytes one scanner reads ahead of its polls, over all its buckets and partitions: fetch answers, remote segment pieces, lake batches.",
     ),
     ConfigOption("client.scanner.offset-reset", _choice("error", "earliest", "latest"), "error", "What a scanner does at an offset no tier can serve."),
     ConfigOption("client.lake.enabled", parse_bool, True, "Read lake tiers through a LogSource plugin."),

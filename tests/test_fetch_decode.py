@@ -29,7 +29,7 @@ def answer(*batches: tuple[pa.RecordBatch, int, int]) -> bytes:
 def test_records_and_meta_columns_from_the_fetch_offset_on() -> None:
     records = answer((rows(0, 5), 100, 7000), (rows(5, 3), 105, 7000), (rows(8, 4), 108, 7005))
 
-    table = decode_records(records, 3, 102, OUT, "test bucket 3")
+    table, _ = decode_records(records, 3, 102, OUT, "test bucket 3")
 
     assert table.schema == OUT
     assert table.column("id").to_pylist() == list(range(2, 12))
@@ -42,7 +42,7 @@ def test_records_are_decoded_in_place_of_the_received_bytes() -> None:
     records = answer((rows(0, 1000), 0, 1), (rows(1000, 1000), 1000, 2))
     start = pa.py_buffer(records).address
 
-    table = decode_records(records, 0, 0, OUT, "test bucket 0")
+    table, _ = decode_records(records, 0, 0, OUT, "test bucket 0")
 
     for name in SCHEMA.names:
         for chunk in table.column(name).chunks:
@@ -65,7 +65,7 @@ def test_dictionary_encoded_batches_decode_like_any_other() -> None:
     data = pa.record_batch([pa.array(["a", "b", "a"]).dictionary_encode()], schema=schema)
     records = answer((data, 0, 1), (data, 3, 1))
 
-    table = decode_records(records, 0, 0, with_meta_fields(schema), "test bucket 0")
+    table, _ = decode_records(records, 0, 0, with_meta_fields(schema), "test bucket 0")
 
     assert table.column("tag").to_pylist() == ["a", "b", "a"] * 2
     assert table.column("__offset").to_pylist() == list(range(6))

@@ -60,13 +60,15 @@ class BatchDecoder:
         self._batches: list[pa.RecordBatch] = []
         self._starts: list[int] = []
         self._timestamps: list[int] = []
+        self.rows = 0
 
     def __len__(self) -> int:
         """Batches collected so far."""
         return len(self._batches)
 
-    def add(self, buf: bytes | memoryview, pos: int, fetch_offset: int, where: str) -> rb.BatchHeader:
-        """Check the batch at ``pos`` and keep its records from ``fetch_offset`` on; its header."""
+    def add(self, buf: bytes | memoryview, pos: int, fetch_offset: int, where: str, limit: int | None = None) -> rb.BatchHeader:
+        """Check the batch at ``pos`` and keep its records from ``fetch_offset`` on, at most
+        ``limit`` of them (None: all); its header."""
         header = rb.validate(buf, pos, where)
         skip = max(fetch_offset - header.base_offset, 0)
         if skip >= header.record_count:
@@ -78,9 +80,12 @@ class BatchDecoder:
             raise SchemaMismatchError(f"{where}: batch at offset {header.base_offset} has schema {data.schema}, expected {self._data_schema}")
         if data.schema != self._data_schema:  # same types, other names or nullability
             data = pa.RecordBatch.from_arrays(data.columns, schema=self._data_schema)
-        self._batches.append(data.slice(skip) if skip else data)
+        if skip or (limit is not None and limit < header.record_count - skip):
+            data = data.slice(skip, limit)
+        self._batches.append(data)
         self._starts.append(header.base_offset + skip)
         self._timestamps.append(header.commit_timestamp)
+        self.rows += data.num_rows
         return header
 
     def to_table(self) -> pa.Table:
@@ -107,11 +112,27 @@ class BatchDecoder:
         return pa.chunked_array([constant_array(ts, n, pa.int64()) for ts, n in zip(stamps, counts)], pa.int64())
 
 
-def decode_records(records: bytes, bucket: int, fetch_offset: int, out_schema: pa.Schema, where: str) -> pa.Table:
-    """Every batch in ``records`` (already projected by the server), from ``fetch_offset`` on."""
+def cut_short(header: rb.BatchHeader, fetch_offset: int, taken: int) -> bool:
+    """Of the batch ``header`` heads, fewer records from ``fetch_offset`` on were taken than it holds."""
+    return max(fetch_offset, header.base_offset) + taken < header.next_offset
+
+
+def decode_records(
+    records: bytes | memoryview, bucket: int, fetch_offset: int, out_schema: pa.Schema, where: str, max_records: int | None = None
+) -> tuple[pa.Table, int]:
+    """The batches in ``records`` (already projected by the server) from ``fetch_offset`` on, at most
+    ``max_records`` records (None: all), decoded; and where in ``records`` the first batch not
+    wholly returned starts (``len(records)`` when none is left): the rest stays undecoded."""
     view = memoryview(records)
     decoder = BatchDecoder(bucket, out_schema)
     pos = 0
     while pos < len(view):
-        pos += decoder.add(view, pos, fetch_offset, where).size
-    return decoder.to_table()
+        limit = None if max_records is None else max_records - decoder.rows
+        if limit is not None and limit <= 0:
+            break
+        before = decoder.rows
+        header = decoder.add(view, pos, fetch_offset, where, limit)
+        if cut_short(header, fetch_offset, decoder.rows - before):
+            break
+        pos += header.size
+    return decoder.to_table(), pos

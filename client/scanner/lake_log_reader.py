@@ -61,6 +61,9 @@ class LakeLogReader:
         self._stop = threading.Event()
         self._finished = False
         self._error: LakelogError | None = None
+        # What a read limited by records left of a batch, and the bytes the whole batch holds.
+        self._head: pa.RecordBatch | None = None
+        self._head_bytes = 0
         self._thread = threading.Thread(target=self._run, args=(source,), name=f"lake-read {where}", daemon=True)
         self._thread.start()
 
@@ -71,20 +74,20 @@ class LakeLogReader:
 
     def ready(self) -> bool:
         """:meth:`read` will not wait."""
-        return self._error is not None or not self._queue.empty()
+        return self._error is not None or self._head is not None or not self._queue.empty()
 
-    def read(self, max_bytes: int) -> pa.Table:
-        """Queued records from :attr:`next_offset` on, about ``max_bytes`` (at least one batch);
+    def read(self, max_bytes: int, max_records: int | None = None) -> pa.Table:
+        """Queued records from :attr:`next_offset` on, about ``max_bytes`` (at least one batch) and
+        at most ``max_records`` (None: no limit; the rest of a batch cut short comes next time);
         empty while the lake is still being read. An error after some records is raised by the
         next call, so the consumer's position stops exactly at the last good record."""
         if self._error is not None:
             raise self._error
         pieces: list[pa.RecordBatch] = []
-        consumed = 0
-        while consumed < max(max_bytes, 1) and not self._finished:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
+        consumed = rows = 0
+        while consumed < max(max_bytes, 1) and not self._finished and (max_records is None or rows < max_records):
+            item = self._next_item()
+            if item is None:
                 break
             if isinstance(item, _Finished):
                 self._finished = True
@@ -94,16 +97,37 @@ class LakeLogReader:
                 self._error = item
                 break
             else:
-                self._budget.release(item.nbytes)
-                pieces.append(item)
-                consumed += item.nbytes
-                self.next_offset += item.num_rows
+                batch, held = item
+                if max_records is not None and rows + batch.num_rows > max_records:
+                    self._head, self._head_bytes = batch.slice(max_records - rows), held
+                    batch = batch.slice(0, max_records - rows)
+                else:
+                    self._budget.release(held)
+                pieces.append(batch)
+                consumed += batch.nbytes
+                rows += batch.num_rows
+                self.next_offset += batch.num_rows
         return pa.Table.from_batches(pieces, schema=self._out_schema)
+
+    def _next_item(self) -> tuple[pa.RecordBatch, int] | LakelogError | _Finished | None:
+        """The rest of a batch cut short, else the next queued item (a batch with the bytes it
+        holds); None when nothing is queued."""
+        if self._head is not None:
+            head, self._head = self._head, None
+            return head, self._head_bytes
+        try:
+            item = self._queue.get_nowait()
+        except queue.Empty:
+            return None
+        return (item, item.nbytes) if isinstance(item, pa.RecordBatch) else item
 
     def close(self) -> None:
         """Stop the reader thread (it closes the LogSource's iterator on its way out) and free
         what it queued."""
         self._stop.set()
+        if self._head is not None:
+            self._head = None
+            self._budget.release(self._head_bytes)
         self._drain()
 
     def _drain(self) -> None:

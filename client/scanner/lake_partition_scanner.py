@@ -5,20 +5,23 @@ No tablet server holds such a partition any more, so nothing is fetched: each su
 range ``[lake start, lake end)`` of the coordinator's lake snapshot is read straight from the
 table's LogSource with :class:`LakeLogReader` (offsets checked batch by batch, as after a lake
 answer of a server), and then the bucket is finished: no record can come after the lake's end.
+Readers are opened as the scanner's :class:`ReadAheadBudget` allows (a window of them, shared with
+the other partitions of the same scanner), not one per bucket at once.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import pyarrow as pa
 
-from lakelog.errors import InvalidTimestampError, OffsetOutOfRangeError
-from lakelog.log_source import FetchContext, LogSource, LookupContext
+from lakelog.errors import InvalidTimestampError, LakelogError, OffsetOutOfRangeError
+from lakelog.log_source import FetchContext, LogSource
 from lakelog.metadata import LakeBucketOffset, LakeSnapshot, TableInfo, split_lake_bucket_key
+from lakelog.client.admin import lake_offset
 from lakelog.client.scanner.lake_log_reader import LakeLogReader
-from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
+from lakelog.client.scanner.read_ahead_budget import READER_BYTES, ReadAheadBudget
 from lakelog.client.scanner.scan_records import BucketKey, ScanRecords
 from lakelog.record.meta_columns import with_meta_fields
 
@@ -27,9 +30,11 @@ TIER = LakeLogReader.tier
 
 
 class LakePartitionScanner:
-    def __init__(self, info: TableInfo, projection: list[int] | None, source: LogSource, lake: LakeSnapshot, buffered_bytes: int) -> None:
+    def __init__(
+        self, info: TableInfo, projection: list[int] | None, source: LogSource, lake: LakeSnapshot, budget: ReadAheadBudget
+    ) -> None:
         """``info``: the partition's info; ``lake``: the table's lake snapshot from the coordinator;
-        ``buffered_bytes``: what its lake readers may hold read ahead (``client.scanner.max-buffered-bytes``)."""
+        ``budget``: what its lake readers read ahead against (the partitioned scanner's)."""
         assert info.partition_id is not None
         self._info = info
         self._projection = projection
@@ -44,7 +49,7 @@ class LakePartitionScanner:
         self._out_schema = with_meta_fields(pa.schema(fields))
         self._positions: dict[int, int] = {}
         self._readers: dict[int, LakeLogReader] = {}
-        self._budget = ReadAheadBudget(buffered_bytes)
+        self._budget = budget
         self._records = 0
 
     def _range(self, bucket: int) -> tuple[int, int]:
@@ -73,9 +78,7 @@ class LakePartitionScanner:
         for bucket in self._buckets(buckets):
             start, end = self._range(bucket)
             try:
-                offset = self._source.lookup_log_offset_by_timestamp(
-                    LookupContext(self._info.partition_name, bucket, ms, self._snapshot_id)
-                ) if end > start else end
+                offset = lake_offset(self._source, self._info, bucket, ms, self._snapshot_id) if end > start else end
             except InvalidTimestampError:
                 offset = end
             self.subscribe(bucket, offset)
@@ -95,56 +98,61 @@ class LakePartitionScanner:
 
     # reading
 
-    def poll(self, timeout_ms: int = 1000) -> ScanRecords:
-        """What the lake readers have read since the last poll (waiting up to ``timeout_ms`` for some)."""
+    def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> ScanRecords:
+        """What the lake readers have read since the last poll (waiting up to ``timeout_ms`` for
+        some), at most ``max_records`` (None or <= 0: no limit) shared evenly by the buckets."""
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         while True:
             tables: dict[BucketKey, pa.Table] = {}
-            for bucket in list(self._positions):
-                read = self._read(bucket)
+            buckets = list(self._positions)
+            left = max_records if max_records is not None and max_records > 0 else None
+            for index, bucket in enumerate(buckets):
+                share = None if left is None else -(-left // (len(buckets) - index))
+                if share == 0:
+                    break
+                read = self._read(bucket, share)
+                if left is not None:
+                    left -= read.num_rows
                 if read.num_rows:
                     tables[bucket] = read
             if tables or time.monotonic() >= deadline:
                 return ScanRecords(self._out_schema, tables, {b: self._range(b)[1] for b in self._positions})
             time.sleep(POLL_WAIT_S)
 
-    def _read(self, bucket: int) -> pa.Table:
+    def _read(self, bucket: int, max_records: int | None) -> pa.Table:
         position = self._positions[bucket]
         end = self._range(bucket)[1]
         if position >= end:
             return self._out_schema.empty_table()
         reader = self._readers.get(bucket)
         if reader is None:
+            if not self._budget.try_open_reader():
+                return self._out_schema.empty_table()  # the bucket's turn comes when another reader ends
             context = FetchContext(position, end, self._info.partition_name, bucket, self._snapshot_id, self._projection or None)
             where = f"{self._info.label} bucket {bucket}"
             reader = self._readers[bucket] = LakeLogReader(
                 self._source, context, self._out_schema, where, end, self._budget, lambda: None
             )
-        read = reader.read(max_bytes=1 << 22)
+        try:
+            read = reader.read(READER_BYTES, max_records)
+        except LakelogError:
+            self._close_reader(bucket)  # its window turn is freed; the next poll reads on from the position
+            raise
         self._positions[bucket] = reader.next_offset
         self._records += read.num_rows
-        if reader.done:
-            self._close_reader(bucket)
+        if reader.done or reader.next_offset >= end:
+            self._close_reader(bucket)  # read to the end: its turn in the window goes to the next
         return read
 
-    def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
-        """Every subscribed bucket to the lake's end, bucket after bucket."""
-
-        def batches() -> Iterator[pa.RecordBatch]:
-            for bucket in list(self._positions):
-                while self._positions.get(bucket, 0) < self._range(bucket)[1]:
-                    read = self._read(bucket)
-                    if read.num_rows:
-                        yield from read.to_batches()
-                    else:
-                        time.sleep(POLL_WAIT_S)
-
-        return pa.RecordBatchReader.from_batches(self._out_schema, batches())
+    def end_offsets(self) -> dict[int, int]:
+        """Per subscribed bucket, the lake's end: nothing comes after it."""
+        return {bucket: self._range(bucket)[1] for bucket in self._positions}
 
     def _close_reader(self, bucket: int) -> None:
         reader = self._readers.pop(bucket, None)
         if reader is not None:
             reader.close()
+            self._budget.reader_closed()
 
     def close(self) -> None:
         for bucket in list(self._readers):

@@ -14,9 +14,10 @@ at the lake (only when the table has a LogSource, see :mod:`lakelog.client.lake.
 starts a :class:`LakeLogReader` the same way: the records come from the LogSource, and the bucket
 goes back to the server at the lake snapshot's end offset.
 
-All three draw on one :class:`ReadAheadBudget` per scanner (``client.scanner.max-buffered-bytes``):
-no fetch is sent while the answers, remote pieces and lake batches held reach it, so a scanner's
-memory is bounded per scanner, not per bucket.
+All three draw on one :class:`ReadAheadBudget` per user-facing scanner
+(``client.scanner.max-buffered-bytes``; a partitioned table's partitions share it): no fetch is sent
+while the answers, remote pieces and lake batches held reach it, so a scanner's memory is bounded
+per scanner, not per bucket or partition.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, replace
+from typing import Callable, Protocol
 
 import pyarrow as pa
 
@@ -67,7 +68,7 @@ class TierReader(Protocol):
 
     def ready(self) -> bool: ...
 
-    def read(self, max_bytes: int) -> pa.Table: ...
+    def read(self, max_bytes: int, max_records: int | None = None) -> pa.Table: ...
 
     def close(self) -> None: ...
 
@@ -89,9 +90,14 @@ class LogFetcher:
         tablets: TabletGateway,
         router: LeaderRouter,
         conf: Configuration,
+        budget: ReadAheadBudget,
         log_source: LogSource | None = None,
+        remote_conf: Callable[[], Configuration] | None = None,
     ) -> None:
-        """With a ``log_source`` the fetches set ``enable_lake`` and lake answers are read through it."""
+        """``budget``: what answers, remote pieces and lake batches read ahead are held against.
+        With a ``log_source`` the fetches set ``enable_lake`` and lake answers are read through it.
+        ``remote_conf()`` gives the ``remote.fs.*`` settings (None: ``conf``'s); it is called at the
+        first remote read, as it may ask the cluster for them, and most scanners never read remote."""
         self._info = info
         self._projection = projection or []
         self._out_schema = with_meta_fields(projected_schema)
@@ -113,10 +119,10 @@ class LogFetcher:
         self._cond = threading.Condition()
         self._log_source = log_source
         self._readers: dict[int, TierReader] = {}
-        self._budget = ReadAheadBudget(conf.get("client.scanner.max-buffered-bytes"))
-        self._downloader = RemoteLogDownloader(
-            conf.with_prefix("remote.fs."), conf.get("client.scanner.remote-log.prefetch-num"), self._budget, self._wake
-        )
+        self._budget = budget
+        self._remote_conf = remote_conf or (lambda: conf)
+        self._prefetch_num: int = conf.get("client.scanner.remote-log.prefetch-num")
+        self._downloader: RemoteLogDownloader | None = None
         self._deferred_error: LakelogError | None = None
 
     # subscriptions
@@ -133,10 +139,6 @@ class LogFetcher:
             self._drop_completed(bucket)
         self._drop_reader(bucket)
 
-    def buffered_bytes(self) -> int:
-        """Bytes read ahead and not yet polled: answers, remote pieces, queued lake batches."""
-        return self._budget.held
-
     def _drop_completed(self, bucket: int) -> None:
         """Forget the bucket's buffered answers: its next fetch starts at its position again."""
         for fetch in self._completed.pop(bucket, ()):
@@ -144,12 +146,13 @@ class LogFetcher:
         self._next_fetch.pop(bucket, None)
 
     def remote_read_stats(self) -> dict[str, int]:
-        return self._downloader.bytes_read()
+        return self._downloader.bytes_read() if self._downloader is not None else {}
 
     def close(self) -> None:
         for bucket in list(self.positions):
             self.unsubscribe(bucket)
-        self._downloader.close()
+        if self._downloader is not None:
+            self._downloader.close()
 
     # sending
 
@@ -209,8 +212,9 @@ class LogFetcher:
         return bool(last.records) and last.error is None and last.remote is None and last.lake is None
 
     def _complete(self, completed: list[FetchedBucket]) -> None:
+        ends = [_records_end(fetch.records) for fetch in completed]  # header walks, outside the lock
         with self._cond:
-            for fetch in completed:
+            for fetch, end in zip(completed, ends):
                 bucket = fetch.bucket
                 self._in_flight.discard(bucket)
                 position = self.positions.get(bucket)
@@ -218,7 +222,6 @@ class LogFetcher:
                     continue  # re-subscribed meanwhile
                 self._completed.setdefault(bucket, []).append(fetch)
                 self._budget.add(len(fetch.records))
-                end = _records_end(fetch.records)
                 if end is not None:
                     self._next_fetch[bucket] = end
             self._cond.notify_all()
@@ -235,35 +238,32 @@ class LogFetcher:
             if not self._completed and not any(reader.ready() for reader in self._readers.values()):
                 self._cond.wait(timeout_s)
 
-    def collect(self) -> FetchedBatch:
-        """Decode every buffered answer and remote or lake batch read meanwhile, and advance positions over the
-        records returned. An error after some records were taken is raised by the next call, so
+    def collect(self, max_records: int | None = None) -> FetchedBatch:
+        """Decode buffered answers and remote or lake batches read meanwhile, at most ``max_records``
+        records (None: all; shared evenly by the buckets that have some, so none starves), and
+        advance positions over the records returned. What is left stays buffered, undecoded, for
+        the next call. An error after some records were taken is raised by the next call, so
         those records are returned and no position moves past records the caller never got."""
         if self._deferred_error is not None:
             error, self._deferred_error = self._deferred_error, None
             raise error
         with self._cond:
             completed, self._completed = self._completed, {}
+            buckets = sorted(set(completed) | set(self._readers))
         tables: dict[int, pa.Table] = {}
         high_watermarks: dict[int, int] = {}
+        left = max_records
         try:
-            for bucket in sorted(completed):
-                answers = completed[bucket]
-                while answers:
-                    fetch = answers.pop(0)
-                    self._budget.release(len(fetch.records))
-                    if self.positions.get(bucket) != fetch.fetch_offset or fetch.error is not None:
-                        self._restart(bucket, answers)
-                    try:
-                        self._take(bucket, fetch, tables, high_watermarks)
-                    except LakelogError:
-                        self._restart(bucket, answers)
-                        raise
-                del completed[bucket]
-            with self._cond:
-                readers = sorted(self._readers.items())
-            for bucket, reader in readers:
-                self._read_tier(bucket, reader, tables, high_watermarks)
+            for index, bucket in enumerate(buckets):
+                share = None if left is None else -(-left // (len(buckets) - index))
+                self._take_answers(bucket, completed.get(bucket, []), share, tables, high_watermarks)
+                with self._cond:
+                    reader = self._readers.get(bucket)
+                if reader is not None and (share is None or _rows(tables, bucket) < share):
+                    rest = None if share is None else share - _rows(tables, bucket)
+                    self._read_tier(bucket, reader, rest, tables, high_watermarks)
+                if left is not None:
+                    left -= _rows(tables, bucket)
         except LakelogError as error:
             if not tables:
                 raise
@@ -271,16 +271,39 @@ class LogFetcher:
         finally:
             with self._cond:
                 for bucket, answers in completed.items():
-                    self._completed[bucket] = answers + self._completed.get(bucket, [])
+                    if answers:
+                        self._completed[bucket] = answers + self._completed.get(bucket, [])
         return FetchedBatch(tables, high_watermarks)
 
-    def _take(self, bucket: int, fetch: FetchedBucket, tables: dict[int, pa.Table], high_watermarks: dict[int, int]) -> None:
-        """Act on one answer, unless it no longer starts at the bucket's position."""
+    def _take_answers(
+        self, bucket: int, answers: list[FetchedBucket], share: int | None, tables: dict[int, pa.Table], high_watermarks: dict[int, int]
+    ) -> None:
+        """Take the bucket's buffered answers in order, up to ``share`` records (None: all); an
+        answer taken in part is put back holding the rest."""
+        while answers and (share is None or _rows(tables, bucket) < share):
+            fetch = answers.pop(0)
+            self._budget.release(len(fetch.records))
+            if self.positions.get(bucket) != fetch.fetch_offset or fetch.error is not None:
+                self._restart(bucket, answers)
+            try:
+                rest = self._take(bucket, fetch, None if share is None else share - _rows(tables, bucket), tables, high_watermarks)
+            except LakelogError:
+                self._restart(bucket, answers)
+                raise
+            if rest is not None:
+                answers.insert(0, rest)
+                self._budget.add(len(rest.records))
+
+    def _take(
+        self, bucket: int, fetch: FetchedBucket, limit: int | None, tables: dict[int, pa.Table], high_watermarks: dict[int, int]
+    ) -> FetchedBucket | None:
+        """Act on one answer, unless it no longer starts at the bucket's position; take at most
+        ``limit`` of its records (None: all). The answer with the records not taken, if any."""
         if self.positions.get(bucket) != fetch.fetch_offset:
-            return  # re-subscribed, or after an answer that failed: the bucket is fetched again
+            return None  # re-subscribed, or after an answer that failed: the bucket is fetched again
         if fetch.error is not None:
             self._handle_error(fetch)
-            return
+            return None
         retried = self._retries.pop(bucket, 0)
         if retried:
             log.info("fetch of %s bucket %d works again after %d retries", self._info.path, bucket, retried)
@@ -290,8 +313,11 @@ class LogFetcher:
         elif fetch.lake is not None:
             self._start_lake(bucket, fetch, fetch.lake)
         elif fetch.records:
-            table = decode_records(fetch.records, bucket, fetch.fetch_offset, self._out_schema, self._where(bucket))
+            table, end = decode_records(fetch.records, bucket, fetch.fetch_offset, self._out_schema, self._where(bucket), limit)
             self._accept(bucket, fetch.fetch_offset, table, tables, LOCAL_TIER)
+            if end < len(fetch.records):
+                return replace(fetch, fetch_offset=fetch.fetch_offset + table.num_rows, records=memoryview(fetch.records)[end:])
+        return None
 
     def _restart(self, bucket: int, answers: list[FetchedBucket]) -> None:
         """Drop what was read ahead of a bucket (after a failed or stale answer): its next fetch
@@ -318,15 +344,20 @@ class LogFetcher:
         reader = RemoteLogReader(
             remote,
             fetch.fetch_offset,
-            self._downloader,
+            self._remote_downloader(),
             bucket,
             self._out_schema,
             self._projection or None,
             self._where(bucket),
             fetch.high_watermark,
         )
-        with self._cond:
-            self._readers[bucket] = reader
+        self._start_reader(bucket, reader)
+
+    def _remote_downloader(self) -> RemoteLogDownloader:
+        if self._downloader is None:
+            settings = self._remote_conf().with_prefix("remote.fs.")
+            self._downloader = RemoteLogDownloader(settings, self._prefetch_num, self._budget, self._wake)
+        return self._downloader
 
     def _start_lake(self, bucket: int, fetch: FetchedBucket, lake: LakeLogFetchInfo) -> None:
         assert self._log_source is not None, "lake answers come only to fetches that enable the lake"
@@ -336,18 +367,25 @@ class LogFetcher:
         reader = LakeLogReader(
             self._log_source, context, self._out_schema, self._where(bucket), fetch.high_watermark, self._budget, self._wake
         )
+        self._start_reader(bucket, reader)
+
+    def _start_reader(self, bucket: int, reader: TierReader) -> None:
+        """The bucket reads from ``reader`` now; once it is done, the next fetch starts where the
+        reader stopped (the bucket's position), not where the last answer's records ended."""
         with self._cond:
             self._readers[bucket] = reader
+            self._next_fetch.pop(bucket, None)
 
     def _read_tier(
-        self, bucket: int, reader: TierReader, tables: dict[int, pa.Table], high_watermarks: dict[int, int]
+        self, bucket: int, reader: TierReader, limit: int | None, tables: dict[int, pa.Table], high_watermarks: dict[int, int]
     ) -> None:
-        """Take the next remote or lake records of ``bucket``. A failed read is dropped with the
-        position unchanged, so the next poll asks the server again where to continue."""
+        """Take the next remote or lake records of ``bucket``, at most ``limit`` (None: a read's
+        worth). A failed read is dropped with the position unchanged, so the next poll asks the
+        server again where to continue."""
         high_watermarks[bucket] = reader.high_watermark
         try:
             offset = reader.next_offset
-            self._accept(bucket, offset, reader.read(self._bucket_bytes), tables, reader.tier)
+            self._accept(bucket, offset, reader.read(self._bucket_bytes, limit), tables, reader.tier)
         except LakelogError:
             self._drop_reader(bucket)
             raise
@@ -409,6 +447,11 @@ class LogFetcher:
             "%s bucket %d: offset %d is out of range (offset-reset=%s), %s",
             self._info.path, fetch.bucket, fetch.fetch_offset, self._offset_reset, change,
         )
+
+
+def _rows(tables: dict[int, pa.Table], bucket: int) -> int:
+    table = tables.get(bucket)
+    return table.num_rows if table is not None else 0
 
 
 def _records_end(records: bytes | memoryview) -> int | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Mapping
 
 import pyarrow as pa
 
@@ -15,14 +15,13 @@ from lakelog.log_source import LogSource
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 from lakelog.client.scanner.log_fetcher import IDLE_WAIT_S, LogFetcher
-from lakelog.client.scanner.scan_records import ScanRecord, ScanRecords
-from lakelog.record.meta_columns import OFFSET_COLUMN, with_meta_fields
+from lakelog.client.scanner.polled_scanner import PolledScanner
+from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
+from lakelog.client.scanner.scan_records import ScanRecords
+from lakelog.record.meta_columns import with_meta_fields
 
-RECEIVE_WAIT_MS = 500
-ITERATION_POLL_MS = 1000
 
-
-class LogScanner:
+class LogScanner(PolledScanner):
     def __init__(
         self,
         info: TableInfo,
@@ -32,14 +31,20 @@ class LogScanner:
         admin: Admin,
         conf: Configuration,
         log_source: LogSource | None = None,
+        budget: ReadAheadBudget | None = None,
+        remote_conf: Callable[[], Configuration] | None = None,
     ) -> None:
-        """``log_source`` reads the offsets only the lake holds (None: a scanner without the lake)."""
+        """``log_source`` reads the offsets only the lake holds (None: a scanner without the lake);
+        ``budget`` is what it reads ahead against (None: one of its own of
+        ``client.scanner.max-buffered-bytes``; a partitioned table's scanner shares one);
+        ``remote_conf()``, called at the first remote read, gives the ``remote.fs.*`` settings (None: ``conf``'s)."""
         self._info = info
         self._admin = admin
         fields = [info.schema.field(i) for i in projection] if projection else list(info.schema)
         self.schema = pa.schema(fields)
         self._out_schema = with_meta_fields(self.schema)
-        self._fetcher = LogFetcher(info, projection, self.schema, tablets, router, conf, log_source)
+        budget = budget or ReadAheadBudget(conf.get("client.scanner.max-buffered-bytes"))
+        self._fetcher = LogFetcher(info, projection, self.schema, tablets, router, conf, budget, log_source, remote_conf)
         self._max_poll_records: int = conf.get("client.scanner.max-poll-records")
 
     # subscriptions
@@ -94,92 +99,39 @@ class LogScanner:
 
     # polling
 
-    def poll(self, timeout_ms: int = 1000) -> ScanRecords:
-        """Records that arrived within ``timeout_ms``; empty when none did. Raises
+    def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> ScanRecords:
+        """Records that arrived within ``timeout_ms``, empty when none did; at most ``max_records``
+        (default: ``client.scanner.max-poll-records``; <= 0: no limit), shared evenly by the
+        buckets that have some, the rest kept read ahead (undecoded) for the next poll. Raises
         :class:`InvalidRequestError` when no bucket is subscribed: such a poll could never return anything."""
         if not self._fetcher.positions:
             raise InvalidRequestError(
                 f"poll() on a scanner of {self._info.path} with no bucket subscribed: call subscribe(), "
                 "subscribe_from_beginning() or subscribe_from_timestamp() first"
             )
+        limit = self._max_poll_records if max_records is None else max_records
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         while True:
             self._fetcher.send_fetches()
-            fetched = self._fetcher.collect()
+            fetched = self._fetcher.collect(limit if limit > 0 else None)
             if fetched.tables or time.monotonic() >= deadline:
-                tables = self._at_most_max_poll_records(fetched.tables)
                 self._fetcher.send_fetches()
-                return ScanRecords(self._out_schema, tables, fetched.high_watermarks)
+                return ScanRecords(self._out_schema, fetched.tables, fetched.high_watermarks)
             self._fetcher.wait(min(max(deadline - time.monotonic(), 0), IDLE_WAIT_S))
-
-    def _at_most_max_poll_records(self, tables: dict[int, pa.Table]) -> dict[int, pa.Table]:
-        """``client.scanner.max-poll-records`` shared evenly by the buckets that have records, so none
-        starves; a bucket cut short is set back to its first record not returned."""
-        if self._max_poll_records < 1:
-            return tables
-        left = self._max_poll_records
-        kept: dict[int, pa.Table] = {}
-        for index, (bucket, table) in enumerate(sorted(tables.items())):
-            share = min(-(-left // (len(tables) - index)), table.num_rows)
-            kept[bucket] = table.slice(0, share)
-            left -= share
-            if share < table.num_rows:
-                self._fetcher.seek(bucket, table.column(OFFSET_COLUMN)[share].as_py())
-        return kept
-
-    def iterate(self, timeout_ms: int = ITERATION_POLL_MS) -> Iterator[ScanRecord]:
-        """Records poll by poll, until a poll of ``timeout_ms`` brings none."""
-        while records := self.poll(timeout_ms):
-            yield from records
-
-    def __iter__(self) -> Iterator[ScanRecord]:
-        """``for record in scanner``: what there is now, ending once a poll of 1 s brings nothing."""
-        return self.iterate()
-
-    def poll_arrow(self, timeout_ms: int = 1000) -> pa.Table:
-        """Like :meth:`poll`, as one Arrow table with ``__bucket``, ``__offset`` and ``__timestamp``."""
-        return self.poll(timeout_ms).to_arrow()
 
     # reading to the end, for Arrow tools
 
-    def to_arrow(self) -> pa.Table:
-        """Every subscribed bucket from its position up to its latest offset taken now, as one table
-        (with ``__bucket``, ``__offset`` and ``__timestamp``); records appended later are left for
-        the next read. Positions end at those latest offsets."""
-        return self.to_arrow_batch_reader().read_all()
-
-    def to_pandas(self) -> Any:
-        """:meth:`to_arrow` as a pandas DataFrame (needs pandas)."""
-        return self.to_arrow().to_pandas()
-
-    def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
-        """Like :meth:`to_arrow`, streamed: each poll's records become batches as the reader is read,
-        so a table larger than memory can go to Parquet, DuckDB or polars. The latest offsets are
-        taken now, when the reader is made."""
+    def end_offsets(self) -> dict[int, int]:
         starts = self.positions()
         if not starts:
             raise InvalidRequestError(
                 f"the scanner of {self._info.path} has no bucket subscribed; call subscribe_from_beginning() or subscribe() first"
             )
         latest = self._admin.list_offsets(self._info.path, list(starts), OffsetSpec.latest(), self._info.partition_name or None)
-        ends = {bucket: max(start, latest[bucket]) for bucket, start in starts.items()}
-        return pa.RecordBatchReader.from_batches(self._out_schema, self._batches_until(ends))
+        return {bucket: max(start, latest[bucket]) for bucket, start in starts.items()}
 
-    def _batches_until(self, ends: dict[int, int]) -> Iterator[pa.RecordBatch]:
-        """Poll until every bucket reached its end offset; records past an end are not returned, and
-        the bucket is set back to its end, so they are not lost to the next poll either."""
-        try:
-            while any(self._fetcher.positions.get(bucket, end) < end for bucket, end in ends.items()):
-                records = self.poll(timeout_ms=RECEIVE_WAIT_MS)
-                for bucket in records.buckets():
-                    table = records.to_arrow(bucket)
-                    keep = ends.get(bucket, 0) - table.column(OFFSET_COLUMN)[0].as_py()
-                    if keep > 0:
-                        yield from table.slice(0, keep).to_batches()
-        finally:
-            for bucket, end in ends.items():
-                if self._fetcher.positions.get(bucket, end) > end:
-                    self._fetcher.seek(bucket, end)
+    def _seek(self, bucket: int, offset: int) -> None:
+        self._fetcher.seek(bucket, offset)
 
     def remote_read_stats(self) -> dict[str, int]:
         """Bytes this scanner read from remote storage, per remote log segment id: what a caller
@@ -189,9 +141,3 @@ class LogScanner:
     def close(self) -> None:
         """Unsubscribe everything, stop remote downloads and lake reads, delete their temp files."""
         self._fetcher.close()
-
-    def __enter__(self) -> "LogScanner":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

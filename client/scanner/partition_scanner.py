@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 import pyarrow as pa
 
@@ -26,10 +26,13 @@ from lakelog.config import Configuration
 from lakelog.errors import InvalidPartitionError, InvalidRequestError, PartitionNotExistError, TableNotExistError
 from lakelog.metadata import OffsetSpec, OffsetType, TableInfo
 from lakelog.client.metadata_cache import MetadataCache
+from lakelog.client.scanner.batch_decoder import constant_array
 from lakelog.client.scanner.log_fetcher import IDLE_WAIT_S
 from lakelog.client.scanner.lake_partition_scanner import LakePartitionScanner
-from lakelog.client.scanner.log_scanner import ITERATION_POLL_MS, LogScanner
-from lakelog.client.scanner.scan_records import BucketKey, ScanRecord, ScanRecords
+from lakelog.client.scanner.log_scanner import LogScanner
+from lakelog.client.scanner.polled_scanner import PolledScanner
+from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
+from lakelog.client.scanner.scan_records import BucketKey, ScanRecords
 from lakelog.record.meta_columns import PARTITION_ID_FIELD, with_meta_fields
 
 log = logging.getLogger(__name__)
@@ -38,19 +41,24 @@ log = logging.getLogger(__name__)
 # that the servers hold up to client.scanner.fetch.max-wait, so this only bounds the wake-up delay).
 ROUND_WAIT_S = 0.02
 
+# How to make a lake-only partition's scanner, reading ahead against the given budget.
+MakeLakeScanner = Callable[[ReadAheadBudget], LakePartitionScanner]
 
-class PartitionedLogScanner:
+
+class PartitionedLogScanner(PolledScanner):
     def __init__(
         self,
         info: TableInfo,
         projection: list[int] | None,
-        new_scanner: Callable[[TableInfo], LogScanner],
+        new_scanner: Callable[[TableInfo, ReadAheadBudget], LogScanner],
         metadata: MetadataCache,
         conf: Configuration,
-        lake_only: "Callable[[], dict[int, Callable[[], LakePartitionScanner]]] | None" = None,
+        lake_only: "Callable[[], dict[int, MakeLakeScanner]] | None" = None,
     ) -> None:
-        """``new_scanner(partition_info)``: the LogScanner of one partition; ``lake_only()``: per
-        lake-only partition id, how to make its scanner (none without the lake)."""
+        """``new_scanner(partition_info, budget)``: the LogScanner of one partition; ``lake_only()``:
+        per lake-only partition id, how to make its scanner (none without the lake). Every
+        partition's scanner reads ahead against one budget (``client.scanner.max-buffered-bytes``):
+        it bounds this scanner, whatever its number of partitions."""
         self._info = info
         self._new_scanner = new_scanner
         self._lake_only = lake_only or dict
@@ -59,10 +67,13 @@ class PartitionedLogScanner:
         self.schema = pa.schema(fields)
         self._out_schema = with_meta_fields(self.schema).append(PARTITION_ID_FIELD)
         self._scanners: dict[int, LogScanner | LakePartitionScanner] = {}
+        self._budget = ReadAheadBudget(conf.get("client.scanner.max-buffered-bytes"))
         # subscribe_from_beginning/timestamp: the spec and buckets every discovered partition starts with
         self._whole: tuple[OffsetSpec, list[int] | None] | None = None
         self._discovery_s = conf.get("client.scanner.partition-discovery.interval") / 1000
         self._discovered_at = float("-inf")
+        self._max_poll_records: int = conf.get("client.scanner.max-poll-records")
+        self._rounds = 0
 
     # subscriptions
 
@@ -77,7 +88,7 @@ class PartitionedLogScanner:
         assert partition.partition_id is not None
         scanner = self._scanners.get(partition.partition_id)
         if scanner is None:
-            scanner = self._scanners[partition.partition_id] = self._new_scanner(partition)
+            scanner = self._scanners[partition.partition_id] = self._new_scanner(partition, self._budget)
         return scanner
 
     def subscribe(self, bucket: int, offset: int, partition_id: int | None = None) -> None:
@@ -93,9 +104,9 @@ class PartitionedLogScanner:
             scanner = self._lake_scanner(partition_id, make) if make else self._scanner(self._partition(partition_id))
         scanner.subscribe(bucket, offset)
 
-    def _lake_scanner(self, partition_id: int, make: Callable[[], LakePartitionScanner]) -> LogScanner | LakePartitionScanner:
+    def _lake_scanner(self, partition_id: int, make: MakeLakeScanner) -> LogScanner | LakePartitionScanner:
         if partition_id not in self._scanners:
-            self._scanners[partition_id] = make()
+            self._scanners[partition_id] = make(self._budget)
         return self._scanners[partition_id]
 
     def subscribe_from_beginning(self, buckets: Iterable[int] | None = None) -> None:
@@ -139,15 +150,16 @@ class PartitionedLogScanner:
             return
         self._discovered_at = time.monotonic()
         partitions = {p.partition_id: p for p in self._metadata.partitions(self._info, refresh=True).values()}
+        lake_only = self._lake_only()
         for partition_id in [pid for pid in self._scanners if pid not in partitions]:
             if not isinstance(self._scanners[partition_id], LakePartitionScanner):
-                self._dropped(partition_id, "it was dropped")
+                self._dropped(partition_id, "it was dropped", lake_only)
         spec, buckets = self._whole
         for partition_id, partition in partitions.items():
             if partition_id not in self._scanners:
                 log.info("scanner of %s: new partition %s (id %d) subscribed", self._info.path, partition.partition_name, partition_id)
                 self._subscribe_spec(partition_id, lambda p=partition: self._scanner(p), spec, buckets)
-        for partition_id, make in self._lake_only().items():
+        for partition_id, make in lake_only.items():
             if partition_id not in self._scanners:
                 log.info("scanner of %s: partition id %d, held by the lake only, subscribed", self._info.path, partition_id)
                 self._subscribe_spec(partition_id, lambda pid=partition_id, m=make: self._lake_scanner(pid, m), spec, buckets)
@@ -155,19 +167,19 @@ class PartitionedLogScanner:
     def _exists(self, partition_id: int) -> bool:
         return any(p.partition_id == partition_id for p in self._metadata.partitions(self._info, refresh=True).values())
 
-    def _dropped(self, partition_id: int, why: str) -> None:
+    def _dropped(self, partition_id: int, why: str, lake_only: dict[int, MakeLakeScanner] | None = None) -> None:
         """A partition whose log is gone: read on from the lake where its scanner stopped when the
-        lake holds it (a lake-enabled table's partition is dropped only then), else end it."""
-        make = self._lake_only().get(partition_id)
-        old = self._scanners.pop(partition_id, None)
+        lake holds it (a lake-enabled table's partition is dropped only then), else end it.
+        ``lake_only``: what :meth:`_lake_only` just answered, if the caller asked."""
+        make = (self._lake_only() if lake_only is None else lake_only).get(partition_id)
+        old = self._scanners.get(partition_id)
         if make is None or old is None:
-            if old is not None:
-                self._scanners[partition_id] = old
             self._end(partition_id, why)
             return
+        del self._scanners[partition_id]
         positions = old.positions()
         old.close()
-        scanner = self._scanners[partition_id] = make()
+        scanner = self._scanners[partition_id] = make(self._budget)
         for bucket, offset in positions.items():
             scanner.subscribe(bucket, offset)
         log.info("scanner of %s: partition id %d was dropped from the log; read on from the lake", self._info.path, partition_id)
@@ -191,23 +203,42 @@ class PartitionedLogScanner:
 
     # polling
 
-    def poll(self, timeout_ms: int = 1000) -> ScanRecords:
-        """Records of every subscribed partition that arrived within ``timeout_ms``."""
+    def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> ScanRecords:
+        """Records of every subscribed partition that arrived within ``timeout_ms``, at most
+        ``max_records`` over all of them (default: ``client.scanner.max-poll-records``)."""
         if not self._scanners and self._whole is None:
             raise InvalidRequestError(
                 f"poll() on a scanner of {self._info.path} with nothing subscribed: call subscribe_partition(), "
                 "subscribe_from_beginning() or subscribe_from_timestamp() first"
             )
+        return self._poll(timeout_ms, self._max_poll_records if max_records is None else max_records, discover=True)
+
+    def _poll_to_end(self, timeout_ms: int) -> ScanRecords:
+        """A read to the end takes the partitions there were when it began."""
+        return self._poll(timeout_ms, self._max_poll_records, discover=False)
+
+    def _poll(self, timeout_ms: int, max_records: int, discover: bool) -> ScanRecords:
+        """Rounds over the partitions until one brings records or ``timeout_ms`` passed;
+        ``max_records`` (<= 0: no limit) shared evenly by them."""
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         while True:
-            self._discover()
+            if discover:
+                self._discover()
             tables: dict[BucketKey, pa.Table] = {}
             high_watermarks: dict[BucketKey, int] = {}
-            for partition_id, scanner in list(self._scanners.items()):
-                if not scanner.positions():
-                    continue
+            polled = [(pid, scanner) for pid, scanner in self._scanners.items() if scanner.positions()]
+            # Each round starts at another partition: the first polled frees and refills the shared
+            # budget first, and takes the first share of max_records.
+            self._rounds += 1
+            first = self._rounds % len(polled) if polled else 0
+            polled = polled[first:] + polled[:first]
+            left = max_records
+            for index, (partition_id, scanner) in enumerate(polled):
+                share = -(-left // (len(polled) - index)) if max_records > 0 else 0
+                if max_records > 0 and not share:
+                    break
                 try:
-                    records = scanner.poll(timeout_ms=0)
+                    records = scanner.poll(timeout_ms=0, max_records=share)
                 except (PartitionNotExistError, TableNotExistError):
                     if self._exists(partition_id):
                         raise
@@ -215,54 +246,38 @@ class PartitionedLogScanner:
                     continue
                 for bucket in records.buckets():
                     tables[partition_id, bucket] = _with_partition_id(records.to_arrow(bucket), partition_id)
+                left -= len(records)
                 high_watermarks.update({(partition_id, b): hw for b, hw in records.high_watermarks.items()})
             if tables or time.monotonic() >= deadline:
                 return ScanRecords(self._out_schema, tables, high_watermarks)
             time.sleep(min(ROUND_WAIT_S, IDLE_WAIT_S, max(deadline - time.monotonic(), 0)))
 
-    def iterate(self, timeout_ms: int = ITERATION_POLL_MS) -> Iterator[ScanRecord]:
-        while records := self.poll(timeout_ms):
-            yield from records
+    # reading to the end: every partition's buckets together, so they share the read-ahead budget
 
-    def __iter__(self) -> Iterator[ScanRecord]:
-        return self.iterate()
-
-    def poll_arrow(self, timeout_ms: int = 1000) -> pa.Table:
-        return self.poll(timeout_ms).to_arrow()
-
-    def to_arrow(self) -> pa.Table:
-        """Every subscribed partition's buckets up to their latest offsets taken now, as one table."""
-        return self.to_arrow_batch_reader().read_all()
-
-    def to_pandas(self) -> Any:
-        return self.to_arrow().to_pandas()
-
-    def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
-        """Partition by partition, each read up to its latest offsets taken when its turn comes."""
+    def end_offsets(self) -> dict[tuple[int, int], int]:
         self._discover()
-        scanners = [(pid, scanner) for pid, scanner in self._scanners.items() if scanner.positions()]
-        if not scanners:
+        ends = {
+            (partition_id, bucket): end
+            for partition_id, scanner in self._scanners.items()
+            if scanner.positions()
+            for bucket, end in scanner.end_offsets().items()
+        }
+        if not ends:
             raise InvalidRequestError(f"the scanner of {self._info.path} has no bucket subscribed; call subscribe_from_beginning() first")
+        return ends
 
-        def batches() -> Iterator[pa.RecordBatch]:
-            for partition_id, scanner in scanners:
-                for batch in scanner.to_arrow_batch_reader():
-                    yield from _with_partition_id(pa.Table.from_batches([batch]), partition_id).to_batches()
-
-        return pa.RecordBatchReader.from_batches(self._out_schema, batches())
+    def _seek(self, bucket: tuple[int, int], offset: int) -> None:
+        partition_id, number = bucket
+        scanner = self._scanners.get(partition_id)
+        if scanner is not None:
+            scanner.subscribe(number, offset)
 
     def close(self) -> None:
         for scanner in self._scanners.values():
             scanner.close()
         self._scanners.clear()
 
-    def __enter__(self) -> "PartitionedLogScanner":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 def _with_partition_id(table: pa.Table, partition_id: int) -> pa.Table:
-    return table.append_column(PARTITION_ID_FIELD, pa.array([partition_id] * table.num_rows, pa.int64()))
+    return table.append_column(PARTITION_ID_FIELD, constant_array(partition_id, table.num_rows, pa.int64()))
 

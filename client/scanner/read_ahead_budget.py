@@ -4,6 +4,10 @@ Fetch answers not yet polled, remote segment pieces downloading or downloaded, l
 all draw on one budget per scanner, so a scanner's memory is bounded whatever its number of
 buckets (a per-bucket bound grows with them). A reservation always succeeds when nothing is held,
 so a single piece larger than the budget still makes progress instead of waiting forever.
+
+Readers that pull on threads of their own (a lake-only partition's lake readers) are bounded by the
+same budget: one holds a batch in hand while it waits for room, and opens a LogSource read, so
+only ``limit // READER_BYTES`` of them (at least one) are open at once per scanner.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import threading
 
 # How long a blocked reservation sleeps before it looks at its stop event again.
 _STOP_CHECK_S = 0.1
+# What one open reader counts for when the budget sets how many may be open at once: a read's worth.
+READER_BYTES = 4 << 20
 
 
 class ReadAheadBudget:
@@ -19,6 +25,8 @@ class ReadAheadBudget:
         self.limit = max(limit, 1)
         self._held = 0
         self._changed = threading.Condition()
+        self.max_readers = max(self.limit // READER_BYTES, 1)
+        self._readers = 0
 
     @property
     def held(self) -> int:
@@ -55,3 +63,16 @@ class ReadAheadBudget:
         with self._changed:
             self._held = max(self._held - size, 0)
             self._changed.notify_all()
+
+    def try_open_reader(self) -> bool:
+        """Count one more open reader if fewer than :attr:`max_readers` are; False otherwise (its
+        turn comes when one closes)."""
+        with self._changed:
+            if self._readers >= self.max_readers:
+                return False
+            self._readers += 1
+            return True
+
+    def reader_closed(self) -> None:
+        with self._changed:
+            self._readers = max(self._readers - 1, 0)

@@ -17,7 +17,7 @@ import pyarrow as pa
 from lakelog.errors import CorruptRecordError, LakelogError
 from lakelog.record import batch as rb
 
-from lakelog.client.scanner.batch_decoder import BatchDecoder
+from lakelog.client.scanner.batch_decoder import BatchDecoder, cut_short
 from lakelog.client.scanner.remote_log_downloader import PieceDownload, RemoteLogDownloader
 from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment
 
@@ -82,9 +82,10 @@ class RemoteLogReader:
             else:
                 self._queued[0] = (segment, position + request.length)
 
-    def read(self, max_bytes: int) -> pa.Table:
+    def read(self, max_bytes: int, max_records: int | None = None) -> pa.Table:
         """Records from :attr:`next_offset` on: downloaded batches up to about ``max_bytes`` (at least
-        one), across segment ends; empty while the next piece is still downloading. Raises
+        one) and at most ``max_records`` records (None: no limit; a batch cut short is read on from
+        there next time), across segment ends; empty while the next piece is still downloading. Raises
         RemoteStorageError if a download failed, CorruptRecordError for a bad batch (its CRC is
         checked before its offsets are trusted); records read before the failure are returned first
         and the error comes with the next call, so a consumer gets every good record and its
@@ -93,16 +94,19 @@ class RemoteLogReader:
             raise self._error
         decoder = BatchDecoder(self._bucket, self._out_schema, self._projection)
         try:
-            self._read_into(decoder, max(max_bytes, 1))
+            self._read_into(decoder, max(max_bytes, 1), max_records)
         except LakelogError as error:
             if not decoder:
                 raise
             self._error = error
         return decoder.to_table()
 
-    def _read_into(self, decoder: BatchDecoder, max_bytes: int) -> None:
+    def _read_into(self, decoder: BatchDecoder, max_bytes: int, max_records: int | None) -> None:
         consumed = 0
         while consumed < max_bytes and self._pieces and self._pieces[0].ready():
+            limit = None if max_records is None else max_records - decoder.rows
+            if limit is not None and limit <= 0:
+                return
             piece = self._pieces[0]
             if self._data is None:
                 self._data, self._pos = memoryview(piece.result()).cast("B"), 0
@@ -112,7 +116,12 @@ class RemoteLogReader:
                 continue
             buf, pos = batch
             where = f"{self._where} remote log segment {piece.request.segment.segment_id} ({piece.uri})"
-            header = decoder.add(buf, pos, self.next_offset, where)
+            before = decoder.rows
+            header = decoder.add(buf, pos, self.next_offset, where, limit)
+            if cut_short(header, self.next_offset, decoder.rows - before):
+                self.next_offset = max(self.next_offset, header.base_offset) + decoder.rows - before
+                self._put_back(buf, pos)
+                return
             consumed += header.size
             self.next_offset = max(self.next_offset, header.next_offset)
 
@@ -129,13 +138,21 @@ class RemoteLogReader:
         rest = len(data) - self._pos
         if rest <= 0:
             return None
-        if rest >= rb.HEADER_SIZE and rb.read_header(data, self._pos).size <= rest:
+        size = rb.read_header(data, self._pos).size if rest >= rb.HEADER_SIZE else None
+        if size is not None and size <= rest:
             pos = self._pos
-            self._pos += max(rb.read_header(data, pos).size, rb.HEADER_SIZE)
+            self._pos += max(size, rb.HEADER_SIZE)
             return data, pos
         self._carry = bytearray(data[self._pos :])
         self._pos = len(data)
         return None
+
+    def _put_back(self, buf: memoryview | bytearray, pos: int) -> None:
+        """The batch :meth:`_next_batch` gave as ``(buf, pos)`` is read again next time."""
+        if isinstance(buf, bytearray):
+            self._carry = buf
+        else:
+            self._pos = pos
 
     def _fill_carry(self, data: memoryview, pos: int) -> int:
         """Move bytes of ``data`` from ``pos`` into the carried batch until it is whole; the new position."""
