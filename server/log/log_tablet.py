@@ -504,8 +504,13 @@ class LogTablet:
             logger.error("%s: acknowledged offset not checkpointed at close: %s", self.name, error)
         for segment in self._segments:
             segment.close()
-        (self.directory / CLEAN_SHUTDOWN_FILE).touch()
-        fsync_directory(self.directory)
+        try:
+            (self.directory / CLEAN_SHUTDOWN_FILE).touch()
+            fsync_directory(self.directory)
+        except (OSError, StorageError):
+            if self.directory.exists():
+                raise
+            logger.info("%s: its directory was deleted as it closed (dropped as the server stopped)", self.name)
 
     # -- reading --------------------------------------------------------------------------------
 

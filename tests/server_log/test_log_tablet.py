@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -386,3 +387,12 @@ def test_close_during_concurrent_appends_keeps_every_acknowledged_record(
             stored.append(base)
             offset = base + count
     assert stored == sorted(r.base_offset for r in acknowledged)
+
+
+def test_a_log_whose_directory_was_dropped_as_it_closed_closes_quietly(open_tablet: OpenTablet, make_batch: MakeBatch) -> None:
+    """A partition dropped (its directory deleted) while the server stops: closing its log must not
+    fail the shutdown of every other log."""
+    tablet = open_tablet()
+    tablet.append(make_batch(3))
+    shutil.rmtree(tablet.directory)
+    tablet.close()
