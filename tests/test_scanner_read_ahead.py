@@ -203,3 +203,28 @@ def test_lake_only_partitions_open_lake_reads_a_window_at_a_time() -> None:
         scanner.close()
     assert got == {(pid, bucket): list(range(ROWS)) for pid in (5, 6) for bucket in range(4)}
     assert lake.most == 2
+
+
+def test_a_caught_up_scanner_parks_one_poll_per_server_and_the_connection_keeps_answering(
+    server_factory: Callable[..., ServerProcess],
+) -> None:
+    """120 buckets on one server, read to their end: the scanner's long polls wait as one fetch
+    for the server, not one per bucket (which took more streams than the connection allows,
+    ``server.rpc.max-concurrent-streams`` = 100, and the server refused the connection's next calls)."""
+    server = server_factory()
+    registry = server.metrics.registry
+    # Answers of a few buckets each: buckets reach their end at different polls.
+    config = {"client.scanner.fetch.max-wait": "5s", "client.scanner.fetch.max-bytes": "4kb", "client.scanner.fetch.max-bytes-per-bucket": "1kb"}
+    with lakelog.connect(server.address, config) as conn:
+        table = create_table(conn, buckets=120)
+        with table.new_append().create_writer() as writer:
+            for bucket in range(120):
+                writer.append_arrow(order_rows(bucket * 10, 10), bucket=bucket)
+        with table.new_scan().create_log_scanner() as scanner:
+            scanner.subscribe_from_beginning()
+            assert scan_all(scanner, 1200).num_rows == 1200
+            for _ in range(20):  # polls at the end: each may send the buckets it polled again
+                assert scanner.poll_arrow(timeout_ms=10).num_rows == 0
+            assert registry.get_sample_value("lakelog_fetch_parked_polls") <= 1
+            for _ in range(200):  # the same connection, while the scanner's poll is parked
+                assert conn.admin.list_offsets(table.path)[119] == 10

@@ -111,6 +111,10 @@ class LogFetcher:
         self.positions: dict[int, int] = {}
         self.records_by_tier: dict[str, int] = {LAKE_TIER: 0, REMOTE_TIER: 0, LOCAL_TIER: 0}
         self._in_flight: set[int] = set()
+        # At most one FetchLog per tablet server at a time, as Kafka's fetcher: a fetch per bucket
+        # could hold more parked long polls on one connection than its stream limit
+        # (server.rpc.max-concurrent-streams), and the server would refuse the connection's next calls.
+        self._nodes_in_flight: set[ServerNode] = set()
         # Answers not yet polled, per bucket in offset order, and where the next fetch starts.
         self._completed: dict[int, list[FetchedBucket]] = {}
         self._next_fetch: dict[int, int] = {}
@@ -172,9 +176,11 @@ class LogFetcher:
                 except LakelogError as error:
                     self._completed.setdefault(bucket, []).append(FetchedBucket(bucket, offset, error=error))
                     continue
-                by_leader[node].append((bucket, offset))
+                if node not in self._nodes_in_flight:
+                    by_leader[node].append((bucket, offset))
             for group in by_leader.values():
                 self._in_flight.update(bucket for bucket, _ in group)
+            self._nodes_in_flight.update(by_leader)
         for node, group in by_leader.items():
             self._send(node, group)
 
@@ -194,7 +200,7 @@ class LogFetcher:
         def on_done(answer: list[FetchedBucket] | LakelogError) -> None:
             if isinstance(answer, LakelogError):
                 answer = [FetchedBucket(b, o, error=answer) for b, o in group]
-            self._complete(answer)
+            self._complete(answer, node)
 
         try:
             self._tablets.fetch_log(node, request, on_done)
@@ -202,25 +208,26 @@ class LogFetcher:
             on_done(error)
 
     def _reads_on(self, bucket: int) -> bool:
-        """The bucket may be fetched now: nothing buffered, or only answers with records, whose
-        end is where the next fetch starts (an error, an empty answer or a pointer to another
-        tier is polled first)."""
+        """The bucket may be fetched now: nothing buffered, or answers from this tablet server that
+        end where the next fetch starts: records, or none (the answer's bytes went to other
+        buckets, or the bucket is at its end); an error or a pointer to another tier is polled first."""
         answers = self._completed.get(bucket)
-        if not answers:
-            return True
-        last = answers[-1]
-        return bool(last.records) and last.error is None and last.remote is None and last.lake is None
+        return not answers or _plain(answers[-1])
 
-    def _complete(self, completed: list[FetchedBucket]) -> None:
+    def _complete(self, completed: list[FetchedBucket], node: ServerNode) -> None:
         ends = [_records_end(fetch.records) for fetch in completed]  # header walks, outside the lock
         with self._cond:
+            self._nodes_in_flight.discard(node)
             for fetch, end in zip(completed, ends):
                 bucket = fetch.bucket
                 self._in_flight.discard(bucket)
                 position = self.positions.get(bucket)
                 if position is None or self._next_fetch.get(bucket, position) != fetch.fetch_offset:
                     continue  # re-subscribed meanwhile
-                self._completed.setdefault(bucket, []).append(fetch)
+                answers = self._completed.setdefault(bucket, [])
+                if answers and _plain(answers[-1]) and not answers[-1].records:
+                    answers.pop()  # an empty answer not polled yet: this one says all it said
+                answers.append(fetch)
                 self._budget.add(len(fetch.records))
                 if end is not None:
                     self._next_fetch[bucket] = end
@@ -452,6 +459,11 @@ class LogFetcher:
 def _rows(tables: dict[int, pa.Table], bucket: int) -> int:
     table = tables.get(bucket)
     return table.num_rows if table is not None else 0
+
+
+def _plain(fetch: FetchedBucket) -> bool:
+    """An answer of records (or none) from the log, nothing to act on before fetching on."""
+    return fetch.error is None and fetch.remote is None and fetch.lake is None
 
 
 def _records_end(records: bytes | memoryview) -> int | None:
