@@ -137,7 +137,7 @@ class AppendWriter:
             self._append_table(table, bucket)
 
     def _append_table(self, table: pa.Table, bucket: int | None) -> None:
-        for batch in table.to_batches(max_chunksize=max(int(self._batch_bytes / max(self._row_bytes, 1)), 1)):
+        for batch in table.to_batches(max_chunksize=self._chunk_rows(table.num_rows)):
             with self._cond:
                 self._check_open()
                 target = self._bucket(bucket)
@@ -146,6 +146,15 @@ class AppendWriter:
                 self._assigner.sealed(target)
                 self._send_ready()
             self._wait_for_room()
+
+    def _chunk_rows(self, rows: int) -> int:
+        """Rows per batch for ``rows`` rows: batches of about ``client.writer.batch-size``, as
+        many as the rows' size rounds to, of equal rows. A table a little over the batch size (what a
+        partitioned writer gathers) stays one batch, not a full one and a sliver: each is a
+        produce request, and in ``sync`` flush mode an fsync."""
+        per_batch = max(int(self._batch_bytes / max(self._row_bytes, 1)), 1)
+        batches = max(round(rows / per_batch), 1)
+        return max(-(-rows // batches), 1)
 
     def flush(self) -> None:
         """Send everything appended and wait until it is acknowledged; raise the first failure."""

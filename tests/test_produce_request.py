@@ -7,12 +7,16 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+import lakelog
+
 from lakelog.client.arrow_input import arrow_table
 from lakelog.client.bucket_assigner import split_rows
 from lakelog.client.rpc.messages import ProduceRequest
 from lakelog.client.rpc.tablet_gateway import encode_produce_request
 from lakelog.errors import SchemaMismatchError
 from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.server.server_process import ServerProcess
+from tests.conftest import create_table, order_rows
 
 
 def test_hand_serialized_request_is_the_protobuf_message() -> None:
@@ -44,3 +48,20 @@ def test_input_already_of_the_schema_is_taken_as_is_but_still_checked_for_nulls(
     holed = pa.table({"id": pa.array([1, None], pa.int64()), "name": ["a", "b"]}, schema=schema)
     with pytest.raises(SchemaMismatchError, match=r"column 'id' holds 1 null value\(s\) but the table requires it"):
         arrow_table(holed, schema, "shop.items")
+
+
+def test_a_table_a_little_over_the_batch_size_is_one_request_not_a_full_one_and_a_sliver(server: ServerProcess) -> None:
+    """What a partitioned writer gathers ends a little past ``client.writer.batch-size``: one
+    batch, one request (in sync flush mode, one fsync), not a full batch and a sliver that the
+    sticky bucket sends to the next bucket; a larger table goes in batches of equal rows."""
+    row_bytes = order_rows(0, 1).nbytes  # one row's bytes, as the writer estimates them
+    acks: list[lakelog.AppendAck] = []
+    with lakelog.connect(server.address, {"client.writer.batch-size": str(1000 * row_bytes)}) as conn:
+        with create_table(conn, buckets=2).new_append().create_writer(on_ack=acks.append) as writer:
+            writer.append_arrow(order_rows(0, 1))  # the writer learns the row width
+            writer.flush()
+            writer.append_arrow(order_rows(1, 1040))
+            writer.flush()
+            writer.append_arrow(order_rows(1041, 2600))
+    assert [ack.record_count for ack in acks[:2]] == [1, 1040]
+    assert sorted(ack.record_count for ack in acks[2:]) == [866, 867, 867]
