@@ -151,10 +151,15 @@ class Admin:
         return info.for_partition(gone), True
 
     def _per_bucket(
-        self, path: TablePath, partition_name: str | None, log: Callable[[TableInfo], T], lake: Callable[[TableInfo, dict[int, LakeBucketOffset]], T]
+        self,
+        path: TablePath,
+        partition_name: str | None,
+        log: Callable[[TableInfo], T],
+        lake: Callable[[TableInfo, dict[int, LakeBucketOffset], int], T],
     ) -> T:
         """``log(info)`` asked of the table's or partition's leaders, or, for a partition held by the
-        lake only (also one dropped while asked), ``lake(info, its lake range per bucket)``."""
+        lake only (also one dropped while asked), ``lake(info, its lake range per bucket, the lake
+        snapshot's id)`` (a partition dropped empty before any tiering round: empty ranges, id -1)."""
         info, lake_only = self._log_set(path, partition_name)
         if not lake_only:
             try:
@@ -165,9 +170,13 @@ class Admin:
                 info, lake_only = self._log_set(path, partition_name, refresh=True)
                 if not lake_only:
                     raise
-        snapshot = self.get_lake_snapshot(path)
+        try:
+            snapshot = self.get_lake_snapshot(path)
+        except LakeSnapshotNotExistError:
+            snapshot = LakeSnapshot(-1)
         pid = info.partition_id
-        return lake(info, {b: snapshot.bucket_offsets.get((pid, b), LakeBucketOffset(0, 0)) for b in range(info.buckets)})
+        ranges = {b: snapshot.bucket_offsets.get((pid, b), LakeBucketOffset(0, 0)) for b in range(info.buckets)}
+        return lake(info, ranges, snapshot.snapshot_id)
 
     def list_offsets(
         self,
@@ -199,14 +208,13 @@ class Admin:
                     offsets[item.bucket] = _lake_offset(source, info, item.bucket, chosen.ms, item.lake_snapshot_id)
             return dict(sorted(offsets.items()))
 
-        def lake(info: TableInfo, ranges: dict[int, LakeBucketOffset]) -> dict[int, int]:
+        def lake(info: TableInfo, ranges: dict[int, LakeBucketOffset], snapshot_id: int) -> dict[int, int]:
             wanted = _buckets(info, buckets)
             if chosen.type != OffsetType.TIMESTAMP:
                 return {b: ranges[b].log_end_offset if chosen.type == OffsetType.LATEST else ranges[b].log_start_offset for b in wanted}
             source = self._lake.log_source(info) if self._lake is not None else None
             if source is None:
                 raise LakeError(f"{info.label} is held by the lake only: a timestamp lookup needs the lake (client.lake.enabled)")
-            snapshot_id = self.get_lake_snapshot(path).snapshot_id
             return {b: _lake_offset_or_end(source, info, b, chosen.ms, snapshot_id, ranges[b]) for b in wanted}
 
         return self._per_bucket(path, partition_name, log, lake)
@@ -237,7 +245,7 @@ class Admin:
 
             return self._router.call(describe, f"describe buckets of {info.label}", resend_safe=True, tables=[physical_id])
 
-        def lake(info: TableInfo, ranges: dict[int, LakeBucketOffset]) -> dict[int, BucketInfo]:
+        def lake(info: TableInfo, ranges: dict[int, LakeBucketOffset], snapshot_id: int) -> dict[int, BucketInfo]:
             return {
                 b: BucketInfo(
                     NO_LEADER, r.log_end_offset, -1, lake_log_start_offset=r.log_start_offset, lake_log_end_offset=r.log_end_offset

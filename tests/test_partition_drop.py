@@ -127,3 +127,18 @@ def test_a_partitioned_table_leads_no_buckets_of_its_own(tmp_path, server_factor
         (partition,) = conn.admin.list_partition_infos(PATH)
         log_root = server.data_dir / "tablet-server" / "log" / str(conn.admin.get_table_info(PATH).table_id)
         assert {d.name for d in log_root.iterdir()} == {f"p{partition.partition_id}"}
+
+
+def test_a_partition_dropped_empty_before_any_tiering_round_is_read_as_empty(lake_table) -> None:
+    """The lake holds all of an empty partition without a snapshot: it drops, and then answers with
+    empty ranges where the coordinator has no lake snapshot of the table yet."""
+    _, conn = lake_table
+    conn.admin.create_partition(PATH, {"dt": "d2"})
+    conn.admin.drop_partition(PATH, {"dt": "d2"})
+    assert conn.admin.list_offsets(PATH, partition_name="d2") == {0: 0, 1: 0}
+    assert conn.admin.describe_buckets(PATH, partition_name="d2")[1] == BucketInfo(-1, 0, -1, lake_log_start_offset=0, lake_log_end_offset=0)
+    with conn.get_table(PATH).new_scan().create_log_scanner() as scanner:
+        scanner.subscribe_from_beginning()
+        assert scanner.poll_arrow(timeout_ms=500).num_rows == 0
+        (gone,) = conn.admin.list_partition_infos(PATH)
+        assert scanner.positions() == {(gone.partition_id, 0): 0, (gone.partition_id, 1): 0}
