@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import pyarrow as pa
+import pytest
 
 import lakelog
 from tests.conftest import ORDERS_SCHEMA, order_rows, scan_all
@@ -104,12 +105,9 @@ class PartitionedTables:
         existing = oracle.current().get(name)
         admin = self.connection().admin
         if existing is not None:
-            expected = lakelog.PartitionAlreadyExistsError
-            try:
+            with pytest.raises(lakelog.PartitionAlreadyExistsError):
                 admin.create_partition(path, {"dt": name})
-                raise AssertionError(f"create partition {name} of {path}: it exists, nothing was raised")
-            except expected:
-                return f"create partition {name} of {path.table}: exists{' (lake only)' if existing.lake_only else ''}, refused"
+            return f"create partition {name} of {path.table}: exists{' (lake only)' if existing.lake_only else ''}, refused"
         partition = oracle.create(name, admin.create_partition(path, {"dt": name}))
         return f"create partition {name} of {path.table} (id {partition.partition_id})"
 
