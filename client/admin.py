@@ -9,6 +9,7 @@ from lakelog.errors import (
     DatabaseNotExistError,
     InvalidPartitionError,
     InvalidRequestError,
+    InvalidTimestampError,
     LakeError,
     LakelogError,
     LakeSnapshotNotExistError,
@@ -16,11 +17,13 @@ from lakelog.errors import (
     PartitionNotExistError,
     RequestTimeoutError,
     TableNotExistError,
+    UnknownBucketError,
 )
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
     BucketInfo,
     LakeBucketKey,
+    LakeBucketOffset,
     LakeSnapshot,
     OffsetSpec,
     OffsetType,
@@ -41,6 +44,9 @@ from lakelog.client.rpc.messages import BucketRepair
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 
 T = TypeVar("T")
+
+# The leader a lake-only partition's buckets are described with: none, their log is gone.
+NO_LEADER = -1
 
 
 class Admin:
@@ -125,20 +131,52 @@ class Admin:
 
     # offsets and buckets
 
-    def _log_set(self, path: TablePath, partition_name: str | None) -> TableInfo:
+    def _log_set(self, path: TablePath, partition_name: str | None, refresh: bool = False) -> tuple[TableInfo, bool]:
         """The table's info, or with ``partition_name`` that partition's (a partitioned table's
-        buckets are its partitions')."""
+        buckets are its partitions'), and whether it is held by the lake only (its log dropped)."""
         info = self._metadata.table(path)
         if partition_name is None:
             if info.partitioned:
                 raise InvalidPartitionError(f"table {path} is partitioned by {list(info.partition_keys)}: name a partition")
-            return info
+            return info, False
         if not info.partitioned:
             raise InvalidPartitionError(f"table {path} is not partitioned")
-        found = self._metadata.partitions(info).get(partition_name) or self._metadata.partitions(info, refresh=True).get(partition_name)
-        if found is None:
+        found = None if refresh else self._metadata.partitions(info).get(partition_name)
+        found = found or self._metadata.partitions(info, refresh=True).get(partition_name)
+        if found is not None:
+            return found, False
+        gone = next((p for p in self.list_partition_infos(path) if p.lake_only and p.partition_name == partition_name), None)
+        if gone is None:
             raise PartitionNotExistError(f"table {path} has no partition {partition_name!r}")
-        return found
+        return info.for_partition(gone), True
+
+    def _per_bucket(
+        self,
+        path: TablePath,
+        partition_name: str | None,
+        log: Callable[[TableInfo], T],
+        lake: Callable[[TableInfo, dict[int, LakeBucketOffset], int], T],
+    ) -> T:
+        """``log(info)`` asked of the table's or partition's leaders, or, for a partition held by the
+        lake only (also one dropped while asked), ``lake(info, its lake range per bucket, the lake
+        snapshot's id)`` (a partition dropped empty before any tiering round: empty ranges, id -1)."""
+        info, lake_only = self._log_set(path, partition_name)
+        if not lake_only:
+            try:
+                return log(info)
+            except (PartitionNotExistError, TableNotExistError):
+                if partition_name is None:
+                    raise
+                info, lake_only = self._log_set(path, partition_name, refresh=True)
+                if not lake_only:
+                    raise
+        try:
+            snapshot = self.get_lake_snapshot(path)
+        except LakeSnapshotNotExistError:
+            snapshot = LakeSnapshot(-1)
+        pid = info.partition_id
+        ranges = {b: snapshot.bucket_offsets.get((pid, b), LakeBucketOffset(0, 0)) for b in range(info.buckets)}
+        return lake(info, ranges, snapshot.snapshot_id)
 
     def list_offsets(
         self,
@@ -149,47 +187,73 @@ class Admin:
     ) -> dict[int, int]:
         """Per bucket (of the partition ``partition_name`` of a partitioned table), the offset
         ``spec`` names (default: latest). With the table's LogSource the earliest offset counts the
-        lake, and a timestamp the lake holds is resolved in the lake."""
+        lake, and a timestamp the lake holds is resolved in the lake. A partition held by the lake
+        only answers from the lake: its range there is all of its log."""
         chosen = spec or OffsetSpec.latest()
-        info = self._log_set(path, partition_name)
-        source = self._lake.log_source(info) if self._lake is not None and chosen.type != OffsetType.LATEST else None
-        listed = self._router.call_leaders(
-            info,
-            buckets,
-            lambda node, group: self._tablets.list_offsets(
-                node, info.table_id, group, chosen, source is not None, info.partition_id or 0
-            ),
-            "list offsets",
-        )
-        offsets = {}
-        for item in listed:
-            offsets[item.bucket] = item.offset
-            if source is not None and item.lake_snapshot_id >= 0:
-                offsets[item.bucket] = lake_offset(source, info, item.bucket, chosen.ms, item.lake_snapshot_id)
-        return dict(sorted(offsets.items()))
+
+        def log(info: TableInfo) -> dict[int, int]:
+            source = self._lake.log_source(info) if self._lake is not None and chosen.type != OffsetType.LATEST else None
+            listed = self._router.call_leaders(
+                info,
+                buckets,
+                lambda node, group: self._tablets.list_offsets(
+                    node, info.table_id, group, chosen, source is not None, info.partition_id or 0
+                ),
+                "list offsets",
+            )
+            offsets = {}
+            for item in listed:
+                offsets[item.bucket] = item.offset
+                if source is not None and item.lake_snapshot_id >= 0:
+                    offsets[item.bucket] = lake_offset(source, info, item.bucket, chosen.ms, item.lake_snapshot_id)
+            return dict(sorted(offsets.items()))
+
+        def lake(info: TableInfo, ranges: dict[int, LakeBucketOffset], snapshot_id: int) -> dict[int, int]:
+            wanted = _buckets(info, buckets)
+            if chosen.type != OffsetType.TIMESTAMP:
+                return {b: ranges[b].log_end_offset if chosen.type == OffsetType.LATEST else ranges[b].log_start_offset for b in wanted}
+            source = self._lake.log_source(info) if self._lake is not None else None
+            if source is None:
+                raise LakeError(f"{info.label} is held by the lake only: a timestamp lookup needs the lake (client.lake.enabled)")
+            return {b: _lake_offset_or_end(source, info, b, chosen.ms, snapshot_id, ranges[b]) for b in wanted}
+
+        return self._per_bucket(path, partition_name, log, lake)
 
     def describe_buckets(self, path: TablePath, partition_name: str | None = None) -> dict[int, BucketInfo]:
         """Every bucket (of the partition ``partition_name`` of a partitioned table), also when some
         leaders are down: their buckets come back as :meth:`BucketInfo.unavailable`, so the healthy
-        ones can still be shown."""
-        physical_id = self._log_set(path, partition_name).physical_id
-        info = self._read("describe buckets", lambda: self._metadata.refresh(physical_id))
-        table_id, partition_id = info.table_id, info.partition_id or 0
+        ones can still be shown. A partition held by the lake only has no leader (-1) and no log:
+        its buckets show their lake range, which ends at their high watermark."""
 
-        def describe() -> dict[int, BucketInfo]:
-            described: dict[int, BucketInfo] = {}
-            for node, group in self._router.by_leader(info, None).items():
-                unavailable = {b: BucketInfo.unavailable(node.server_id) for b in group}
-                if not self._metadata.available(node.server_id):
-                    described.update(unavailable)
-                    continue
-                try:
-                    described.update(self._tablets.describe_log_buckets(node, table_id, group, partition_id))
-                except (NetworkError, RequestTimeoutError):
-                    described.update(unavailable)
-            return dict(sorted(described.items()))
+        def log(found: TableInfo) -> dict[int, BucketInfo]:
+            physical_id = found.physical_id
+            info = self._read("describe buckets", lambda: self._metadata.refresh(physical_id))
+            table_id, partition_id = info.table_id, info.partition_id or 0
 
-        return self._router.call(describe, f"describe buckets of {info.label}", resend_safe=True, tables=[physical_id])
+            def describe() -> dict[int, BucketInfo]:
+                described: dict[int, BucketInfo] = {}
+                for node, group in self._router.by_leader(info, None).items():
+                    unavailable = {b: BucketInfo.unavailable(node.server_id) for b in group}
+                    if not self._metadata.available(node.server_id):
+                        described.update(unavailable)
+                        continue
+                    try:
+                        described.update(self._tablets.describe_log_buckets(node, table_id, group, partition_id))
+                    except (NetworkError, RequestTimeoutError):
+                        described.update(unavailable)
+                return dict(sorted(described.items()))
+
+            return self._router.call(describe, f"describe buckets of {info.label}", resend_safe=True, tables=[physical_id])
+
+        def lake(info: TableInfo, ranges: dict[int, LakeBucketOffset], snapshot_id: int) -> dict[int, BucketInfo]:
+            return {
+                b: BucketInfo(
+                    NO_LEADER, r.log_end_offset, -1, lake_log_start_offset=r.log_start_offset, lake_log_end_offset=r.log_end_offset
+                )
+                for b, r in ranges.items()
+            }
+
+        return self._per_bucket(path, partition_name, log, lake)
 
     def repair_buckets(
         self, path: TablePath, buckets: Iterable[int] | None = None, local: bool = False, accept_truncation: bool = False
@@ -239,12 +303,16 @@ class Admin:
         tables = [self._metadata.table(path) for path in paths]
         if not tables:
             raise InvalidRequestError("a barrier needs at least one table")
-        # A partitioned table's partitions may be led by servers that lead none of its own buckets.
-        infos = tables + [p for info in tables if info.partitioned for p in self._metadata.partitions(info, refresh=True).values()]
+        # A partitioned table's buckets are its partitions': it leads none of its own.
+        infos = [info for info in tables if not info.partitioned] + [
+            p for info in tables if info.partitioned for p in self._metadata.partitions(info, refresh=True).values()
+        ]
 
         def read() -> int:
             servers = {node for info in infos for node in self._router.by_leader(info, None)}
-            return min(self._tablets.get_server_time(node) for node in servers)
+            # No bucket yet (partitioned tables without partitions): any record to come is stamped
+            # by some tablet server, so every one of them must have passed the time.
+            return min(self._tablets.get_server_time(node) for node in servers or self._metadata.tablet_servers())
 
         return self._router.call(read, "read the tablet servers' time", resend_safe=True, tables=[i.table_id for i in infos])
 
@@ -313,3 +381,21 @@ def lake_offset(source: LogSource, info: TableInfo, bucket: int, ms: int, snapsh
         raise
     except Exception as exc:  # noqa: BLE001 - a plugin's own failure must reach the caller as a lakelog error
         raise LakeError(f"{info.path} bucket {bucket}: the lake LogSource failed to look up timestamp {ms}: {exc}") from exc
+
+
+def _lake_offset_or_end(source: LogSource, info: TableInfo, bucket: int, ms: int, snapshot_id: int, held: LakeBucketOffset) -> int:
+    """As :func:`lake_offset` for a bucket the lake holds all of: its end when no record is at or after ``ms``."""
+    if held.log_end_offset <= held.log_start_offset:
+        return held.log_end_offset
+    try:
+        return lake_offset(source, info, bucket, ms, snapshot_id)
+    except InvalidTimestampError:
+        return held.log_end_offset
+
+
+def _buckets(info: TableInfo, buckets: Iterable[int] | None) -> list[int]:
+    wanted = list(range(info.buckets)) if buckets is None else sorted(buckets)
+    for bucket in wanted:
+        if not 0 <= bucket < info.buckets:
+            raise UnknownBucketError(f"{info.label} has no bucket {bucket} (it has buckets 0..{info.buckets - 1})")
+    return wanted

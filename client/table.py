@@ -8,8 +8,8 @@ from typing import Callable, Sequence
 import pyarrow as pa
 
 from lakelog.config import Configuration
-from lakelog.errors import BarrierHoldError, InvalidPartitionError, InvalidRequestError, PartitionNotExistError
-from lakelog.metadata import PartitionInfo, TableInfo, TablePath
+from lakelog.errors import BarrierHoldError, InvalidPartitionError, InvalidRequestError, LakeSnapshotNotExistError, PartitionNotExistError
+from lakelog.metadata import LakeSnapshot, PartitionInfo, TableInfo, TablePath
 from lakelog.client.admin import Admin
 from lakelog.client.barrier_hold import BarrierHold
 from lakelog.client.lake.lake_sources import LakeSources
@@ -111,7 +111,14 @@ class Table:
         if source is None:
             return {}
         partitions = [p for p in self._admin.list_partition_infos(self.path) if p.lake_only]
-        lake = functools.cache(lambda: self._admin.get_lake_snapshot(self.path))
+
+        def snapshot() -> LakeSnapshot:
+            try:
+                return self._admin.get_lake_snapshot(self.path)
+            except LakeSnapshotNotExistError:  # dropped empty before any tiering round: nothing to read
+                return LakeSnapshot(-1)
+
+        lake = functools.cache(snapshot)
 
         def make(partition: PartitionInfo, budget: ReadAheadBudget) -> LakePartitionScanner:
             return LakePartitionScanner(self.info.for_partition(partition), projection, source, lake(), budget)

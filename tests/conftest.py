@@ -77,12 +77,13 @@ def order_rows(start: int, count: int) -> pa.RecordBatch:
 
 def scan_all(scanner: lakelog.LogScanner, expected: int, timeout_s: float = 60.0) -> pa.Table:
     """Poll until at least ``expected`` records arrived (or fail after ``timeout_s``); everything
-    polled, as one table. With ``expected == 0``: an empty table of the scanner's columns."""
+    polled, as one table (a partitioned table's with ``__partition_id``). With ``expected == 0``: an
+    empty table of the scanner's columns."""
     import time
 
     from lakelog.record.meta_columns import with_meta_fields
 
-    tables = [with_meta_fields(scanner.schema).empty_table()]
+    tables: list[pa.Table] = []
     got = 0
     deadline = time.monotonic() + timeout_s
     while got < expected:
@@ -91,7 +92,7 @@ def scan_all(scanner: lakelog.LogScanner, expected: int, timeout_s: float = 60.0
         if table.num_rows:
             tables.append(table)
             got += table.num_rows
-    return pa.concat_tables(tables)
+    return pa.concat_tables(tables) if tables else with_meta_fields(scanner.schema).empty_table()
 
 
 def member_metadata(server: ServerProcess) -> tuple[tuple[str, str], ...]:

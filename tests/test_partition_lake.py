@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import time
 from typing import Any, Callable
 
 import pyarrow as pa
@@ -20,7 +19,7 @@ from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, latest_lake_snapshot
 from lakelog.server.server_process import ServerProcess
 from lakelog.server.status.cluster_status import ClusterStatus
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
-from tests.conftest import expire_remote, lake_table
+from tests.conftest import expire_remote, lake_table, scan_all
 from tests.s3 import MotoS3
 
 PATH = lakelog.TablePath("shop", "clicks")
@@ -51,19 +50,11 @@ def _write(table: lakelog.Table, days: list[str], first: int) -> None:
             writer.flush()  # one batch per partition and round: several segments per bucket
 
 
-def _scan(scanner: Any, expected: int, timeout_s: float = 120.0) -> pa.Table:
-    """Poll until ``expected`` records arrived; everything polled, as one table."""
-    tables: list[pa.Table] = []
-    got = 0
-    deadline = time.monotonic() + timeout_s
-    while got < expected:
-        assert time.monotonic() < deadline, f"only {got} of {expected} records arrived"
-        polled = scanner.poll_arrow(timeout_ms=500)
-        if polled.num_rows:
-            tables.append(polled)
-            got += polled.num_rows
+def _scan(scanner: Any, expected: int) -> pa.Table:
+    """Exactly ``expected`` records: everything polled until they arrived, and nothing after."""
+    rows = scan_all(scanner, expected, timeout_s=120.0)
     assert scanner.poll_arrow(timeout_ms=300).num_rows == 0, "more records than the log holds"
-    return pa.concat_tables(tables)
+    return rows
 
 
 def _by_log(rows: pa.Table) -> dict[tuple[int, int], list[int]]:
@@ -145,8 +136,14 @@ def test_each_partition_tiers_to_the_lake_and_an_expired_one_is_read_from_the_la
         auto.check_all()
         listed = {p.partition_name: p for p in conn.admin.list_partition_infos(PATH)}
         assert listed[old_day].lake_only and not listed[kept_day].lake_only
-        with pytest.raises((lakelog.PartitionNotExistError, lakelog.TableNotExistError)):  # its log is gone
-            conn.admin.describe_buckets(PATH, partition_name=old_day)
+        # Its log is gone: its buckets have no leader, and describe and list_offsets answer from the lake.
+        gone = conn.admin.describe_buckets(PATH, partition_name=old_day)
+        assert {b: (i.leader, i.high_watermark, i.local_log_start_offset, i.remote_log_start_offset, i.lake_log_start_offset,
+                    i.lake_log_end_offset) for b, i in gone.items()} == {
+            b: (-1, highs[ids[old_day], b], -1, -1, 0, highs[ids[old_day], b]) for b in range(BUCKETS)
+        }
+        assert conn.admin.list_offsets(PATH, partition_name=old_day) == {b: highs[ids[old_day], b] for b in range(BUCKETS)}
+        assert conn.admin.list_offsets(PATH, [1], lakelog.OffsetSpec.earliest(), partition_name=old_day) == {1: 0}
         with pytest.raises(lakelog.PartitionAlreadyExistsError, match="lake only"):
             conn.admin.create_partition(PATH, {"dt": old_day})
         # The status page lists the buckets per partition, the lake-only one without any.
@@ -199,10 +196,12 @@ def test_each_partition_tiers_to_the_lake_and_an_expired_one_is_read_from_the_la
             scanner.subscribe_from_timestamp(stamps[len(stamps) // 2])
             since = _scan(scanner, sum(len(s) - _first_at(s, stamps[len(stamps) // 2]) for s in timestamps.values()))
         old_rows = since.filter(pc.equal(since.column("__partition_id"), ids[old_day]))
+        looked_up = conn.admin.list_offsets(PATH, spec=lakelog.OffsetSpec.timestamp(stamps[len(stamps) // 2]), partition_name=old_day)
         for bucket in range(BUCKETS):
             got = old_rows.filter(pc.equal(old_rows.column("__bucket"), bucket)).column("__offset").to_pylist()
             start = _first_at(timestamps[ids[old_day], bucket], stamps[len(stamps) // 2])
             assert got == list(range(start, len(timestamps[ids[old_day], bucket])))
+            assert looked_up[bucket] == start
 
 
 def _first_at(stamps: list[int], ms: int) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pyarrow as pa
 import pytest
 
 import lakelog
@@ -44,3 +45,35 @@ def test_seed_2_remote_outage_after_tablet_restart_is_reported_not_a_silent_stal
                 assert not scanner.poll(timeout_ms=500), "no record can be read while the remote tier is down"
         s3_outage.restore()
         assert scan_all(scanner, total).column("__offset").to_pylist() == list(range(total))
+
+
+def test_seed_1_a_partition_found_while_remote_storage_is_down_is_read_once_it_is_back(server_factory, moto_s3, s3_outage) -> None:
+    """Seed 1, step 12 (partitioned tables): a whole-table reader found a new partition while S3
+    was down; subscribing it failed (its earliest offset needs the remote manifest) and the reader
+    kept the half-made subscription, so it never subscribed the partition again and waited forever.
+    The failure must reach the caller as a storage error, and the partition be read once S3 is back."""
+    conf = {
+        "remote.data.dir": f"s3://{moto_s3.create_bucket()}/remote",
+        "remote.log.task-interval": "1h",
+        "remote.fs.s3.max-attempts": "1",
+        **moto_s3.settings(),
+    }
+    server = server_factory(**conf)
+    schema = pa.schema([("dt", pa.string()), ("id", pa.int64())])
+    path = lakelog.TablePath("shop", "days")
+    with lakelog.connect(server.address, {**moto_s3.settings(), "client.scanner.partition-discovery.interval": "100ms"}) as conn:
+        conn.admin.create_database("shop")
+        conn.admin.create_table(path, lakelog.TableDescriptor(schema, 1, partition_keys=["dt"]))
+        table = conn.get_table(path)
+        with table.new_scan().create_log_scanner() as scanner:
+            scanner.subscribe_from_beginning()
+            s3_outage.cut()
+            with table.new_append().create_writer() as writer:
+                writer.append_arrow(pa.table({"dt": ["d1"] * 20, "id": list(range(20))}, schema=schema))
+            deadline = time.monotonic() + 30
+            with pytest.raises(RemoteStorageError):
+                while time.monotonic() < deadline:
+                    assert not scanner.poll(timeout_ms=200), "no record can be read before the partition is subscribed"
+            s3_outage.restore()
+            rows = scan_all(scanner, 20)
+    assert rows.column("id").to_pylist() == list(range(20)) and rows.column("__offset").to_pylist() == list(range(20))

@@ -278,21 +278,26 @@ class TieringJob:
         if lake is not None:
             self._catch_up_coordinator(path, lake)
         info = self._conn.admin.get_table_info(path)
-        # A lake-only partition has no log left: the lake already holds all of it.
-        logs = [PartitionInfo(-1, "")] if not info.partitioned else [p for p in self._conn.admin.list_partition_infos(path) if not p.lake_only]
+        # The table's own log (None), or each partition's; a lake-only partition has no log left:
+        # the lake already holds all of it.
+        logs: list[PartitionInfo | None] = (
+            [p for p in self._conn.admin.list_partition_infos(path) if not p.lake_only] if info.partitioned else [None]
+        )
         lake_ends = {key: o.log_end_offset for key, o in (lake.bucket_offsets if lake else {}).items()}
         starts: dict[LakeBucketKey, int] = {}
         ends: dict[LakeBucketKey, int] = {}
         for partition in logs:
             try:
-                log_starts, log_ends = self._log_range(path, partition if info.partitioned else None, barrier, lake_ends)
+                log_starts, log_ends = self._log_range(path, partition, barrier, lake_ends)
             except PartitionNotExistError:
+                if partition is None:
+                    raise
                 log.info("%s: partition %s was dropped while the round was planned", path, partition.partition_name)
                 continue
             starts.update(log_starts)
             ends.update(log_ends)
         root = data_location(table)
-        names = {p.partition_id: p.partition_name for p in logs if info.partitioned}
+        names = {p.partition_id: p.partition_name for p in logs if p is not None}
         ranges = bucket_ranges(starts, ends, self.options.max_records_per_round)
         splits = []
         for key, (start, end) in ranges.ranges.items():

@@ -23,7 +23,7 @@ from typing import Callable, Iterable
 import pyarrow as pa
 
 from lakelog.config import Configuration
-from lakelog.errors import InvalidPartitionError, InvalidRequestError, PartitionNotExistError, TableNotExistError
+from lakelog.errors import InvalidPartitionError, InvalidRequestError, LakelogError, PartitionNotExistError, TableNotExistError
 from lakelog.metadata import OffsetSpec, OffsetType, TableInfo
 from lakelog.client.metadata_cache import MetadataCache
 from lakelog.client.scanner.batch_decoder import constant_array
@@ -137,6 +137,12 @@ class PartitionedLogScanner(PolledScanner):
                 chosen.subscribe_from_timestamp(spec.ms, buckets)
         except (PartitionNotExistError, TableNotExistError):
             self._dropped(partition_id, "it was dropped before it was read")
+        except LakelogError:
+            # Not subscribed (remote storage down, say): forgotten, so the next discovery tries again.
+            failed = self._scanners.get(partition_id)
+            if failed is not None and not failed.positions():
+                self._scanners.pop(partition_id).close()
+            raise
 
     def unsubscribe(self, bucket: int, partition_id: int) -> None:
         scanner = self._scanners.get(partition_id)

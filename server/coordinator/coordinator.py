@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from lakelog.errors import (
     DatabaseAlreadyExistError,
@@ -42,11 +42,13 @@ from lakelog.metadata import (
     validate_name,
 )
 from lakelog.server.coordinator.auto_partitioning import AutoPartitioner, auto_partition_spec
+from lakelog.server.coordinator.bucket_describer import BucketDescriber, describe_assignment
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.table_properties import check_comment, validate_table_properties
 from lakelog.server.coordinator.metadata_store import MetadataStore
 from lakelog.server.coordinator.partitions import PartitionCatalog
 from lakelog.server.coordinator.tablet_liveness import TabletLiveness
+from lakelog.write_fence import fenced_leaders
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +62,12 @@ class LakeCommit:
     records_added: int
 
 
-class TabletNotifier(Protocol):
+class TabletNotifier(BucketDescriber, Protocol):
     """How the coordinator reaches a tablet server (gRPC in production)."""
 
     def notify_leaders(self, node: ServerNode, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None: ...
 
     def notify_lake_offsets(self, node: ServerNode, offsets: Sequence[LakeOffsets]) -> None: ...
-
-    def describe_buckets(self, node: ServerNode, table_id: int, buckets: Iterable[int], partition_id: int = 0) -> dict[int, BucketInfo]: ...
 
 
 class Coordinator:
@@ -159,12 +159,14 @@ class Coordinator:
                 if ignore_if_exists:
                     return existing.table_id
                 raise TableAlreadyExistError(f"table {path} already exists")
-            leaders = self._place(f"table {path}", descriptor.buckets, self._store.table_count())
+            # A partitioned table's buckets are its partitions': it has none of its own to lead.
+            leaders = {} if descriptor.partition_keys else self._place(f"table {path}", descriptor.buckets, self._store.table_count())
             if descriptor.lake_enabled:
                 self._lake.create_table(path, descriptor.schema, descriptor.partition_keys)
             info = self._store.insert_table(path, descriptor, leaders)
         log.info("created table %s (id %d, %d buckets, leaders %s)", path, info.table_id, info.buckets, leaders)
-        self._tell_leaders([TableAssignment(info, leaders)], [])
+        if leaders:
+            self._tell_leaders([TableAssignment(info, leaders)], [])
         self.auto_partitioner.check(info)
         return info.table_id
 
@@ -182,9 +184,13 @@ class Coordinator:
         with self._lock:
             info = self.table(path)
             name = self.partitions.name_of(info, spec)
-            leaders = self._place(f"partition {name} of {path}", info.buckets, self._store.partition_count() + info.table_id)
-            partition, created = self.partitions.create(info, name, leaders, ignore_if_exists)
-        if created:
+            partition, leaders = self.partitions.create(
+                info,
+                name,
+                lambda: self._place(f"partition {name} of {path}", info.buckets, self._store.partition_count() + info.table_id),
+                ignore_if_exists,
+            )
+        if leaders is not None:
             self._tell_leaders([TableAssignment(info.for_partition(partition), leaders)], [])
         return partition
 
@@ -193,7 +199,9 @@ class Coordinator:
 
         A lake-enabled table's partition is dropped only once the lake holds all of its log
         (else :class:`PartitionNotInLakeError`, retriable), and stays listed as ``lake_only``: a
-        scan from the beginning reads it from the lake. The leaders are asked outside the lock."""
+        scan from the beginning reads it from the lake. Its writes are fenced before the check (see
+        :mod:`lakelog.write_fence`), so no record acknowledged after the check goes with the log; a
+        refused drop lifts the fence. The leaders are asked outside the lock."""
         info = self.table(path)
         name = self.partitions.name_of(info, spec)
         partition = self.partitions.find(info, name)
@@ -205,28 +213,52 @@ class Coordinator:
             self._tell_leaders([], [dropped.partition_id])
 
     def _check_lake_holds(self, info: TableInfo, partition: PartitionInfo) -> None:
-        """Raise :class:`PartitionNotInLakeError` unless the lake holds every bucket of the
-        partition up to the high watermark its leader reports now."""
+        """Fence the partition's writes, then raise :class:`PartitionNotInLakeError` (fence lifted)
+        unless the lake holds every bucket of it up to the high watermark its leader reports."""
         leaders = self._store.partition_leaders(info.table_id).get(partition.partition_id, {})
-        lake = self._store.lake_snapshot(info.table_id) or LakeSnapshot(-1)
+        assignment = TableAssignment(info.for_partition(partition), leaders)
         nodes = {node.server_id: node for node in self._store.tablet_servers()}
-        missing: list[str] = []
-        for server_id in sorted(set(leaders.values())):
-            group = sorted(b for b, leader in leaders.items() if leader == server_id)
-            node = nodes.get(server_id)
-            described = self._notifier.describe_buckets(node, info.table_id, group, partition.partition_id) if node else {}
-            for bucket in group:
-                known = lake.bucket_offsets.get((partition.partition_id, bucket))
-                lake_end = known.log_end_offset if known else 0
-                if bucket not in described:
-                    missing.append(f"bucket {bucket}: its leader {server_id} did not answer")
-                elif described[bucket].high_watermark > lake_end:
-                    missing.append(f"bucket {bucket}: the log ends at {described[bucket].high_watermark}, the lake at {lake_end}")
+        try:
+            unfenced = self._tell_bucket_leaders(assignment, nodes, fenced_leaders(leaders))
+            missing = unfenced or self._missing_from_lake(info, partition, describe_assignment(self._notifier, assignment, nodes))
+        except BaseException:
+            self._tell_bucket_leaders(assignment, nodes, leaders)
+            raise
         if missing:
+            for failure in self._tell_bucket_leaders(assignment, nodes, leaders):
+                log.warning("%s: the fence stays until its leader registers again: %s", assignment.info.label, failure)
             raise PartitionNotInLakeError(
                 f"partition {partition.partition_name} of {info.path} keeps its log until the lake holds all of it"
                 f" ({'; '.join(missing)}); drop it again once the tiering job has tiered it"
             )
+
+    def _tell_bucket_leaders(self, assignment: TableAssignment, nodes: Mapping[int, ServerNode], leaders: Mapping[int, int]) -> list[str]:
+        """Tell each leader of ``assignment`` its buckets under the ids ``leaders`` gives them
+        (fenced or plain); what failed, in words."""
+        failures = []
+        for server_id in sorted(set(assignment.leaders.values())):
+            node = nodes.get(server_id)
+            mine = {b: leaders[b] for b, leader in assignment.leaders.items() if leader == server_id}
+            try:
+                if node is None:
+                    raise InvalidRequestError(f"tablet server {server_id} never registered")
+                self._notifier.notify_leaders(node, [TableAssignment(assignment.info, mine)], [])
+            except Exception as exc:  # noqa: BLE001 - reported to the caller, who refuses the drop
+                failures.append(f"buckets {sorted(mine)}: their leader {server_id} could not be told ({exc})")
+        return failures
+
+    def _missing_from_lake(self, info: TableInfo, partition: PartitionInfo, described: Mapping[int, BucketInfo]) -> list[str]:
+        """What the lake lacks of each bucket of ``partition``, in words (nothing: it holds all)."""
+        lake = self._store.lake_snapshot(info.table_id) or LakeSnapshot(-1)
+        missing: list[str] = []
+        for bucket, found in described.items():
+            known = lake.bucket_offsets.get((partition.partition_id, bucket))
+            lake_end = known.log_end_offset if known else 0
+            if not found.leader_available:
+                missing.append(f"bucket {bucket}: its leader {found.leader} did not answer")
+            elif found.high_watermark > lake_end:
+                missing.append(f"bucket {bucket}: the log ends at {found.high_watermark}, the lake at {lake_end}")
+        return missing
 
     def list_partitions(self, path: TablePath) -> list[PartitionInfo]:
         return self.list_partitions_of(self.table(path))

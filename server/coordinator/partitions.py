@@ -8,7 +8,7 @@ are stored, because tablet servers and remote storage use them in paths and obje
 from __future__ import annotations
 
 import logging
-from typing import Mapping
+from typing import Callable, Mapping
 
 from lakelog.errors import InvalidPartitionError, PartitionAlreadyExistsError, PartitionNotExistError, TooManyPartitionsError
 from lakelog.metadata import PartitionInfo, TableInfo, partition_name
@@ -32,8 +32,11 @@ class PartitionCatalog:
     def find(self, info: TableInfo, name: str) -> PartitionInfo | None:
         return next((p for p in self._store.partitions(info.table_id) if p.partition_name == name), None)
 
-    def create(self, info: TableInfo, name: str, leaders: dict[int, int], ignore_if_exists: bool) -> tuple[PartitionInfo, bool]:
-        """The partition named ``name`` and whether this call created it."""
+    def create(
+        self, info: TableInfo, name: str, place: Callable[[], dict[int, int]], ignore_if_exists: bool
+    ) -> tuple[PartitionInfo, dict[int, int] | None]:
+        """The partition named ``name`` and, when this call created it, its buckets' leaders
+        (``place()``, asked only then: an existing partition needs no tablet server)."""
         lake_only = next((p for p in self._store.lake_only_partitions(info.table_id) if p.partition_name == name), None)
         if lake_only is not None:
             raise PartitionAlreadyExistsError(
@@ -43,16 +46,17 @@ class PartitionCatalog:
         existing = self.find(info, name)
         if existing is not None:
             if ignore_if_exists:
-                return existing, False
+                return existing, None
             raise PartitionAlreadyExistsError(f"table {info.path} already has partition {name!r} (id {existing.partition_id})")
         if self._store.partition_count() >= self._max_partitions:
             raise TooManyPartitionsError(
                 f"cannot create partition {name!r} of {info.path}: the cluster holds {self._max_partitions} partitions,"
                 " the most max.partition.num allows; drop some or raise it"
             )
+        leaders = place()
         created = self._store.insert_partition(info.table_id, name, leaders)
         log.info("created partition %s (id %d) of table %s, leaders %s", name, created.partition_id, info.path, leaders)
-        return created, True
+        return created, leaders
 
     def drop(self, info: TableInfo, name: str, ignore_if_not_exists: bool) -> PartitionInfo | None:
         """The partition dropped, or None when it did not exist and that is allowed. A lake-enabled

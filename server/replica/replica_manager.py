@@ -53,6 +53,7 @@ from lakelog.server.replica.barrier_holds import BarrierHolds
 from lakelog.server.replica.fetch_waiters import FetchWaiters
 from lakelog.server.replica.lake_offsets import LakeRanges
 from lakelog.server.replica.projection import check_projection, project_records
+from lakelog.write_fence import fenced_leader
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +127,7 @@ class ReplicaManager:
         self._resolve = resolve
         self._tables: dict[int, TableInfo] = {}
         self._led: dict[int, set[int]] = {}
+        self._fenced: dict[int, set[int]] = {}  # led buckets that take no writes (see lakelog.write_fence)
         # (table id, schema id) -> the schema message of batches already checked against that schema
         self._accepted_schemas: dict[tuple[int, int], bytes] = {}
         self._lock = threading.Lock()
@@ -155,10 +157,12 @@ class ReplicaManager:
         its physical id (see ``TableInfo.physical_id``)."""
         for assignment in assignments:
             info = assignment.info
-            mine = {b for b, leader in assignment.leaders.items() if leader == self.server_id}
+            fenced = {b for b, leader in assignment.leaders.items() if leader == fenced_leader(self.server_id)}
+            mine = {b for b, leader in assignment.leaders.items() if leader == self.server_id} | fenced
             with self._lock:
                 self._tables[info.physical_id] = info
                 self._led[info.physical_id] = mine
+                self._fenced[info.physical_id] = fenced
             partition_of = None if info.partition_id is None else info.table_id
             tablets = [self._logs.get_or_create(info.physical_id, bucket, info.label, partition_of) for bucket in sorted(mine)]
             self._remote.lead(info, tablets)
@@ -184,6 +188,7 @@ class ReplicaManager:
             with self._lock:
                 info = self._tables.pop(table_id, None)
                 self._led.pop(table_id, None)
+                self._fenced.pop(table_id, None)
                 if info is not None:
                     self._accepted_schemas.pop((table_id, info.schema_id), None)
             self._remote.drop_table(table_id)
@@ -246,6 +251,10 @@ class ReplicaManager:
     def produce(self, table_id: int, bucket: int, records: bytes, hold_id: str = "") -> AppendResult:
         """``hold_id``: the append is made under this barrier hold, which must be open here."""
         info, tablet = self._tablet(table_id, bucket)
+        with self._lock:
+            fenced = bucket in self._fenced.get(table_id, set())
+        if fenced:
+            raise NotLeaderError(f"{self._name(info, bucket)} is being dropped: it takes no writes until the drop is done or refused")
         if hold_id:
             self.holds.check(hold_id)
         return tablet.append(records, lambda buffer, pos, header: self._check_schema(info, bucket, buffer, pos, header))

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import defaultdict
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable
 
 from lakelog.errors import LakeSnapshotNotExistError, TableNotExistError
-from lakelog.metadata import BucketInfo, LakeSnapshot, ServerNode, TableAssignment, TableInfo
+from lakelog.metadata import BucketInfo, LakeSnapshot, ServerNode, TableInfo
+from lakelog.server.coordinator.bucket_describer import BucketDescriber, describe_assignment
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.log.log_tablet import wall_clock_ms
 from lakelog.server.status.lake_lag_history import LakeLagHistory
@@ -26,12 +26,6 @@ log = logging.getLogger(__name__)
 
 # 360 samples make the hour's line: fine enough to see a tiering round's saw-tooth.
 LAG_SAMPLE_INTERVAL_MS = 10_000
-
-
-class BucketDescriber(Protocol):
-    """How the coordinator asks a tablet server about buckets (gRPC in production)."""
-
-    def describe_buckets(self, node: ServerNode, table_id: int, buckets: Iterable[int], partition_id: int = 0) -> dict[int, BucketInfo]: ...
 
 
 class ClusterStatus:
@@ -113,7 +107,7 @@ class ClusterStatus:
         """A partitioned table's buckets are its partitions': listed per partition (a lake-only
         partition with none, its log is gone), each with its buckets' tier spans."""
         assignments = self._coordinator.assignments(info)
-        described = [self._describe(assignment, reachable) for assignment in assignments]
+        described = [describe_assignment(self._tablets, assignment, reachable) for assignment in assignments]
         table: dict[str, Any] = {
             "table": str(info.path),
             "table_id": info.table_id,
@@ -148,18 +142,6 @@ class ClusterStatus:
                 "lag_history": [*self.history.samples(str(info.path), now), (now, lag)],
             }
         return table
-
-    def _describe(self, assignment: TableAssignment, reachable: dict[int, ServerNode]) -> dict[int, BucketInfo]:
-        """Every bucket of a table or partition, by bucket; those whose leader did not answer are unavailable."""
-        leaders, info = assignment.leaders, assignment.info
-        by_leader: dict[int, list[int]] = defaultdict(list)
-        for bucket, leader in leaders.items():
-            by_leader[leader].append(bucket)
-        described: dict[int, BucketInfo] = {}
-        for leader, group in by_leader.items():
-            if leader in reachable:
-                described.update(self._tablets.describe_buckets(reachable[leader], info.table_id, group, info.partition_id or 0))
-        return {bucket: described.get(bucket) or BucketInfo.unavailable(leaders[bucket]) for bucket in sorted(leaders)}
 
 
 def _lag(snapshot: LakeSnapshot | None, now: int) -> int | None:

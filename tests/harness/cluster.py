@@ -48,7 +48,12 @@ class Cluster:
 
     @property
     def client_config(self) -> dict[str, str]:
-        return {**self.moto.settings(), "client.lake.source": "iceberg-arrow", "client.request-timeout": "20s"}
+        return {
+            **self.moto.settings(),
+            "client.lake.source": "iceberg-arrow",
+            "client.request-timeout": "20s",
+            "client.scanner.partition-discovery.interval": "100ms",
+        }
 
     def start_coordinator(self) -> None:
         self.coordinator = ServerProcess(

@@ -52,3 +52,48 @@ class Oracle:
         assert table.column("name").to_pylist() == [f"n{i}" for i in ids] and table.column("amount").to_pylist() == [
             i * 0.5 for i in ids
         ], f"{where}: bucket {bucket} columns differ"
+
+
+@dataclass
+class Partition:
+    """One partition of a partitioned table as the walk made it: its id, its log per bucket, and
+    whether it was dropped (``lake_only``: from the log of a lake-enabled table, the lake holds it;
+    ``ended``: from a table without the lake, its records are gone)."""
+
+    name: str
+    partition_id: int
+    oracle: Oracle
+    lake_only: bool = False
+    ended: bool = False
+
+
+@dataclass
+class PartitionedOracle:
+    """Every partition a partitioned table ever had, by id (ids are never reused; a name is again
+    after its partition ended)."""
+
+    buckets: int
+    lake_enabled: bool
+    by_id: dict[int, Partition] = field(default_factory=dict)
+
+    def current(self) -> dict[str, Partition]:
+        """The partitions listed now (live or lake-only), by name."""
+        return {p.name: p for p in self.by_id.values() if not p.ended}
+
+    def live(self) -> list[Partition]:
+        return [p for p in self.by_id.values() if not p.ended and not p.lake_only]
+
+    def create(self, name: str, partition_id: int) -> Partition:
+        assert partition_id not in self.by_id, f"partition id {partition_id} ({name}) was used before by {self.by_id[partition_id].name}"
+        partition = self.by_id[partition_id] = Partition(name, partition_id, Oracle(self.buckets))
+        return partition
+
+    def drop(self, partition: Partition) -> None:
+        if self.lake_enabled:
+            partition.lake_only = True
+        else:
+            partition.ended = True
+
+    def listing(self) -> list[tuple[int, str, bool]]:
+        """What ``list_partition_infos`` must answer: (id, name, lake_only), by id."""
+        return sorted((p.partition_id, p.name, p.lake_only) for p in self.by_id.values() if not p.ended)

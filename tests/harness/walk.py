@@ -32,6 +32,7 @@ from bench.hostile_clients import HostileLoad
 from tests.conftest import ORDERS_SCHEMA, order_rows, scan_all
 from tests.harness.cluster import TABLE_PROPERTIES, Cluster
 from tests.harness.oracle import Oracle
+from tests.harness.partition_walk import PartitionedTables
 
 BUCKETS = 3
 READ_LIMIT = 1000
@@ -53,6 +54,9 @@ STEP_WEIGHTS = {
     "damage_manifest": 1,
     "damage_segment": 1.5,
     "toggle_hostile": 2,
+    "produce_partition": 12,
+    "create_partition": 2,
+    "drop_partition": 3,
 }
 HOSTILE_POLLS = 20
 HOSTILE_STREAMS = 4
@@ -73,9 +77,15 @@ class Walk:
     followed: dict[int, int] = field(default_factory=dict)
     coordinator_may_lag: bool = False
     hostile: HostileLoad | None = None
+    partitioned: PartitionedTables = field(init=False)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
+        self.partitioned = PartitionedTables(self.rng, self.cluster, self._connection, OUTAGE_ERRORS, READ_LIMIT, CATCH_UP_S)
+
+    def _connection(self) -> lakelog.Connection:
+        assert self.conn is not None
+        return self.conn
 
     # the walk
 
@@ -86,6 +96,7 @@ class Walk:
             self.conn.admin.create_database(PATH.database, ignore_if_exists=True)
             self.conn.admin.create_table(PATH, lakelog.TableDescriptor(ORDERS_SCHEMA, BUCKETS, TABLE_PROPERTIES))
             self.conn.admin.create_table(IDLE, lakelog.TableDescriptor(ORDERS_SCHEMA, 1))
+            self.partitioned.create_tables()
             self._new_follower()
             names = list(STEP_WEIGHTS)
             weights = [STEP_WEIGHTS[name] for name in names]
@@ -99,6 +110,7 @@ class Walk:
         finally:
             if self.hostile is not None:
                 self.hostile.close()
+            self.partitioned.close()
             if self.conn is not None:
                 self.conn.close()
             self.cluster.restore_s3()
@@ -235,6 +247,16 @@ class Walk:
         self.cluster.restore_segment(table_id, bucket, segment.base_offset, original)
         return f"damage segment {segment.base_offset} of bucket {bucket} (not uploaded): CorruptRecordError, restored"
 
+    def _step_produce_partition(self) -> str:
+        done, self.next_id = self.partitioned.produce(self.next_id)
+        return done
+
+    def _step_create_partition(self) -> str:
+        return self.partitioned.create()
+
+    def _step_drop_partition(self) -> str:
+        return self.partitioned.drop()
+
     def _step_toggle_hostile(self) -> str:
         if self.hostile is not None:
             self.hostile.close()
@@ -252,6 +274,7 @@ class Walk:
         self._check_offsets(where)
         self._random_reader(where)
         self._follow(where)
+        self.partitioned.check(where)
 
     def _check_offsets(self, where: str) -> None:
         assert self.conn is not None
