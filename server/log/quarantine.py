@@ -43,12 +43,16 @@ def find_holes(directory: Path, segments: Sequence[LogSegment], log_start: int) 
     """The ranges between ``log_start`` and the live segments that no segment holds: before the
     first one only where a quarantined file says so, between two of them wherever they do not meet."""
     files = sorted((base, path) for path in directory.glob(QUARANTINED_GLOB) if (base := quarantined_base(path)) is not None)
-    holes = []
+    holes: list[QuarantinedRange] = []
     expected = log_start
     for index, segment in enumerate(segments):
         if segment.base_offset > expected:
-            inside = [path for base, path in files if expected <= base < segment.base_offset]
+            inside = {base: path for base, path in files if expected <= base < segment.base_offset}
             if index > 0 or inside:
-                holes.append(QuarantinedRange(expected, segment.base_offset, inside[0] if inside else None))
+                # One range per quarantined file (two neighbours set aside are two files), so a
+                # read names the file that holds its offset.
+                starts = sorted({expected, *inside})
+                for start, end in zip(starts, [*starts[1:], segment.base_offset]):
+                    holes.append(QuarantinedRange(start, end, inside.get(start)))
         expected = max(expected, segment.next_offset)
     return tuple(holes)
