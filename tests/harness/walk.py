@@ -29,7 +29,7 @@ import pyarrow as pa
 
 import lakelog
 from bench.hostile_clients import HostileLoad
-from tests.conftest import ORDERS_SCHEMA, order_rows, scan_all
+from tests.conftest import ORDERS_SCHEMA, order_rows, scan_all, wait_until
 from tests.harness.cluster import TABLE_PROPERTIES, Cluster
 from tests.harness.oracle import Oracle
 from tests.harness.partition_walk import PartitionedTables
@@ -212,10 +212,21 @@ class Walk:
         how = self.rng.choice(["deleted", "garbled"])
         self.cluster.damage_manifest(PATH, self.table.info.table_id, bucket, how)
         self.cluster.restart_tablet()
+        # As an operator runs repair once the server is back: this long-lived connection's channel
+        # may still be in its reconnect backoff (at most 1 s) from polls made while it was down.
+        wait_until(self._tablet_answers, "the restarted tablet server answering this connection", 30)
         assert self.conn is not None
         (repair,) = self.conn.admin.repair_buckets(PATH, [bucket])
         assert repair.error is None, f"repair remote of bucket {bucket}: {repair.error}"
         return f"manifest of bucket {bucket} {how}, restart, repair remote: {repair.summary}"
+
+    def _tablet_answers(self) -> bool:
+        assert self.conn is not None
+        try:
+            self.conn.admin.list_offsets(PATH)
+            return True
+        except lakelog.NetworkError:
+            return False
 
     def _step_damage_segment(self) -> str:
         """Damage a rolled local segment. Uploaded, it is served from remote storage, tiered from the
