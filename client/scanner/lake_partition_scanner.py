@@ -22,6 +22,7 @@ from lakelog.metadata import LakeBucketOffset, LakeSnapshot, TableInfo, split_la
 from lakelog.client.admin import lake_offset
 from lakelog.client.scanner.lake_log_reader import LakeLogReader
 from lakelog.client.scanner.read_ahead_budget import READER_BYTES, ReadAheadBudget
+from lakelog.client.scanner.record_quota import RecordQuota
 from lakelog.client.scanner.scan_records import BucketKey, ScanRecords
 from lakelog.record.meta_columns import with_meta_fields
 
@@ -104,15 +105,12 @@ class LakePartitionScanner:
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         while True:
             tables: dict[BucketKey, pa.Table] = {}
-            buckets = list(self._positions)
-            left = max_records if max_records is not None and max_records > 0 else None
-            for index, bucket in enumerate(buckets):
-                share = None if left is None else -(-left // (len(buckets) - index))
-                if share == 0:
+            quota = RecordQuota(max_records, len(self._positions))
+            for bucket in list(self._positions):
+                if quota.exhausted:
                     break
-                read = self._read(bucket, share)
-                if left is not None:
-                    left -= read.num_rows
+                read = self._read(bucket, quota.share())
+                quota.took(read.num_rows)
                 if read.num_rows:
                     tables[bucket] = read
             if tables or time.monotonic() >= deadline:

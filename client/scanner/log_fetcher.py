@@ -40,6 +40,7 @@ from lakelog.client.rpc.messages import FetchedBucket, FetchRequest
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 from lakelog.client.scanner.batch_decoder import decode_records
 from lakelog.client.scanner.lake_log_reader import LakeLogReader
+from lakelog.client.scanner.record_quota import RecordQuota
 from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader
 from lakelog.client.scanner.remote_log_reader import RemoteLogReader
@@ -247,7 +248,7 @@ class LogFetcher:
 
     def collect(self, max_records: int | None = None) -> FetchedBatch:
         """Decode buffered answers and remote or lake batches read meanwhile, at most ``max_records``
-        records (None: all; shared evenly by the buckets that have some, so none starves), and
+        records (None: all; shared by the buckets that have some, see :class:`RecordQuota`), and
         advance positions over the records returned. What is left stays buffered, undecoded, for
         the next call. An error after some records were taken is raised by the next call, so
         those records are returned and no position moves past records the caller never got."""
@@ -259,18 +260,17 @@ class LogFetcher:
             buckets = sorted(set(completed) | set(self._readers))
         tables: dict[int, pa.Table] = {}
         high_watermarks: dict[int, int] = {}
-        left = max_records
+        quota = RecordQuota(max_records, len(buckets))
         try:
-            for index, bucket in enumerate(buckets):
-                share = None if left is None else -(-left // (len(buckets) - index))
+            for bucket in buckets:
+                share = quota.share()
                 self._take_answers(bucket, completed.get(bucket, []), share, tables, high_watermarks)
                 with self._cond:
                     reader = self._readers.get(bucket)
                 if reader is not None and (share is None or _rows(tables, bucket) < share):
                     rest = None if share is None else share - _rows(tables, bucket)
                     self._read_tier(bucket, reader, rest, tables, high_watermarks)
-                if left is not None:
-                    left -= _rows(tables, bucket)
+                quota.took(_rows(tables, bucket))
         except LakelogError as error:
             if not tables:
                 raise

@@ -32,6 +32,7 @@ from lakelog.client.scanner.lake_partition_scanner import LakePartitionScanner
 from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.client.scanner.polled_scanner import PolledScanner
 from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
+from lakelog.client.scanner.record_quota import RecordQuota
 from lakelog.client.scanner.scan_records import BucketKey, ScanRecords
 from lakelog.record.meta_columns import PARTITION_ID_FIELD, with_meta_fields
 
@@ -238,13 +239,12 @@ class PartitionedLogScanner(PolledScanner):
             self._rounds += 1
             first = self._rounds % len(polled) if polled else 0
             polled = polled[first:] + polled[:first]
-            left = max_records
-            for index, (partition_id, scanner) in enumerate(polled):
-                share = -(-left // (len(polled) - index)) if max_records > 0 else 0
-                if max_records > 0 and not share:
+            quota = RecordQuota(max_records, len(polled))
+            for partition_id, scanner in polled:
+                if quota.exhausted:
                     break
                 try:
-                    records = scanner.poll(timeout_ms=0, max_records=share)
+                    records = scanner.poll(timeout_ms=0, max_records=quota.share() or 0)
                 except (PartitionNotExistError, TableNotExistError):
                     if self._exists(partition_id):
                         raise
@@ -252,7 +252,7 @@ class PartitionedLogScanner(PolledScanner):
                     continue
                 for bucket in records.buckets():
                     tables[partition_id, bucket] = _with_partition_id(records.to_arrow(bucket), partition_id)
-                left -= len(records)
+                quota.took(len(records))
                 high_watermarks.update({(partition_id, b): hw for b, hw in records.high_watermarks.items()})
             if tables or time.monotonic() >= deadline:
                 return ScanRecords(self._out_schema, tables, high_watermarks)

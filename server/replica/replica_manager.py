@@ -169,6 +169,11 @@ class ReplicaManager:
             if mine:
                 log.info("leading %s buckets %s", info.label, sorted(mine))
 
+    def knows(self, physical_id: int) -> bool:
+        """Whether the table or partition is known here: looking it up asks no one."""
+        with self._lock:
+            return physical_id in self._tables
+
     def physical_id(self, table_id: int, partition_id: int) -> int:
         """The id a request's buckets are kept under: ``partition_id`` (> 0) when it names a
         partition, which must then belong to ``table_id``, else ``table_id``."""

@@ -38,11 +38,6 @@ class _FetchPlan:
     refused: dict[int, BucketFetchResult]
 
 
-def _names_partitions(request: pb.FetchLogRequest) -> bool:
-    """Whether resolving the request may ask the coordinator (a partition not seen here yet)."""
-    return any(b.partition_id > 0 for table in request.tables_req for b in table.buckets_req)
-
-
 class TabletService(TabletServiceServicer):
     def __init__(self, replicas: ReplicaManager, metrics: ServerMetrics, budget: AnswerBudget) -> None:
         self._replicas = replicas
@@ -98,7 +93,7 @@ class TabletService(TabletServiceServicer):
         its answer keeps comes back when the call ends (sent or not)."""
         self._replicas.check_ready()
         loop = asyncio.get_running_loop()
-        plan = await loop.run_in_executor(None, self._plan, request) if _names_partitions(request) else self._plan(request)
+        plan = await loop.run_in_executor(None, self._plan, request) if self._asks_coordinator(request) else self._plan(request)
         params = plan.params
         self._replicas.check_fetch(params)
         deadline = loop.time() + params.max_wait_ms / 1000
@@ -125,6 +120,10 @@ class TabletService(TabletServiceServicer):
         for result in [*results, *plan.refused.values()]:
             self.metrics.record_fetch(result)
         return answer
+
+    def _asks_coordinator(self, request: pb.FetchLogRequest) -> bool:
+        """Whether resolving the request may ask the coordinator: it names a partition not known here yet."""
+        return any(b.partition_id > 0 and not self._replicas.knows(b.partition_id) for t in request.tables_req for b in t.buckets_req)
 
     def _plan(self, request: pb.FetchLogRequest) -> _FetchPlan:
         """The buckets to read, each under its physical id; a partition not (any more) here is
