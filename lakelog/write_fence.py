@@ -5,6 +5,11 @@ it; a write acknowledged after that check would go with the log. So it fences th
 writes first: it tells each leader its buckets again with the leader id :func:`fenced_leader` of
 its own. The leader then keeps the buckets, answers reads, offsets and descriptions, and refuses
 appends (retriably) until it is told the plain leader id again or the partition is dropped.
+
+An append may be past the leader's first checks when the fence lands, or in the log but not yet
+durable. So the leader checks the fence again under each log's append lock, and answers the fence
+only once every append it let in before is durable: the high watermarks the coordinator reads next
+are final.
 """
 
 from __future__ import annotations

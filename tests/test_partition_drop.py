@@ -5,6 +5,7 @@ snapshot is committed to the coordinator directly (no tiering job): only its off
 
 from __future__ import annotations
 
+import threading
 from typing import Callable, Iterator
 
 import pyarrow as pa
@@ -77,6 +78,93 @@ def test_a_write_racing_the_drop_check_is_refused_not_lost(lake_table, monkeypat
     conn.admin.drop_partition(PATH, {"dt": "d1"})
     assert isinstance(racing[0], lakelog.LakelogError), f"a write during the drop was acknowledged and dropped with the log: {racing[0]}"
     assert [p.lake_only for p in conn.admin.list_partition_infos(PATH)] == [True]
+
+
+def test_a_write_the_leader_let_in_just_before_the_fence_is_refused_not_lost(lake_table, monkeypatch) -> None:
+    """A write can be past the leader's first checks when the fence lands and reach the log only
+    after the coordinator read the high watermarks. The fence is checked again under the log's
+    append lock (and the leader settles what it let in before it answers the fence), so that write
+    fails too: nothing acknowledged goes with the dropped log."""
+    server, conn = lake_table
+    _write(conn, _rows("d1", 0, 10), bucket=0)
+    _lake_holds_everything(server, conn, "d1")
+    assert server.coordinator is not None and server.tablet is not None
+    replicas = server.tablet.replicas
+    check_schema = replicas._check_schema
+    in_check, described = threading.Event(), threading.Event()
+
+    def check_then_wait(*args, **kwargs):  # the write is past the fence check here, before the log's lock
+        in_check.set()
+        assert described.wait(30), "the coordinator never read the high watermarks"
+        return check_schema(*args, **kwargs)
+
+    monkeypatch.setattr(replicas, "_check_schema", check_then_wait)
+    outcome: list[object] = []
+
+    def write() -> None:
+        with lakelog.connect(server.address, {"client.writer.delivery-timeout": "2s"}) as writer_conn:
+            try:
+                outcome.append(_write(writer_conn, _rows("d1", 10, 5), bucket=1))
+            except lakelog.LakelogError as error:
+                outcome.append(error)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert in_check.wait(30)
+    notifier = server.coordinator.coordinator._notifier
+    describe = notifier.describe_buckets
+
+    def describe_then_let_the_write_go(*args, **kwargs):
+        answer = describe(*args, **kwargs)
+        described.set()
+        return answer
+
+    monkeypatch.setattr(notifier, "describe_buckets", describe_then_let_the_write_go)
+    conn.admin.drop_partition(PATH, {"dt": "d1"})
+    writer.join(60)
+    assert isinstance(outcome[0], lakelog.LakelogError), f"a write let in before the fence was acknowledged and dropped with the log: {outcome[0]}"
+    assert [p.lake_only for p in conn.admin.list_partition_infos(PATH)] == [True]
+
+
+def test_a_write_in_the_log_but_not_yet_durable_when_the_fence_lands_is_counted(lake_table, monkeypatch) -> None:
+    """A write appended to the log whose fsync is still running when the fence lands is not in the
+    high watermark yet, but will be acknowledged. The leader answers the fence only once what it
+    let in is durable, so the coordinator sees that write and refuses the drop; the write stays."""
+    server, conn = lake_table
+    _write(conn, _rows("d1", 0, 10), bucket=0)
+    _lake_holds_everything(server, conn, "d1")
+    _write(conn, _rows("d1", 10, 1), bucket=1)
+    _lake_holds_everything(server, conn, "d1")
+    assert server.coordinator is not None and server.tablet is not None
+    (partition,) = conn.admin.list_partition_infos(PATH)
+    tablet = server.tablet.replicas._logs.get(partition.partition_id, 1)
+    lead_flush = tablet._lead_flush
+    flushing, described = threading.Event(), threading.Event()
+
+    def slow_flush():  # this write's fsync lasts until the coordinator read the high watermarks, or 1 s
+        flushing.set()
+        described.wait(1)
+        return lead_flush()
+
+    monkeypatch.setattr(tablet, "_lead_flush", slow_flush)
+    outcome: list[object] = []
+    writer = threading.Thread(target=lambda: outcome.append(_write(conn, _rows("d1", 11, 5), bucket=1)))
+    writer.start()
+    assert flushing.wait(30)
+    notifier = server.coordinator.coordinator._notifier
+    describe = notifier.describe_buckets
+
+    def describe_then_finish_the_flush(*args, **kwargs):
+        answer = describe(*args, **kwargs)
+        described.set()
+        return answer
+
+    monkeypatch.setattr(notifier, "describe_buckets", describe_then_finish_the_flush)
+    with pytest.raises(lakelog.errors.PartitionNotInLakeError, match="bucket 1: the log ends at 6, the lake at 1"):
+        conn.admin.drop_partition(PATH, {"dt": "d1"})
+    writer.join(60)
+    assert [ack.base_offset for ack in outcome[0]] == [1]
+    assert conn.admin.list_offsets(PATH, partition_name="d1") == {0: 10, 1: 6}
 
 
 def test_a_refused_drop_lifts_the_fence(lake_table) -> None:

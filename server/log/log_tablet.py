@@ -291,11 +291,13 @@ class LogTablet:
 
     # -- appending ------------------------------------------------------------------------------
 
-    def append(self, records: bytes, check: BatchCheck | None = None) -> AppendResult:
+    def append(self, records: bytes, check: BatchCheck | None = None, admit: Callable[[], None] | None = None) -> AppendResult:
         """Append the client's batches; returns once they are visible (and in sync mode, durable).
 
         ``check`` sees each batch once its framing and CRC passed and before anything is written
         (the replica layer checks the schema there), in the one pass that validates the request.
+        ``admit`` runs under the append lock just before the write and may refuse it: a refusal
+        decided elsewhere (a write fence) then holds for every append :meth:`settle` did not wait for.
 
         Batches of an idempotent writer that this log appended already are not appended again: the
         answer is their original offsets (``duplicate`` set), once those are visible."""
@@ -307,6 +309,8 @@ class LogTablet:
             self._check_open()
             if self._fence is not None:
                 raise LogFencedError(self._fence)
+            if admit is not None:
+                admit()
             duplicate = self._writers.check(writer) if writer is not None else None
             if duplicate is None:
                 result, advanced = self._append_locked(buffer, headers, count, writer)
@@ -323,6 +327,14 @@ class LogTablet:
         elif advanced:
             self._notify_high_watermark()
         return result
+
+    def settle(self) -> None:
+        """Wait until every append admitted so far is visible (in sync mode, durable): whatever
+        refuses appends from now on (see ``admit``) leaves the high watermark final."""
+        with self._lock:
+            end = self.log_end_offset
+        if self.config.flush_mode == "sync":
+            self._await_flush(end)
 
     def _append_locked(
         self, buffer: bytearray, headers: list[tuple[int, BatchHeader]], count: int, writer: WriterBatches | None

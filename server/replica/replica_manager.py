@@ -162,10 +162,13 @@ class ReplicaManager:
             with self._lock:
                 self._tables[info.physical_id] = info
                 self._led[info.physical_id] = mine
+                newly_fenced = fenced - self._fenced.get(info.physical_id, set())
                 self._fenced[info.physical_id] = fenced
             partition_of = None if info.partition_id is None else info.table_id
-            tablets = [self._logs.get_or_create(info.physical_id, bucket, info.label, partition_of) for bucket in sorted(mine)]
-            self._remote.lead(info, tablets)
+            tablets = {bucket: self._logs.get_or_create(info.physical_id, bucket, info.label, partition_of) for bucket in sorted(mine)}
+            for bucket in sorted(newly_fenced):  # the coordinator reads the high watermark next: make it final
+                tablets[bucket].settle()
+            self._remote.lead(info, list(tablets.values()))
             if mine:
                 log.info("leading %s buckets %s", info.label, sorted(mine))
 
@@ -256,13 +259,19 @@ class ReplicaManager:
     def produce(self, table_id: int, bucket: int, records: bytes, hold_id: str = "") -> AppendResult:
         """``hold_id``: the append is made under this barrier hold, which must be open here."""
         info, tablet = self._tablet(table_id, bucket)
-        with self._lock:
-            fenced = bucket in self._fenced.get(table_id, set())
-        if fenced:
-            raise NotLeaderError(f"{self._name(info, bucket)} is being dropped: it takes no writes until the drop is done or refused")
         if hold_id:
             self.holds.check(hold_id)
-        return tablet.append(records, lambda buffer, pos, header: self._check_schema(info, bucket, buffer, pos, header))
+        return tablet.append(
+            records, lambda buffer, pos, header: self._check_schema(info, bucket, buffer, pos, header), lambda: self._refuse_if_fenced(info, bucket)
+        )
+
+    def _refuse_if_fenced(self, info: TableInfo, bucket: int) -> None:
+        """Checked under the log's append lock, so a fence that :meth:`become_leader` settled
+        refuses every later append (see :mod:`lakelog.write_fence`)."""
+        with self._lock:
+            fenced = bucket in self._fenced.get(info.physical_id, set())
+        if fenced:
+            raise NotLeaderError(f"{self._name(info, bucket)} is being dropped: it takes no writes until the drop is done or refused")
 
     def _check_schema(self, info: TableInfo, bucket: int, records: bytearray, pos: int, header: rb.BatchHeader) -> None:
         """The batch must carry the table's schema (called by the log once its framing and CRC passed).
