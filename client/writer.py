@@ -137,6 +137,8 @@ class AppendWriter:
             self._append_table(table, bucket)
 
     def _append_table(self, table: pa.Table, bucket: int | None) -> None:
+        if table.num_rows:  # the width of these rows, not of the last ones sealed (or a guess)
+            self._row_bytes = max(table.nbytes / table.num_rows, 1.0)
         for batch in table.to_batches(max_chunksize=self._chunk_rows(table.num_rows)):
             with self._cond:
                 self._check_open()

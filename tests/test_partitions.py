@@ -17,6 +17,7 @@ import lakelog
 from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
 from lakelog.rpc.rpc_edge import RpcEdge
 from lakelog.server.server_process import ServerProcess
+from tests.conftest import wait_until
 from tests.s3 import MotoS3
 from tests.test_remote_server import Remote
 
@@ -154,6 +155,37 @@ def test_rows_go_to_their_partition_and_a_batch_spanning_partitions_is_split(ser
         conn.admin.list_offsets(PATH)
     with pytest.raises(lakelog.PartitionNotExistError, match="2026-12-01"):
         conn.admin.list_offsets(PATH, partition_name="2026-12-01")
+
+
+def test_small_arrow_inputs_go_out_in_batch_size_pieces_per_partition_in_order(server: ServerProcess) -> None:
+    """Arrow inputs each holding a few rows of every partition are not sent piece by piece: each
+    partition's rows go out in about ``client.writer.batch-size`` pieces, in the order appended,
+    a row appended after them follows them, and rows that never fill a batch go after
+    ``client.writer.linger`` without a flush."""
+    batch_rows = 1000
+    config = {"client.writer.batch-size": str(batch_rows * _rows("d0", 0, 1000).nbytes // 1000), "client.writer.linger": "500ms"}
+    acks: list[lakelog.AppendAck] = []
+    with lakelog.connect(server.address, config) as conn:
+        table = _partitioned(conn, buckets=1)
+        days = ["d0", "d1", "d2"]
+        ids = pa.array(range(6000), pa.int64())
+        rows = pa.table({"dt": [days[n % 3] for n in range(6000)], "id": ids, "amount": pa.compute.cast(ids, pa.float64())}, schema=EVENTS)
+        inputs = [rows.slice(first, 100) for first in range(0, 6000, 100)]  # 60 inputs, each over the three partitions
+        with table.new_append().create_writer(on_ack=acks.append) as writer:
+            for each in inputs:
+                writer.append_arrow(each)
+            writer.append({"dt": "d0", "id": 6000, "amount": 2.0})
+            writer.flush()
+            assert len(acks) <= 3 * 3, f"{len(acks)} produce requests for 3 partitions of 2,000 rows and batches of {batch_rows}"
+            writer.append_arrow(_rows("d1", 7000, 5))
+            wait_until(lambda: conn.admin.list_offsets(PATH, partition_name="d1") == {0: 2005}, "the lingering rows sent")
+        with table.new_scan().project(["dt", "id"]).create_log_scanner() as scanner:
+            scanner.subscribe_from_beginning()
+            got = scanner.to_arrow()
+    for day in days:
+        ids = got.filter(pa.compute.equal(got.column("dt"), day)).column("id").to_pylist()
+        expected = [n for n in range(6000) if days[n % 3] == day] + {"d0": [6000], "d1": [7000, 7001, 7002, 7003, 7004], "d2": []}[day]
+        assert ids == expected
 
 
 def test_bad_partition_values_in_a_write_write_nothing(server_factory: Callable[..., ServerProcess]) -> None:
