@@ -79,14 +79,19 @@ def _async_rpc_method(handler: Handler, method: str) -> Handler:
     @functools.wraps(handler)
     async def wrapper(self: InstrumentedService, request: Any, context: grpc.aio.ServicerContext) -> Any:
         started = time.perf_counter()
+        observed = False
         try:
             return await handler(self, _parsed(request, method), context)
         except Exception as exc:  # noqa: BLE001 - the boundary: report, never crash the server
             error = _as_lakelog_error(exc, method)
             status = _count_and_mark(context, error, self.metrics, method)
+            # Before the abort: grpc.aio sends the status from inside it, and the caller may read the metrics next.
+            self.metrics.observe_rpc(method, time.perf_counter() - started)
+            observed = True
             await context.abort(status, error.message)
         finally:
-            self.metrics.observe_rpc(method, time.perf_counter() - started)
+            if not observed:
+                self.metrics.observe_rpc(method, time.perf_counter() - started)
 
     return wrapper  # type: ignore[return-value]
 
