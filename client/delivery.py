@@ -42,7 +42,7 @@ class BucketSequence:
         self.next_sequence += 1
         return writer_id, self.epoch, sequence
 
-    def new_epoch(self, writer_id: int, queued: list[bytes]) -> list[bytes]:
+    def new_epoch(self, writer_id: int, queued: list[rb.EncodedBatch]) -> list[rb.EncodedBatch]:
         """Start the next epoch and renumber ``queued`` (encoded batches not yet sent) into it."""
         self.epoch = (self.epoch + 1) & 0x7FFF
         self.next_sequence = 0
@@ -91,7 +91,7 @@ class Delivery:
         self.stats.retried_batches += batches
         return delay
 
-    def gave_up(self, bucket: int, batches: list[bytes], error: LakelogError, attempts: int) -> LakelogError:
+    def gave_up(self, bucket: int, batches: list[rb.EncodedBatch], error: LakelogError, attempts: int) -> LakelogError:
         """The error a failed request reaches ``flush()`` with: a retriable one that ran out of time
         becomes a :class:`DeliveryTimeoutError` naming the table, the bucket and the records lost."""
         self.stats.failed_batches += len(batches)

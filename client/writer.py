@@ -58,11 +58,11 @@ class AppendAck:
 class _BucketQueue:
     rows: list[dict[str, Any]] = field(default_factory=list)
     first_row_at: float = 0.0
-    sealed: deque[bytes] = field(default_factory=deque)
+    sealed: deque[rb.EncodedBatch] = field(default_factory=deque)
     in_flight: bool = False
     sequence: BucketSequence = field(default_factory=BucketSequence)
     # A failed request waiting to be sent again exactly as it was (the server recognises it whole).
-    resend: list[bytes] = field(default_factory=list)
+    resend: list[rb.EncodedBatch] = field(default_factory=list)
     # While ``resend`` is being retried: tries so far, when they started, the next one.
     retries: int = 0
     failing_since: float = 0.0
@@ -257,7 +257,7 @@ class AppendWriter:
         if batch.num_rows == 0:
             return
         self._row_bytes = max(batch.nbytes / batch.num_rows, 1.0)
-        queue.sealed.append(rb.encode_batch(batch, self._info.schema_id, writer=queue.sequence.take(self._delivery.writer_id)))
+        queue.sealed.append(rb.encode_batch_buffer(batch, self._info.schema_id, writer=queue.sequence.take(self._delivery.writer_id)))
         self._pending += 1
 
     def _send_ready(self) -> None:
@@ -285,7 +285,7 @@ class AppendWriter:
         request = ProduceRequest(self._info.table_id, bucket, batches, timeout_ms, hold_id, self._info.partition_id or 0)
         self._tablets.produce_log(node, request, lambda answer: self._on_response(answer, bucket, batches))
 
-    def _on_response(self, answer: ProducedBatch | LakelogError, bucket: int, batches: list[bytes]) -> None:
+    def _on_response(self, answer: ProducedBatch | LakelogError, bucket: int, batches: list[rb.EncodedBatch]) -> None:
         """On a gRPC thread: acknowledge, then free the bucket for its next request."""
         error = answer if isinstance(answer, LakelogError) else None
         if isinstance(answer, ProducedBatch):
@@ -297,7 +297,7 @@ class AppendWriter:
         with self._cond:
             self._finish(bucket, batches, error)
 
-    def _finish(self, bucket: int, batches: list[bytes], error: LakelogError | None) -> None:
+    def _finish(self, bucket: int, batches: list[rb.EncodedBatch], error: LakelogError | None) -> None:
         queue = self._queues[bucket]
         queue.in_flight = False
         if error is not None and self._retry(queue, bucket, batches, error):
@@ -315,7 +315,7 @@ class AppendWriter:
         self._send_ready()
         self._cond.notify_all()
 
-    def _retry(self, queue: _BucketQueue, bucket: int, batches: list[bytes], error: LakelogError) -> bool:
+    def _retry(self, queue: _BucketQueue, bucket: int, batches: list[rb.EncodedBatch], error: LakelogError) -> bool:
         """Keep ``batches`` to be sent again as they are, if the delivery rules allow it."""
         now = time.monotonic()
         if not queue.retries:

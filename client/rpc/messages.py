@@ -11,6 +11,7 @@ from typing import Sequence
 
 from lakelog.errors import LakelogError
 from lakelog.metadata import LakeLogFetchInfo, RemoteLogFetchInfo, ServerNode, TableAssignment
+from lakelog.record.batch import EncodedBatch
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class ProduceRequest:
 
     table_id: int
     bucket: int
-    batches: Sequence[bytes]
+    batches: Sequence[EncodedBatch]
     timeout_ms: int
     hold_id: str = ""
     partition_id: int = 0  # > 0: the bucket of this partition of table_id

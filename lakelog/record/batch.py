@@ -52,6 +52,8 @@ CRC_START = 25
 TIMESTAMP_OFFSET = 13
 ATTR_PROJECTED = 0x1
 NO_WRITER = 0
+# An encoded batch: bytes, or the Arrow buffer the encoder wrote it into (both read as bytes do).
+EncodedBatch = bytes | pa.Buffer
 _WRITER_OFFSET = 39
 _WRITER = struct.Struct(">qhi")
 _MIN_LENGTH = HEADER_SIZE - LOG_OVERHEAD
@@ -117,6 +119,19 @@ def encode_batch(
 ) -> bytes:
     """Serialize an Arrow batch into a lakelog batch with a valid CRC; ``writer`` is its
     (writer id, epoch, sequence)."""
+    return encode_batch_buffer(batch, schema_id, base_offset, commit_timestamp, attributes, writer).to_pybytes()
+
+
+def encode_batch_buffer(
+    batch: pa.RecordBatch,
+    schema_id: int,
+    base_offset: int = 0,
+    commit_timestamp: int = -1,
+    attributes: int = 0,
+    writer: tuple[int, int, int] = (NO_WRITER, 0, 0),
+) -> EncodedBatch:
+    """:func:`encode_batch` as the Arrow buffer it was written into: a writer sends it as it is,
+    one copy of every record fewer."""
     sink = pa.BufferOutputStream()
     sink.write(bytes(HEADER_SIZE))
     with pa.ipc.new_stream(sink, batch.schema, options=_IPC_OPTIONS) as stream:
@@ -130,14 +145,14 @@ def encode_batch(
         batch.num_rows, body_length, *writer,
     )
     _CRC.pack_into(view, _CRC_OFFSET, crc32c(view[CRC_START:]))
-    return out.to_pybytes()
+    return out
 
 
 def compute_crc(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> int:
     return crc32c(memoryview(buf)[pos + CRC_START : pos + header.size])
 
 
-def restamp_writer(data: bytes, writer_id: int, epoch: int, sequence: int) -> bytes:
+def restamp_writer(data: EncodedBatch, writer_id: int, epoch: int, sequence: int) -> bytes:
     """A copy of one encoded batch under another writer epoch and sequence, its CRC recomputed:
     what a writer does to the batches queued behind one it gave up on."""
     out = bytearray(data)
