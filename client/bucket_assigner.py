@@ -103,6 +103,10 @@ class BucketAssigner:
         return bool(self._keys)
 
     @property
+    def key_names(self) -> list[str]:
+        return [field.name for field in self._keys]
+
+    @property
     def current(self) -> int:
         """The sticky bucket (tables without bucket keys)."""
         return self._current

@@ -119,10 +119,10 @@ class LakelogReader(DataSourceReader):
 class FilteringLakelogReader(LakelogReader):
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         """Filters on ``__bucket``, ``__offset``, ``__timestamp`` and ``__partition_id`` narrow the
-        ranges read, those on partition key columns choose partitions
+        ranges read, those on partition key columns choose partitions, those on bucket keys buckets
         (:mod:`lakelog.spark.pushed_filters`); the others are left to Spark."""
         if any(getattr(item, "attribute", ("",))[0] not in RESERVED_COLUMNS for item in filters):
             options = self._options
             with connect(options.bootstrap, options.client_config) as conn:
-                self._pushed = PushedFilters.none(conn.admin.get_table_info(options.path).partition_keys)
+                self._pushed = PushedFilters.for_table(conn.admin.get_table_info(options.path))
         return list(self._pushed.push(filters))

@@ -10,12 +10,19 @@ strings, ``IS [NOT] NULL`` and ``NOT`` of any of these choose partitions. Each i
 bucket's commit timestamps never decrease with its offsets, so a timestamp bound is an offset bound
 found by the timestamp lookup), so Spark is handed back only what is not taken. ``IS NOT NULL`` on
 the meta columns always holds.
+
+On a table with bucket keys, ``=``, ``<=>`` and ``IN`` on every bucket key column choose the buckets
+those key values hash to (:mod:`lakelog.client.bucket_assigner`): ``WHERE user_id = 42`` reads one
+bucket in every tier, the lake included. Spark still evaluates these filters (a bucket holds other
+keys too).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from pyspark.sql.datasource import (
     EqualNullSafe,
@@ -34,10 +41,14 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-from lakelog.metadata import PartitionInfo, partition_spec
+from lakelog.client.bucket_assigner import BucketAssigner
+from lakelog.errors import SchemaMismatchError
+from lakelog.metadata import PartitionInfo, TableInfo, partition_spec
 from lakelog.record.meta_columns import BUCKET_COLUMN, OFFSET_COLUMN, PARTITION_ID_COLUMN, TIMESTAMP_COLUMN
 
 UNBOUNDED = (0, 1 << 63)
+# Combinations of bucket key values hashed at most to choose buckets (more: every bucket is read).
+MAX_KEY_COMBINATIONS = 10_000
 # Columns whose IN lists a set of values (the others' values are ranges).
 _SET_COLUMNS = (BUCKET_COLUMN, PARTITION_ID_COLUMN)
 
@@ -67,11 +78,21 @@ class PushedFilters:
     sets: dict[str, frozenset[int]] = field(default_factory=dict)
     partition_keys: tuple[str, ...] = ()
     tests: list[PartitionTest] = field(default_factory=list)
+    assigner: BucketAssigner | None = None  # a table with bucket keys: how key values map to buckets
+    key_values: dict[str, frozenset[Any]] = field(default_factory=dict)
+    key_buckets: frozenset[int] | None = None  # from key_values once pushed; None: any
 
     @classmethod
     def none(cls, partition_keys: Iterable[str] = ()) -> "PushedFilters":
         columns = (BUCKET_COLUMN, OFFSET_COLUMN, TIMESTAMP_COLUMN, PARTITION_ID_COLUMN)
         return cls({column: UNBOUNDED for column in columns}, partition_keys=tuple(partition_keys))
+
+    @classmethod
+    def for_table(cls, info: TableInfo) -> "PushedFilters":
+        pushed = cls.none(info.partition_keys)
+        if info.bucket_keys:
+            pushed.assigner = BucketAssigner.for_table(info)
+        return pushed
 
     def push(self, filters: Iterable[Filter]) -> Iterator[Filter]:
         """Takes what it can; yields the filters Spark must still evaluate."""
@@ -80,10 +101,26 @@ class PushedFilters:
             if test is not None:
                 self.tests.append(test)
             elif not self._take(item):
+                self._note_key_values(item)
                 yield item
+        self.key_buckets = self._buckets_of_key_values()
 
     def bucket_wanted(self, bucket: int) -> bool:
-        return self._wanted(BUCKET_COLUMN, bucket)
+        return self._wanted(BUCKET_COLUMN, bucket) and (self.key_buckets is None or bucket in self.key_buckets)
+
+    def _note_key_values(self, item: Filter) -> None:
+        """The values ``=``, ``<=>`` or ``IN`` allow on a bucket key column, if ``item`` is one."""
+        attribute = getattr(item, "attribute", ())
+        if self.assigner is None or len(attribute) != 1 or attribute[0] not in self.assigner.key_names:
+            return
+        if isinstance(item, In):
+            values = frozenset(item.value)
+        elif isinstance(item, EqualNullSafe) or (isinstance(item, EqualTo) and item.value is not None):
+            values = frozenset([item.value])
+        else:
+            return
+        column = attribute[0]
+        self.key_values[column] = self.key_values[column] & values if column in self.key_values else values
 
     def partition_wanted(self, partition: PartitionInfo) -> bool:
         """Whether the filters keep any row of ``partition`` (of a table partitioned by ``partition_keys``)."""
@@ -116,6 +153,20 @@ class PushedFilters:
         low, high = self.bounds[column]
         self.bounds[column] = (max(low, bound[0]), min(high, bound[1]))
         return True
+
+    def _buckets_of_key_values(self) -> frozenset[int] | None:
+        """The buckets the noted key values hash to; None (any) when a key column has none noted,
+        the combinations are too many, or a value does not hash as its column's type."""
+        assigner = self.assigner
+        if assigner is None or set(self.key_values) != set(assigner.key_names):
+            return None
+        columns = [sorted(self.key_values[name], key=repr) for name in assigner.key_names]
+        if math.prod(len(values) for values in columns) > MAX_KEY_COMBINATIONS:
+            return None
+        try:
+            return frozenset(assigner.row_bucket(dict(zip(assigner.key_names, combo))) for combo in itertools.product(*columns))
+        except SchemaMismatchError:
+            return None
 
 
 def _partition_test(item: Filter, partition_keys: tuple[str, ...]) -> PartitionTest | None:

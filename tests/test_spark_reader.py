@@ -22,6 +22,7 @@ from pyspark.errors import PySparkException
 
 import lakelog
 import lakelog.spark
+from lakelog.client.bucket_assigner import BucketAssigner
 from lakelog.errors import InvalidConfigError
 from lakelog.metadata import OffsetSpec
 from lakelog.server.server_process import ServerProcess
@@ -279,3 +280,29 @@ def test_options_are_checked_before_anything_connects() -> None:
     parsed = parse_read_options({"BOOTSTRAP": "h:1", "path": "shop.orders", "endingoffsets": '{"1": 4}', "conf.client.scanner.fetch.max-bytes": "1mb"})
     assert (parsed.path, dict(parsed.end.per_bucket), parsed.end.default) == (lakelog.TablePath("shop", "orders"), {1: 4}, OffsetSpec.latest())
     assert parsed.client_config == {"client.scanner.fetch.max-bytes": 1 << 20, "client.lake.source": "iceberg-arrow"}
+
+
+def test_a_bucket_key_filter_reads_only_the_buckets_its_values_hash_to(server: ServerProcess, spark: Any) -> None:
+    """``WHERE user_id = 7`` on a table bucketed by ``user_id`` plans that key's bucket alone; the
+    rows are exact (the bucket's other keys are filtered by Spark); a filter that does not pin every
+    key value reads every bucket."""
+    schema = pa.schema([("user_id", pa.int64()), ("page", pa.string())])
+    path = lakelog.TablePath("shop", "visits")
+    rows = pa.table({"user_id": [n % 50 for n in range(2000)], "page": [f"p{n}" for n in range(2000)]}, schema=schema)
+    with lakelog.connect(server.address) as conn:
+        conn.admin.create_database("shop", ignore_if_exists=True)
+        conn.admin.create_table(path, lakelog.TableDescriptor(schema, 8, bucket_keys=["user_id"]))
+        with conn.get_table(path).new_append().create_writer() as writer:
+            writer.append_arrow(rows)
+        assigner = BucketAssigner.for_table(conn.admin.get_table_info(path))
+    buckets = {key: assigner.row_bucket({"user_id": key}) for key in range(50)}
+    assert len(set(buckets.values())) == 8
+
+    def pages(where: str, partitions: int, keep: Callable[[int], bool]) -> None:
+        frame = _read(spark, server.address, table=str(path)).where(where)
+        assert frame.rdd.getNumPartitions() == partitions, where
+        assert sorted(frame.toArrow().column("page").to_pylist()) == sorted(f"p{n}" for n in range(2000) if keep(n % 50)), where
+
+    pages("user_id = 7", 1, lambda key: key == 7)
+    pages("user_id IN (7, 8, 9)", len({buckets[7], buckets[8], buckets[9]}), lambda key: key in (7, 8, 9))
+    pages("user_id > 47", 8, lambda key: key > 47)
