@@ -67,6 +67,7 @@ class PartitionedAppendWriter:
         self._linger_s = conf.get("client.writer.linger") / 1000
         self._indexes: dict[str, int] = {}
         self._names: list[str] = []
+        self._known_names: pa.Array | None = None  # ``_names`` as Arrow, for looking rows' names up
         self._pending = _Pending()
         self._pending_lock = threading.Lock()
         self._drain_lock = threading.Lock()
@@ -91,14 +92,8 @@ class PartitionedAppendWriter:
         table = arrow_table(data, self._info.schema, str(self._info.path))
         if table.num_rows == 0:
             return
-        names = self._row_names(table).combine_chunks().dictionary_encode()  # each name once, checked and split on
-        distinct = names.dictionary.to_pylist()
-        for name in distinct:
-            if name not in self._writers:  # a partition's name was checked when its writer was made
-                self._check_name(name)
-        indexes = [self._index(name) for name in distinct]
+        codes, indexes = self._partition_codes(self._row_names(table).combine_chunks())
         self._raise_error()
-        codes = pc.take(pa.array(indexes, pa.int32()), names.indices)
         if bucket is not None:  # pinned: sent as given, after what was handed in before it
             with self._drain_lock:
                 self._drain_locked()
@@ -213,6 +208,23 @@ class PartitionedAppendWriter:
             writer = self._writers[name] = self._new_writer(partition)
             return writer
 
+    def _partition_codes(self, names: pa.Array) -> tuple[pa.Array, list[int]]:
+        """Each row's partition as its index among this writer's partitions, and the indexes that
+        occur. Rows of partitions written before are looked up by name; a name not seen yet is
+        checked, and its partition's writer made (the partition created), first."""
+        known = self._known_names
+        if known is not None:
+            codes = pc.index_in(names, value_set=known)
+            if not codes.null_count:
+                return codes, pc.unique(codes).to_pylist()
+        encoded = names.dictionary_encode()  # each name once, checked and mapped on
+        distinct = encoded.dictionary.to_pylist()
+        for name in distinct:
+            if name not in self._writers:  # a partition's name was checked when its writer was made
+                self._check_name(name)
+        indexes = [self._index(name) for name in distinct]
+        return pc.take(pa.array(indexes, pa.int32()), encoded.indices), indexes
+
     def _index(self, name: str) -> int:
         """The partition's index among this writer's, its writer made (and the partition created) first."""
         self._writer(name)
@@ -220,6 +232,7 @@ class PartitionedAppendWriter:
             if name not in self._indexes:
                 self._indexes[name] = len(self._names)
                 self._names.append(name)
+                self._known_names = pa.array(self._names, pa.string())
             return self._indexes[name]
 
     def _partition(self, name: str) -> TableInfo:
