@@ -35,7 +35,7 @@ from lakelog.lake.spark_file_task import IPC_COLUMN, LakeRead, read_files_in_tas
 from lakelog.lake.lake_catalog import LakeCatalog, lake_call
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import TableInfo
-from lakelog.spark_session import leave_shared_session, refuse_local_lake, shared_connect_session, spark_session
+from lakelog.spark_session import refuse_local_lake, shared_connect_session, spark_session
 
 APP_NAME = "lakelog-lake-reader"
 _END = object()
@@ -80,16 +80,6 @@ class IcebergSparkLogSource(IcebergLogSource):
                 yield from reader
 
     def _started(self, task: Callable[..., Iterator[pa.RecordBatch]], partitions: int) -> Iterator[Any]:
-        """The job's rows, the first one already fetched: when the server closed the shared Connect
-        session since this process joined it, the job runs once more in the next one."""
-        spark = self._session()
-        try:
-            return _first_fetched(spark.range(0, partitions, 1, partitions).mapInArrow(task, f"{IPC_COLUMN} binary"))
-        except Exception as error:
-            if not leave_shared_session(self._master, spark, error):
-                raise
-        with self._spark_lock:
-            self._spark = None
         return _first_fetched(self._session().range(0, partitions, 1, partitions).mapInArrow(task, f"{IPC_COLUMN} binary"))
 
     def _session(self) -> SparkSession:

@@ -27,6 +27,7 @@ _SESSION_CLOSED = "SESSION_CLOSED"
 
 log = logging.getLogger(__name__)
 _shared: dict[str, "SparkSession"] = {}
+_left: list["SparkSession"] = []  # sessions found closed, kept so no __del__ closes their channel
 _shared_lock = threading.Lock()
 
 
@@ -84,17 +85,6 @@ def shared_connect_session(address: str) -> "SparkSession":
         return session
 
 
-def leave_shared_session(address: str, session: "SparkSession", error: BaseException) -> bool:
-    """Whether ``error`` says the server closed ``session`` (idle past its timeout, or released);
-    if so, the next :func:`shared_connect_session` joins the next one."""
-    if _SESSION_CLOSED not in str(error):
-        return False
-    with _shared_lock:
-        if _shared.get(address) is session:
-            del _shared[address]
-    return True
-
-
 def _join_shared(address: str) -> "SparkSession":
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
@@ -111,7 +101,7 @@ def _join_shared(address: str) -> "SparkSession":
         except Exception as error:  # noqa: BLE001 - PySpark raises several classes; only a closed session is stepped past
             if _SESSION_CLOSED not in str(error):
                 raise
-            session.stop()
+            _left.append(session)  # not closed: PySpark's channel close can hang here
     log.info("the %d shared Spark Connect sessions of %s are closed; this client takes one of its own", SHARED_SESSION_GENERATIONS, address)
     return ConnectSession.builder.remote(address).create()
 

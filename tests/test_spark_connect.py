@@ -214,6 +214,8 @@ SHARED_SESSION_CLIENT = textwrap.dedent(
     (session,) = spark_session._shared.values()
     if gate == "-":
         session.stop()  # what a user's own spark.stop() on the session it found would do
+    elif gate == "release":
+        session.client.release_session()  # as the server does to a session idle past its timeout
     else:
         while not os.path.exists(gate):  # another client has closed its session and gone
             time.sleep(0.1)
@@ -254,6 +256,27 @@ def test_clients_share_one_connect_session_and_one_leaving_ends_it_for_none(tier
     for (_, out), reads in zip((leaving, staying, joining), (1, 2, 1)):
         got = pq.read_table(out)
         assert got.num_rows == reads * tiered.truth.num_rows
+        for bucket in range(BUCKETS):
+            mine = got.filter(pc.equal(got.column("__bucket"), bucket))
+            assert mine.column("__offset").to_pylist() == list(range(tiered.buckets[bucket].high_watermark)) * reads
+
+
+def test_a_new_client_steps_past_a_shared_session_the_server_closed(tiered: TieredLog, tmp_path: Path) -> None:
+    """The server refuses a closed session id for good: a new client joins the next generation's."""
+    outs = [tmp_path / "releasing.parquet", tmp_path / "next.parquet"]
+    command = [sys.executable, "-c", SHARED_SESSION_CLIENT, tiered.server.address, str(tiered.path), ",".join(PROJECTION)]
+    reports = []
+    for out, gate in zip(outs, ("release", "-")):
+        result = subprocess.run(
+            [*command, str(out), gate], capture_output=True, text=True, timeout=150, env={**os.environ, **NO_JAVA},
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        reports.append(json.loads(result.stdout.splitlines()[-1]))
+    assert reports[0]["session"] != reports[1]["session"], reports
+    assert all(report["lake"][0] > 0 for report in reports), reports
+    for out, reads in zip(outs, (1, 1)):
+        got = pq.read_table(out)
         for bucket in range(BUCKETS):
             mine = got.filter(pc.equal(got.column("__bucket"), bucket))
             assert mine.column("__offset").to_pylist() == list(range(tiered.buckets[bucket].high_watermark)) * reads
