@@ -19,12 +19,15 @@ from pathlib import Path
 from typing import Mapping
 
 from lakelog.errors import InvalidConfigError, LakelogError
+from lakelog.spark_session import LOCAL_DRIVER_MEMORY
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
 DEFAULT_MASTER = "local[*]"
 # Spark's own INFO lines bury the one line that matters; --conf spark.log.level=INFO brings them back.
-DEFAULT_SPARK_CONF = {"spark.log.level": "WARN", "spark.ui.showConsoleProgress": "false"}
+# In local mode the tasks run in the driver, and a lake read's task result is a whole data file:
+# Spark's 1g default ran out of heap on 55 MB files (the JVM died mid-read). --conf overrides it.
+DEFAULT_SPARK_CONF = {"spark.log.level": "WARN", "spark.ui.showConsoleProgress": "false", "spark.driver.memory": LOCAL_DRIVER_MEMORY}
 _POLL_S = 0.2
 
 

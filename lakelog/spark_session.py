@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 DEFAULT_MASTER = "local[*]"
 APP_NAME = "lakelog-tier"
 QUIET_LOG4J2 = Path(__file__).with_name("spark_log4j2.properties")
+# The heap of a driver lakelog starts (in local mode its tasks run in it too): a lake read's task
+# result is a whole data file, and Spark's 1g default died on 55 MB files. PYSPARK_SUBMIT_ARGS'
+# --driver-memory, or spark-submit's own, decides instead.
+LOCAL_DRIVER_MEMORY = "4g"
 # Shared Connect session ids are uuid5(namespace, f"{address}#{generation}"): the same for every client.
 SHARED_SESSION_NAMESPACE = uuid.UUID("6c616b65-6c6f-4700-8000-73706172b6b0")
 # How many closed shared sessions a client steps past before it takes a session of its own.
@@ -60,6 +64,8 @@ def spark_session(master: str | None = None, app_name: str = APP_NAME, log_level
         if master.startswith("local"):
             # Local Python workers must run this interpreter, the one lakelog is installed in.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            if "--driver-memory" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+                builder = builder.config("spark.driver.memory", LOCAL_DRIVER_MEMORY)
     # The job prints its own progress line; Spark's console bar would garble it.
     for key, value in spark_log_conf(log_level).items():
         builder = builder.config(key, value)
