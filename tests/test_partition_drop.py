@@ -42,6 +42,20 @@ def _lake_holds_everything(server: ServerProcess, conn: lakelog.Connection, day:
     return partition.partition_id
 
 
+def _signal_after_describe(server: ServerProcess, monkeypatch: pytest.MonkeyPatch, described: threading.Event) -> None:
+    """Set ``described`` each time the coordinator has read the partition's high watermarks."""
+    assert server.coordinator is not None
+    notifier = server.coordinator.coordinator._notifier
+    describe = notifier.describe_buckets
+
+    def describe_then_signal(*args, **kwargs):
+        answer = describe(*args, **kwargs)
+        described.set()
+        return answer
+
+    monkeypatch.setattr(notifier, "describe_buckets", describe_then_signal)
+
+
 @pytest.fixture
 def lake_table(server_factory: Callable[..., ServerProcess]) -> Iterator[tuple[ServerProcess, lakelog.Connection]]:
     server = server_factory()
@@ -111,15 +125,7 @@ def test_a_write_the_leader_let_in_just_before_the_fence_is_refused_not_lost(lak
     writer = threading.Thread(target=write)
     writer.start()
     assert in_check.wait(30)
-    notifier = server.coordinator.coordinator._notifier
-    describe = notifier.describe_buckets
-
-    def describe_then_let_the_write_go(*args, **kwargs):
-        answer = describe(*args, **kwargs)
-        described.set()
-        return answer
-
-    monkeypatch.setattr(notifier, "describe_buckets", describe_then_let_the_write_go)
+    _signal_after_describe(server, monkeypatch, described)  # then the write goes on
     conn.admin.drop_partition(PATH, {"dt": "d1"})
     writer.join(60)
     assert isinstance(outcome[0], lakelog.LakelogError), f"a write let in before the fence was acknowledged and dropped with the log: {outcome[0]}"
@@ -151,15 +157,7 @@ def test_a_write_in_the_log_but_not_yet_durable_when_the_fence_lands_is_counted(
     writer = threading.Thread(target=lambda: outcome.append(_write(conn, _rows("d1", 11, 5), bucket=1)))
     writer.start()
     assert flushing.wait(30)
-    notifier = server.coordinator.coordinator._notifier
-    describe = notifier.describe_buckets
-
-    def describe_then_finish_the_flush(*args, **kwargs):
-        answer = describe(*args, **kwargs)
-        described.set()
-        return answer
-
-    monkeypatch.setattr(notifier, "describe_buckets", describe_then_finish_the_flush)
+    _signal_after_describe(server, monkeypatch, described)  # then the flush finishes
     with pytest.raises(lakelog.errors.PartitionNotInLakeError, match="bucket 1: the log ends at 6, the lake at 1"):
         conn.admin.drop_partition(PATH, {"dt": "d1"})
     writer.join(60)
