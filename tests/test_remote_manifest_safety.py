@@ -118,7 +118,8 @@ def test_orphans_are_deleted_only_past_the_manifest_range_and_the_grace_period(
 
     tablet.reconciled = False
     assert manager.run_once().orphans_deleted == 0, "younger than the grace period (1h)"
-    manager.orphan_grace_ms = 0
+    now = manager.clock()
+    manager.clock = lambda: now + manager.orphan_grace_ms + 1_000  # an hour later, not "0 ms later": mtimes are coarse
     tablet.reconciled = False
     assert manager.run_once().orphans_deleted == 1
     assert "past-range" not in remote.names(table) and "inside-range" in remote.names(table)
