@@ -27,12 +27,11 @@ def fetch_responses(cluster: BenchCluster, table: lakelog.Table) -> list[bytes]:
 CLI_CONTEXT_ROWS_S = 300_000
 # What closes the local gap once the client reads ahead: the full run's profile names the server's copies.
 LOCAL_NEXT_STEP = (
-    "the client now reads ahead (a bucket's next fetch leaves as its answer arrives, within "
-    "client.scanner.max-buffered-bytes), so the profile names the server: LogSegment.read trims each bucket's "
-    "pread to whole batches with data[:end] (a copy of up to max-bytes-per-bucket), encode_fetch_response joins "
-    "the answer into one bytes object (a second copy) and the server re-checks every batch's CRC on read; "
-    "return a memoryview from the segment read, pread straight into the answer's buffer, and trust the CRC "
-    "checked at append (the client checks it again anyway)"
+    "the client reads ahead (a bucket's next fetch leaves as its answer arrives, within "
+    "client.scanner.max-buffered-bytes) and a segment read is trimmed to whole batches as a view, so what the "
+    "profile names is the server's: the pread, encode_fetch_response's join of the answer into one bytes object "
+    "(which gRPC copies again) and the CRC re-check on read; pread each bucket straight into one answer buffer "
+    "laid out from the offset index, and trust the CRC checked at append (the client checks it again anyway)"
 )
 
 

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from lakelog.config import Configuration
 from lakelog.errors import InvalidPartitionError, PartitionNotExistError
-from lakelog.metadata import PARTITION_NAME_SEPARATOR, TableInfo, partition_name
+from lakelog.metadata import PARTITION_NAME_SEPARATOR, TableInfo, partition_name, partition_spec
 from lakelog.client.admin import Admin
 from lakelog.client.arrow_input import arrow_table
 from lakelog.client.bucket_assigner import split_rows
@@ -144,9 +144,22 @@ class PartitionedAppendWriter:
         if len(partitions) == 1:
             pieces = [(next(iter(partitions)), table.combine_chunks())]
         else:
-            pieces = split_rows(table, codes[0] if len(codes) == 1 else pa.chunked_array(codes))
+            # The key columns hold one value per partition: left out of the sort's copy (half its
+            # cost with one string key) and put back as constants.
+            rest = table.drop_columns(self._info.partition_keys)
+            split = split_rows(rest, codes[0] if len(codes) == 1 else pa.chunked_array(codes).combine_chunks())
+            pieces = [(index, self._with_keys(rows, self._names[index])) for index, rows in split]
         for index, rows in pieces:
             self._writers[self._names[index]].append_arrow(rows, bucket)
+
+    def _with_keys(self, rows: pa.Table, name: str) -> pa.Table:
+        """``rows`` of partition ``name`` with its key columns back in their places of the schema."""
+        schema = self._info.schema
+        spec = partition_spec(self._info.partition_keys, name)
+        for key in sorted(spec, key=schema.get_field_index):  # leftmost first, so each lands at its index
+            field = schema.field(key)
+            rows = rows.add_column(schema.get_field_index(key), field, pa.repeat(pa.scalar(spec[key], field.type), rows.num_rows))
+        return rows
 
     def _linger_loop(self) -> None:
         """Sends what waited ``client.writer.linger``; a failure is raised by the next call."""

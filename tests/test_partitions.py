@@ -188,6 +188,28 @@ def test_small_arrow_inputs_go_out_in_batch_size_pieces_per_partition_in_order(s
         assert ids == expected
 
 
+def test_rows_of_a_table_with_two_partition_keys_read_back_whole(server: ServerProcess, conn: lakelog.Connection) -> None:
+    """Keys listed in another order than the schema's, neither of them first: each row reads back
+    with every column as written, its key values included, in its partition."""
+    schema = pa.schema([("id", pa.int64()), ("region", pa.string()), ("amount", pa.float64()), ("dt", pa.string())])
+    path = lakelog.TablePath("shop", "regional")
+    conn.admin.create_database("shop", ignore_if_exists=True)
+    conn.admin.create_table(path, lakelog.TableDescriptor(schema, 2, partition_keys=["dt", "region"]))
+    ids = list(range(400))
+    rows = pa.table(
+        {"id": ids, "region": [("eu", "us")[n % 2] for n in ids], "amount": [n / 4 for n in ids], "dt": [("d1", "d2")[n // 200] for n in ids]},
+        schema=schema,
+    )
+    with conn.get_table(path).new_append().create_writer() as writer:
+        writer.append_arrow(rows)
+    names = sorted(p.partition_name for p in conn.admin.list_partition_infos(path))
+    assert names == ["d1$eu", "d1$us", "d2$eu", "d2$us"]
+    with conn.get_table(path).new_scan().create_log_scanner() as scanner:
+        scanner.subscribe_from_beginning()
+        got = scanner.to_arrow()
+    assert got.select(schema.names).sort_by("id").equals(rows)
+
+
 def test_bad_partition_values_in_a_write_write_nothing(server_factory: Callable[..., ServerProcess]) -> None:
     server = server_factory()
     with lakelog.connect(server.address, {"client.writer.dynamic-create-partition.enabled": "false"}) as conn:

@@ -28,7 +28,7 @@ from lakelog.server.log.log_tablet import LogTablet
 from lakelog.server.remote.manifest import RemoteLogManifest
 from lakelog.server.remote.remote_storage import RemoteLogStorage
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, order_rows
+from tests.conftest import create_table, order_rows, scan_all
 from tests.s3 import MotoS3, TcpProxy
 
 BATCHES = 120
@@ -304,6 +304,22 @@ def test_s3_outage_mid_pass_leaves_local_log_working(
         assert report.errors == [] and report.uploaded == len(everything) - 1
         assert_uploaded_once(s3_remote, table, everything)
         assert len(tablet.segments) == 2
+
+
+def test_a_log_still_whole_locally_is_read_from_its_beginning_while_s3_is_down(
+    s3_remote: Remote, s3_outage: TcpProxy, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """The earliest offset of a local log that starts at 0 is 0 in every tier: answering it never
+    waits on remote storage, so a first ``subscribe_from_beginning`` reads every record with S3 cut."""
+    server = server_factory(**s3_remote.conf)
+    with lakelog.connect(server.address) as conn:
+        table = create_table(conn, buckets=2)
+        produce(table, 4)
+        s3_outage.cut()
+        assert conn.admin.list_offsets(table.path, spec=lakelog.OffsetSpec.earliest()) == {0: 0, 1: 0}
+        with table.new_scan().create_log_scanner() as scanner:
+            scanner.subscribe_from_beginning()
+            assert sorted(scan_all(scanner, 4 * ROWS_PER_BATCH, timeout_s=20).column("id").to_pylist()) == list(range(4 * ROWS_PER_BATCH))
 
 
 def test_ttl_expires_remote_segments(remote: Remote, server_factory: Callable[..., ServerProcess]) -> None:

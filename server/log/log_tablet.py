@@ -94,7 +94,7 @@ class AppendResult:
 class ReadResult:
     """Whole batches as stored (empty at the HW) and the bucket's bounds when they were read."""
 
-    records: bytes
+    records: bytes | memoryview
     high_watermark: int
     log_start_offset: int
 

@@ -173,11 +173,12 @@ class LogSegment:
                 return header.base_offset
         return None
 
-    def read(self, start_position: int, max_bytes: int, max_position: int, holding: int | None = None) -> bytes:
+    def read(self, start_position: int, max_bytes: int, max_position: int, holding: int | None = None) -> bytes | memoryview:
         """Whole batches from ``start_position`` (a batch boundary before ``max_position``), at most
         ``max_bytes`` of them but at least one, none past ``max_position``; the first holds offset
         ``holding`` when given. Every batch returned has passed its CRC check, and its offsets
-        continue the previous one's (the stamped base offset lies outside the CRC)."""
+        continue the previous one's (the stamped base offset lies outside the CRC). A read that
+        ends inside a batch is trimmed as a view: copying it was a fifth of a local fetch's time."""
         data = self._pread(max(0, min(max_bytes, max_position - start_position)), start_position)
         headers = list(iter_headers(data))
         if not headers:
@@ -194,7 +195,7 @@ class LogSegment:
             )
         self._check(data, start_position, headers, first.base_offset)
         end = headers[-1][0] + headers[-1][1].size
-        return data if end == len(data) else data[:end]
+        return data if end == len(data) else memoryview(data)[:end]
 
     def _check(self, data: bytes, start_position: int, headers: list[tuple[int, BatchHeader]], expected: int) -> int:
         """CRC of each batch and offsets continuing from ``expected``; returns the next offset."""

@@ -24,7 +24,7 @@ def check_projection(schema: pa.Schema, fields: Sequence[int], table: str) -> li
     return projected
 
 
-def project_records(records: bytes, fields: Sequence[int]) -> bytes:
+def project_records(records: bytes | memoryview, fields: Sequence[int]) -> bytearray:
     """Re-encode every batch in ``records`` with only ``fields`` (column indexes, in that order)."""
     out = bytearray()
     for pos, header in rb.iter_headers(records):
@@ -36,4 +36,4 @@ def project_records(records: bytes, fields: Sequence[int]) -> bytes:
             commit_timestamp=header.commit_timestamp,
             attributes=header.attributes | rb.ATTR_PROJECTED,
         )
-    return bytes(out)
+    return out

@@ -106,7 +106,7 @@ class BucketFetchResult:
 
     table_id: int
     bucket: int
-    records: bytes = b""
+    records: bytes | bytearray | memoryview = b""
     high_watermark: int = -1
     log_start_offset: int = -1
     error: LakelogError | None = None
@@ -413,7 +413,9 @@ class ReplicaManager:
     def list_offset(self, table_id: int, bucket: int, spec: OffsetSpec, enable_lake: bool = False) -> OffsetAnswer:
         _, tablet = self._tablet(table_id, bucket)
         if spec.type == OffsetType.EARLIEST:
-            manifest = self._remote.manifest(table_id, bucket)
+            # A local log that starts at 0 is the earliest any tier can be: remote storage is not
+            # asked (a list and a read per bucket the first time: 2 s on S3 for 120 buckets' first scan).
+            manifest = None if tablet.log_start_offset == 0 else self._remote.manifest(table_id, bucket)
             return OffsetAnswer(self._earliest(table_id, bucket, tablet, manifest, enable_lake))
         if spec.type == OffsetType.LATEST:
             return OffsetAnswer(tablet.high_watermark)

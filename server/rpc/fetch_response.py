@@ -40,7 +40,7 @@ def _padding(size: int) -> bytes:
 @dataclass
 class _Bucket:
     meta: bytes
-    records: bytes
+    records: bytes | bytearray | memoryview
     padding: int = 0
 
     def body(self) -> list[bytes]:
@@ -52,7 +52,7 @@ class _Bucket:
         return sum(len(part) for part in self.body())
 
 
-def encode_fetch_response(buckets: Iterable[tuple[int, pb.PbFetchLogRespForBucket, bytes]]) -> bytes:
+def encode_fetch_response(buckets: Iterable[tuple[int, pb.PbFetchLogRespForBucket, bytes | bytearray | memoryview]]) -> bytes:
     """``(table id, bucket answer without records, records)`` per bucket, grouped by table in the
     order tables first appear."""
     by_table: dict[int, list[_Bucket]] = {}
