@@ -13,18 +13,20 @@ Through Spark Connect the whole range is one job and the client runs no JVM; on 
 
 The session is the one of ``lake.spark.master`` (the client's, or the one the cluster advertises),
 else the active one, else ``local[*]``; it is shared with everything else in the process and never
-stopped here.
+stopped here. Through Spark Connect it is the session all lakelog clients of that server share
+(:func:`~lakelog.spark_session.shared_connect_session`), so a new client finds warm Python workers.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 from pyiceberg.table import Table
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from lakelog.config import Configuration
 from lakelog.lake.iceberg_file_reader import FileRange
@@ -33,7 +35,7 @@ from lakelog.lake.spark_file_task import IPC_COLUMN, LakeRead, read_files_in_tas
 from lakelog.lake.lake_catalog import LakeCatalog, lake_call
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import TableInfo
-from lakelog.spark_session import refuse_local_lake, spark_session
+from lakelog.spark_session import refuse_local_lake, shared_connect_session, spark_session
 
 APP_NAME = "lakelog-lake-reader"
 _END = object()
@@ -43,6 +45,14 @@ def _each(what: str, rows: Iterator[Any]) -> Iterator[Any]:
     """``rows`` with every failure of Spark's (raised while iterating) as a LakeError."""
     while (row := lake_call(what, lambda: next(rows, _END))) is not _END:
         yield row
+
+
+def _first_fetched(frame: DataFrame) -> Iterator[Any]:
+    """``frame``'s rows through ``toLocalIterator``, its job started: failures to run it at all are
+    raised here, not on the first ``next``."""
+    rows = frame.toLocalIterator()
+    first = next(rows, _END)
+    return rows if first is _END else itertools.chain([first], rows)
 
 
 class IcebergSparkLogSource(IcebergLogSource):
@@ -64,18 +74,22 @@ class IcebergSparkLogSource(IcebergLogSource):
         read = LakeRead(dict(table.io.properties), tuple(files), log_schema, self.batch_rows)
         task = functools.partial(read_files_in_task, read)
         what = f"Spark could not read {len(files)} lake data file(s) from {files[0].path}"
-        rows = lake_call(
-            what, lambda: self._session().range(0, len(files), 1, len(files)).mapInArrow(task, f"{IPC_COLUMN} binary").toLocalIterator()
-        )
+        rows = lake_call(what, lambda: self._started(task, len(files)))
         for row in _each(what, rows):
             with pa.ipc.open_stream(pa.py_buffer(row[0])) as reader:
                 yield from reader
 
+    def _started(self, task: Callable[..., Iterator[pa.RecordBatch]], partitions: int) -> Iterator[Any]:
+        return _first_fetched(self._session().range(0, partitions, 1, partitions).mapInArrow(task, f"{IPC_COLUMN} binary"))
+
     def _session(self) -> SparkSession:
         with self._spark_lock:
             if self._spark is None:
-                active = None if self._master else SparkSession.getActiveSession()
-                spark = active or spark_session(self._master or None, APP_NAME)
+                if self._master.startswith("sc://"):
+                    spark = shared_connect_session(self._master)
+                else:
+                    active = None if self._master else SparkSession.getActiveSession()
+                    spark = active or spark_session(self._master or None, APP_NAME)
                 refuse_local_lake(spark, self._lake_config)
                 self._spark = spark
             return self._spark

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +23,16 @@ QUIET_LOG4J2 = Path(__file__).with_name("spark_log4j2.properties")
 # result is a whole data file, and Spark's 1g default died on 55 MB files. PYSPARK_SUBMIT_ARGS'
 # --driver-memory, or spark-submit's own, decides instead.
 LOCAL_DRIVER_MEMORY = "4g"
+# Shared Connect session ids are uuid5(namespace, f"{address}#{generation}"): the same for every client.
+SHARED_SESSION_NAMESPACE = uuid.UUID("6c616b65-6c6f-4700-8000-73706172b6b0")
+# How many closed shared sessions a client steps past before it takes a session of its own.
+SHARED_SESSION_GENERATIONS = 64
+_SESSION_CLOSED = "SESSION_CLOSED"
+
+log = logging.getLogger(__name__)
+_shared: dict[str, "SparkSession"] = {}
+_left: list["SparkSession"] = []  # sessions found closed, kept so no __del__ closes their channel
+_shared_lock = threading.Lock()
 
 
 def spark_log_conf(log_level: str) -> dict[str, str]:
@@ -60,6 +72,44 @@ def spark_session(master: str | None = None, app_name: str = APP_NAME, log_level
     if log_level.upper() not in ("DEBUG", "INFO"):
         logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO line per closed connection
     return builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
+
+
+def shared_connect_session(address: str) -> "SparkSession":
+    """The Spark Connect session that every lakelog client of ``address`` joins, one per process.
+
+    Spark Connect gives each session Python workers of its own, so a client in a session of its own
+    starts them on its first job (seconds); in one shared session a new client's first job finds the
+    workers the others left warm. The id is derived from ``address``, so clients agree on it without
+    asking anyone. It is never released (``stop()`` on it only closes this process's channel): a
+    released or idle-expired id is refused by the server for good, so a client that meets one steps
+    on to the next generation's id, which every client derives alike. An address that names its own
+    ``session_id`` gets exactly that session."""
+    with _shared_lock:
+        session = _shared.get(address)
+        if session is None or session.is_stopped:
+            session = _shared[address] = _join_shared(address)
+        return session
+
+
+def _join_shared(address: str) -> "SparkSession":
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    if ";session_id=" in address:
+        return ConnectSession.builder.remote(address).create()
+    separator = ";" if "/;" in address else "/;"
+    for generation in range(SHARED_SESSION_GENERATIONS):
+        session_id = uuid.uuid5(SHARED_SESSION_NAMESPACE, f"{address}#{generation}")
+        session = ConnectSession.builder.remote(f"{address}{separator}session_id={session_id}").create()
+        session.release_session_on_close = False
+        try:
+            session.conf.get("spark.master")  # the first call: the server creates, joins or refuses the session
+            return session
+        except Exception as error:  # noqa: BLE001 - PySpark raises several classes; only a closed session is stepped past
+            if _SESSION_CLOSED not in str(error):
+                raise
+            _left.append(session)  # not closed: PySpark's channel close can hang here
+    log.info("the %d shared Spark Connect sessions of %s are closed; this client takes one of its own", SHARED_SESSION_GENERATIONS, address)
+    return ConnectSession.builder.remote(address).create()
 
 
 def refuse_local_lake(spark: "SparkSession", lake_config: "LakeConfig") -> None:

@@ -186,3 +186,97 @@ def test_auto_picks_the_pyspark_source_only_when_a_spark_endpoint_is_known(
     server = server_factory(**({"lake.spark.master": server_master} if server_master else {}))
     assert _chosen_source(server, caplog, **client_config) == [f"client.lake.source=auto: reading the lake with {picked}"]
 
+
+
+# ---------------------------------------------------------------- one Connect session shared by clients
+
+
+SHARED_SESSION_CLIENT = textwrap.dedent(
+    """
+    import json, os, sys, time
+    address, path, columns, out, gate = sys.argv[1:]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import lakelog
+    from lakelog import spark_session
+    from tests.conftest import scan_all
+
+    path = lakelog.TablePath(*path.split("."))
+
+    def read():
+        with lakelog.connect(address) as conn:
+            total = sum(conn.admin.list_offsets(path).values())
+            with conn.get_table(path).new_scan().project(columns.split(",")).create_log_scanner() as scanner:
+                scanner.subscribe_from_beginning()
+                return scan_all(scanner, total), scanner.records_by_tier()["lake"]
+
+    reads = [read()]
+    (session,) = spark_session._shared.values()
+    if gate == "-":
+        session.stop()  # what a user's own spark.stop() on the session it found would do
+    elif gate == "release":
+        session.client.release_session()  # as the server does to a session idle past its timeout
+    else:
+        while not os.path.exists(gate):  # another client has closed its session and gone
+            time.sleep(0.1)
+        reads.append(read())
+    pq.write_table(pa.concat_tables([table for table, _ in reads]), out)
+    print(json.dumps({"session": session.session_id, "lake": [lake for _, lake in reads]}))
+    """
+)
+
+
+def test_clients_share_one_connect_session_and_one_leaving_ends_it_for_none(tiered: TieredLog, tmp_path: Path) -> None:
+    """Two client processes read at once in one shared session; one stops its session and exits;
+    the other reads on, and a third joins and reads: every read exact, every one in the same session."""
+    gate = tmp_path / "first-gone"
+
+    def client(name: str, gate_arg: str) -> tuple[subprocess.Popen[str], Path]:
+        out = tmp_path / f"{name}.parquet"
+        command = [sys.executable, "-c", SHARED_SESSION_CLIENT, tiered.server.address, str(tiered.path), ",".join(PROJECTION)]
+        process = subprocess.Popen(
+            [*command, str(out), gate_arg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, **NO_JAVA}, cwd=Path(__file__).resolve().parent.parent,
+        )
+        return process, out
+
+    def finished(process: subprocess.Popen[str]) -> dict[str, Any]:
+        stdout, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr[-3000:]
+        return json.loads(stdout.splitlines()[-1])
+
+    leaving, staying = client("leaving", "-"), client("staying", str(gate))
+    reports = [finished(leaving[0])]
+    gate.touch()
+    joining = client("joining", "-")
+    reports += [finished(staying[0]), finished(joining[0])]
+
+    assert len({report["session"] for report in reports}) == 1, reports
+    assert [len(report["lake"]) for report in reports] == [1, 2, 1] and all(min(report["lake"]) > 0 for report in reports), reports
+    for (_, out), reads in zip((leaving, staying, joining), (1, 2, 1)):
+        got = pq.read_table(out)
+        assert got.num_rows == reads * tiered.truth.num_rows
+        for bucket in range(BUCKETS):
+            mine = got.filter(pc.equal(got.column("__bucket"), bucket))
+            assert mine.column("__offset").to_pylist() == list(range(tiered.buckets[bucket].high_watermark)) * reads
+
+
+def test_a_new_client_steps_past_a_shared_session_the_server_closed(tiered: TieredLog, tmp_path: Path) -> None:
+    """The server refuses a closed session id for good: a new client joins the next generation's."""
+    outs = [tmp_path / "releasing.parquet", tmp_path / "next.parquet"]
+    command = [sys.executable, "-c", SHARED_SESSION_CLIENT, tiered.server.address, str(tiered.path), ",".join(PROJECTION)]
+    reports = []
+    for out, gate in zip(outs, ("release", "-")):
+        result = subprocess.run(
+            [*command, str(out), gate], capture_output=True, text=True, timeout=150, env={**os.environ, **NO_JAVA},
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        reports.append(json.loads(result.stdout.splitlines()[-1]))
+    assert reports[0]["session"] != reports[1]["session"], reports
+    assert all(report["lake"][0] > 0 for report in reports), reports
+    for out, reads in zip(outs, (1, 1)):
+        got = pq.read_table(out)
+        for bucket in range(BUCKETS):
+            mine = got.filter(pc.equal(got.column("__bucket"), bucket))
+            assert mine.column("__offset").to_pylist() == list(range(tiered.buckets[bucket].high_watermark)) * reads
