@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
@@ -89,6 +90,22 @@ def shared_connect_session(address: str) -> "SparkSession":
         if session is None or session.is_stopped:
             session = _shared[address] = _join_shared(address)
         return session
+
+
+@atexit.register
+def _close_shared_channels() -> None:
+    """Close the shared sessions' channels while gRPC's threads still run. Left to PySpark's
+    ``__del__`` at interpreter shutdown, the close waits for a lock a frozen gRPC thread holds, and
+    the process never exits (a script that read the lake and called its own ``spark.stop()`` hung
+    so). Closing the channel ends nothing on the server: the session stays for the other clients."""
+    with _shared_lock:
+        sessions = list(_shared.values())
+    for session in sessions:
+        if not session.is_stopped:
+            try:
+                session.client.close()
+            except Exception as error:  # noqa: BLE001 - exiting anyway; a failed close costs nothing
+                log.debug("closing the channel of a shared Spark Connect session failed: %s", error)
 
 
 def _join_shared(address: str) -> "SparkSession":

@@ -210,9 +210,14 @@ SHARED_SESSION_CLIENT = textwrap.dedent(
                 scanner.subscribe_from_beginning()
                 return scan_all(scanner, total), scanner.records_by_tier()["lake"]
 
+    own = spark_session.spark_session(gate[4:]) if gate.startswith("own=") else None  # a script's own Spark work
+    if own is not None:
+        assert own.range(3).count() == 3
     reads = [read()]
     (session,) = spark_session._shared.values()
-    if gate == "-":
+    if own is not None:
+        own.stop()  # its own session ends; the process must still exit
+    elif gate == "-":
         session.stop()  # what a user's own spark.stop() on the session it found would do
     elif gate == "release":
         session.client.release_session()  # as the server does to a session idle past its timeout
@@ -280,3 +285,22 @@ def test_a_new_client_steps_past_a_shared_session_the_server_closed(tiered: Tier
         for bucket in range(BUCKETS):
             mine = got.filter(pc.equal(got.column("__bucket"), bucket))
             assert mine.column("__offset").to_pylist() == list(range(tiered.buckets[bucket].high_watermark)) * reads
+
+
+def test_a_script_with_a_connect_session_of_its_own_reads_through_the_shared_one_and_exits(
+    spark_connect: str, tiered: TieredLog, tmp_path: Path
+) -> None:
+    """Its own session and the shared one live side by side, and the process exits once done: the
+    shared session's channel is closed while gRPC still runs, not left to interpreter shutdown
+    (where closing it waited forever on a lock of a gRPC thread already frozen)."""
+    out = tmp_path / "own.parquet"
+    command = [sys.executable, "-c", SHARED_SESSION_CLIENT, tiered.server.address, str(tiered.path), ",".join(PROJECTION), str(out), f"own={spark_connect}"]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=150, env={**os.environ, **NO_JAVA}, cwd=Path(__file__).resolve().parent.parent
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.splitlines()[-1])["lake"][0] > 0
+    got = pq.read_table(out)
+    for bucket in range(BUCKETS):
+        mine = got.filter(pc.equal(got.column("__bucket"), bucket))
+        assert mine.column("__offset").to_pylist() == list(range(tiered.buckets[bucket].high_watermark))
