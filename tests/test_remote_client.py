@@ -21,6 +21,7 @@ from lakelog.record.batch import HEADER_SIZE, encode_batch, iter_headers
 from lakelog.remote_fs import RemoteLocation, file_system
 from lakelog.server.log.log_tablet import LogConfig, LogTablet
 from lakelog.server.server_process import ServerProcess
+from lakelog.client.scanner.log_fetcher import LogFetcher
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader
 from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment
 from lakelog.client.scanner.remote_log_reader import RemoteLogReader
@@ -368,6 +369,33 @@ def test_e2e_a_scanner_budget_smaller_than_a_segment_still_reads_every_record_on
         stats = scanner.remote_read_stats()
     assert rows(table) == expected(0, E2E_TOTAL)
     assert stats == {s.segment_id: s.size_in_bytes for s in segments}
+
+
+def test_e2e_a_fetch_completing_while_a_poll_starts_a_remote_read_is_no_second_read(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another fetch completes (and sends again) just as a poll acts on a bucket's remote answer,
+    before its reader is started: the bucket is not fetched again in that window. Before, that
+    fetch came back with the same remote pointer and started a second reader over the first, whose
+    downloads then held the scanner's budget for good: a large scan stopped dead. Here the segments
+    would be read twice."""
+    start_reader = LogFetcher._start_reader
+
+    def racing(fetcher: LogFetcher, bucket: int, reader: object) -> None:
+        fetcher.send_fetches()  # what a fetch completing on a gRPC thread does in this window
+        deadline = time.monotonic() + 5
+        while fetcher._in_flight and time.monotonic() < deadline:
+            time.sleep(0.01)
+        start_reader(fetcher, bucket, reader)
+
+    monkeypatch.setattr(LogFetcher, "_start_reader", racing)
+    with cluster.scanner(["amount", "id"]) as scanner:
+        scanner.subscribe_from_beginning()
+        table = scan_all(scanner, E2E_TOTAL)
+        assert scanner.poll_arrow(timeout_ms=200).num_rows == 0
+        stats = scanner.remote_read_stats()
+    assert rows(table) == expected(0, E2E_TOTAL)
+    assert stats == {s.segment_id: s.size_in_bytes for s in cluster.segments}
 
 
 def test_e2e_subscribe_mid_remote_segment_reads_nothing_before_its_batch(cluster: Cluster) -> None:

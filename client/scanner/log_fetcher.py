@@ -118,6 +118,11 @@ class LogFetcher:
         self._nodes_in_flight: set[ServerNode] = set()
         # Answers not yet polled, per bucket in offset order, and where the next fetch starts.
         self._completed: dict[int, list[FetchedBucket]] = {}
+        # Buckets whose answers a poll has taken out of ``_completed`` and is acting on: none is
+        # fetched again meanwhile. A fetch sent in that window, before a remote or lake answer had
+        # started its reader, came back with the same pointer and started a second reader over
+        # the first, whose downloads held the budget forever: the scan stopped.
+        self._taking: set[int] = set()
         self._next_fetch: dict[int, int] = {}
         self._retry_at: dict[int, float] = {}
         self._retries: dict[int, int] = {}
@@ -168,7 +173,7 @@ class LogFetcher:
             return  # room for a whole answer: polls free the budget, and each poll sends again
         with self._cond:
             for bucket, position in self.positions.items():
-                busy = bucket in self._in_flight or bucket in self._readers or not self._reads_on(bucket)
+                busy = bucket in self._in_flight or bucket in self._taking or bucket in self._readers or not self._reads_on(bucket)
                 if busy or self._retry_at.get(bucket, 0) > now:
                     continue
                 offset = self._next_fetch.get(bucket, position)
@@ -258,6 +263,7 @@ class LogFetcher:
         with self._cond:
             completed, self._completed = self._completed, {}
             buckets = sorted(set(completed) | set(self._readers))
+            self._taking.update(completed)
         tables: dict[int, pa.Table] = {}
         high_watermarks: dict[int, int] = {}
         quota = RecordQuota(max_records, len(buckets))
@@ -280,6 +286,7 @@ class LogFetcher:
                 for bucket, answers in completed.items():
                     if answers:
                         self._completed[bucket] = answers + self._completed.get(bucket, [])
+                self._taking.difference_update(completed)
         return FetchedBatch(tables, high_watermarks)
 
     def _take_answers(
@@ -380,8 +387,11 @@ class LogFetcher:
         """The bucket reads from ``reader`` now; once it is done, the next fetch starts where the
         reader stopped (the bucket's position), not where the last answer's records ended."""
         with self._cond:
+            replaced = self._readers.get(bucket)
             self._readers[bucket] = reader
             self._next_fetch.pop(bucket, None)
+        if replaced is not None:  # never left open: what it read ahead would hold the budget for good
+            replaced.close()
 
     def _read_tier(
         self, bucket: int, reader: TierReader, limit: int | None, tables: dict[int, pa.Table], high_watermarks: dict[int, int]
