@@ -387,10 +387,12 @@ def test_a_client_without_the_lake_libraries_falls_back_and_says_why(
 
 
 def test_a_warehouse_that_disappears_mid_read_is_a_lake_error_and_a_retry_continues(tiered: TieredLog) -> None:
-    """Small lake batches read one row group at a time, so the reader is still in the bucket's
-    first data file when the warehouse goes; the second file cannot be opened then."""
+    """Small lake batches read one row group at a time, and a read-ahead of a few of them, so the
+    reader is still in the bucket's first data file when the warehouse goes (without the small
+    read-ahead a fast reader had opened every file by then); the second file cannot be opened then."""
     end = tiered.buckets[0].high_watermark
-    with _connect(tiered, **{"client.lake.batch-rows": 1000, "client.lake.read-threads": 1}) as conn:
+    config = {"client.lake.batch-rows": 1000, "client.lake.read-threads": 1, "client.scanner.max-buffered-bytes": "64kb"}
+    with _connect(tiered, **config) as conn:
         scanner = conn.get_table(tiered.path).new_scan().create_log_scanner()
         scanner.subscribe(0, 0)
         polled = [scan_all(scanner, 1)]
