@@ -59,8 +59,12 @@ class ChannelPool:
             return channel
 
     def close(self) -> None:
+        """Closed outside the lock: closing a channel cancels its calls and waits for their
+        callbacks, and a callback that sends again (a scanner's fetch) calls :meth:`get`; under the
+        lock that was a deadlock (a connection closed with a scanner still reading hung)."""
         with self._lock:
             self._closed = True
-            for channel in self._channels.values():
-                channel.close()
+            channels = list(self._channels.values())
             self._channels.clear()
+        for channel in channels:
+            channel.close()
