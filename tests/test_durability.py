@@ -104,6 +104,39 @@ def test_restart_truncates_a_torn_tail(tmp_path: Path) -> None:
         server.stop()
 
 
+def test_a_byte_damaged_after_it_was_appended_is_still_a_crc_error_for_the_reader(server_factory, tmp_path: Path) -> None:
+    """The server checks a batch's CRC once per process (at append, or on its first read of a
+    segment found at startup) and trusts it afterwards, as Kafka's broker does; a batch damaged on
+    disk while the server runs is then caught by the client's own check, naming bucket and offset,
+    and the scanner's position stops at the last record it returned."""
+    data_dir = tmp_path / "data"
+    server = server_factory(data_dir)
+    with lakelog.connect(server.address) as conn:
+        table = create_table(conn, buckets=1)
+        with table.new_append().create_writer() as writer:
+            for start in range(0, 400, 100):
+                writer.append_arrow(order_rows(start, 100), bucket=0)
+                writer.flush()
+        first = table.new_scan().create_log_scanner()
+        first.subscribe(0, 0)
+        assert scan_all(first, 400).column("__offset").to_pylist() == list(range(400)), "read once: every batch checked"
+        segment = segment_files(data_dir, 0)[0]
+        data = segment.read_bytes()
+        with open(segment, "r+b") as file:  # in place: the server's descriptor and page cache see it
+            file.seek(len(data) // 2 + 40)
+            file.write(bytes([data[len(data) // 2 + 40] ^ 0xFF]))
+        broken = table.new_scan().create_log_scanner()
+        broken.subscribe(0, 0)
+        polled: list[pa.Table] = []
+        with pytest.raises(lakelog.CorruptRecordError) as info:
+            for _ in range(20):
+                polled.append(broken.poll_arrow(timeout_ms=500))
+        message = str(info.value)
+        assert "bucket 0" in message and "CRC" in message and "offset 200" in message
+        returned = sum(t.num_rows for t in polled)
+        assert returned <= 200 and broken.positions() == {0: returned}
+
+
 @pytest.mark.parametrize("crashed", [False, True], ids=["clean-stop", "crash"])
 def test_corrupted_byte_gives_crc_error_for_that_bucket_while_others_serve(
     server_factory, tmp_path: Path, crashed: bool

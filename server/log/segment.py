@@ -6,6 +6,13 @@ position with the appender and never need its lock.
 
 A segment opened over existing files knows nothing about them until :meth:`LogSegment.sanity_check`
 (cheap, for rolled segments) or :meth:`LogSegment.recover` (full, for the active one) has run.
+
+A read checks the CRC of each batch it returns only once per process, as Kafka's broker trusts
+what it validated at append: every batch written here passed its CRC check on the way in, and so
+did every batch recovery or an earlier read checked. ``_verified_end`` is where that known-good
+prefix of the file ends; re-checking it on every fetch was a tenth of a local read's server time.
+A segment found on disk at startup is checked by its first reads, so damage done to it at rest is
+still reported naming the file; the client checks every batch again whatever the server did.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ class LogSegment:
             raise StorageError(f"cannot open segment {self.path}: {exc}") from exc
         self.offset_index = OffsetIndex(stem.with_suffix(".index"), base_offset)
         self.time_index = TimeIndex(stem.with_suffix(".timeindex"), base_offset)
+        self._verified_end = 0
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -75,6 +83,8 @@ class LogSegment:
         for relative, header in iter_headers(view):
             self._track(position + relative, header)
         self.size = position + len(view)
+        if self._verified_end == position:  # the caller validated every batch (LogTablet.append)
+            self._verified_end = self.size
 
     def _track(self, position: int, header: BatchHeader) -> None:
         """Account for a batch now in the file: offsets, timestamps and, when due, index entries."""
@@ -197,25 +207,37 @@ class LogSegment:
         end = headers[-1][0] + headers[-1][1].size
         return data if end == len(data) else memoryview(data)[:end]
 
-    def _check(self, data: bytes, start_position: int, headers: list[tuple[int, BatchHeader]], expected: int) -> int:
-        """CRC of each batch and offsets continuing from ``expected``; returns the next offset."""
+    def _check(
+        self, data: bytes, start_position: int, headers: list[tuple[int, BatchHeader]], expected: int, trust: bool = True
+    ) -> int:
+        """CRC of each batch (with ``trust``, of each one not known good yet) and offsets continuing
+        from ``expected``; returns the next offset. Checked batches that continue the known-good
+        prefix extend it."""
+        verified = self._verified_end
         for position, header in headers:
             where = f"{self.path} at byte {start_position + position}"
-            validate(data, position, where)
+            end = start_position + position + header.size
+            if end > verified or not trust:
+                validate(data, position, where)
             if header.base_offset != expected:
                 raise CorruptRecordError(f"{where}: batch offset {header.base_offset}, expected {expected} (a damaged header)")
+            if start_position + position <= verified:
+                verified = max(verified, end)
             expected = header.next_offset
+        # Concurrent readers may race here: a lost update only means a batch is checked again.
+        self._verified_end = max(self._verified_end, verified)
         return expected
 
     def verify(self, chunk_bytes: int = 1 << 20) -> None:
         """Check every batch of the segment (CRC and offsets from the base offset), a chunk of whole
-        batches at a time: what an upload does first, so a damaged batch never reaches the remote tier."""
+        batches at a time, trusting nothing checked before: what an upload does first, so a batch
+        damaged on disk since it was appended never reaches the remote tier."""
         position, expected = 0, self.base_offset
         while position < self.size:
             batch = next(self._headers(position, self.size))[1]
             data = self._pread(max(chunk_bytes, batch.size), position)
             headers = list(iter_headers(data))
-            expected = self._check(data, position, headers, expected)
+            expected = self._check(data, position, headers, expected, trust=False)
             position += headers[-1][0] + headers[-1][1].size
 
     # -- startup checks -----------------------------------------------------------------------
@@ -234,6 +256,8 @@ class LogSegment:
         self._reset_state()
         file_size = os.fstat(self._fd).st_size
         valid_end = 0
+        self._verified_end = 0
+        damaged = False
         try:
             for position, header in self._headers(0, file_size):
                 where = f"{self.path} at byte {position}"
@@ -249,6 +273,7 @@ class LogSegment:
                         header.base_offset,
                         header.last_offset,
                     )
+                    damaged = True
                 if header.base_offset != self.next_offset:
                     raise CorruptRecordError(f"{where}: batch offset {header.base_offset}, expected {self.next_offset}")
                 if header.commit_timestamp < self.max_timestamp:
@@ -257,6 +282,8 @@ class LogSegment:
                     )
                 self._track(position, header)
                 valid_end = position + header.size
+                if not damaged:
+                    self._verified_end = valid_end
         except CorruptRecordError as exc:
             if not truncate:
                 raise CorruptRecordError(f"{exc.message} (offsets from {self.next_offset} on are damaged)") from None
