@@ -49,11 +49,15 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             lower_is_better=True,
             detail=f"{read['records']:,.0f} records, {sizes.memory_bytes / 1e9:.2f} GB of log data over three tiers; "
             f"Arrow pool peak {read['arrow_pool_peak_mb']:.0f} MB; a client that only connects: {idle_mb:.0f} MB",
-            next_step="read-ahead is bounded per scanner (client.scanner.max-buffered-bytes, default 64 MB) and Arrow's "
-            "pool peaks far below the RSS, yet the RSS grows with the data scanned (404 MB over 1.26 GB in a "
-            "development run, 557 MB over 4.29 GB in the full run): memory outside Arrow's pool is retained (fetch "
-            "answers arrive as Python bytes from gRPC; glibc arenas of the download, lake and gRPC threads); measure "
-            "it with tracemalloc or memray, cap the arenas (MALLOC_ARENA_MAX), and receive answers into "
-            "Arrow-allocated buffers",
+            next_step="measured at 1.5 GB (this benchmark's client, variants of its environment): the peak comes while "
+            "the lake third is read (4 bucket readers, 2 row-group threads each), with Arrow's pool at 110-140 MB and the "
+            "RSS at 425-540 MB; mimalloc (pyarrow's default pool) keeps freed memory of idle threads: "
+            "MIMALLOC_PURGE_DELAY=0 gave 366 MB at the same speed, ARROW_DEFAULT_MEMORY_POOL=system with "
+            "MALLOC_MMAP_THRESHOLD_=1048576 gave 327-334 MB at about 10% less speed; MALLOC_ARENA_MAX=2, "
+            "MALLOC_TRIM_THRESHOLD_, client.lake.read-threads=1 and release_unused() when a reader ends changed nothing "
+            "beyond the noise. Next: read the lake on one row-group pool per scanner whose batches in flight count "
+            "against client.scanner.max-buffered-bytes (fewer threads holding memory, and issue row 4a's read-ahead "
+            "across buckets), and set the pool's purge in lakelog's own processes (CLI, tiering) with the embedding "
+            "case documented",
         )
     ]
