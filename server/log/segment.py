@@ -83,8 +83,13 @@ class LogSegment:
         for relative, header in iter_headers(view):
             self._track(position + relative, header)
         self.size = position + len(view)
-        if self._verified_end == position:  # the caller validated every batch (LogTablet.append)
-            self._verified_end = self.size
+        self._extend_verified(position, self.size)  # the caller validated every batch (LogTablet.append)
+
+    def _extend_verified(self, start: int, end: int) -> None:
+        """Bytes ``[start, end)`` passed their CRC checks: the known-good prefix grows when they
+        continue it. Readers race here without a lock: a lost update only means a batch is checked again."""
+        if start <= self._verified_end < end:
+            self._verified_end = end
 
     def _track(self, position: int, header: BatchHeader) -> None:
         """Account for a batch now in the file: offsets, timestamps and, when due, index entries."""
@@ -213,19 +218,17 @@ class LogSegment:
         """CRC of each batch (with ``trust``, of each one not known good yet) and offsets continuing
         from ``expected``; returns the next offset. Checked batches that continue the known-good
         prefix extend it."""
-        verified = self._verified_end
         for position, header in headers:
-            where = f"{self.path} at byte {start_position + position}"
-            end = start_position + position + header.size
-            if end > verified or not trust:
-                validate(data, position, where)
+            start = start_position + position
+            end = start + header.size
+            if end > self._verified_end or not trust:
+                validate(data, position, f"{self.path} at byte {start}")
+                self._extend_verified(start, end)
             if header.base_offset != expected:
-                raise CorruptRecordError(f"{where}: batch offset {header.base_offset}, expected {expected} (a damaged header)")
-            if start_position + position <= verified:
-                verified = max(verified, end)
+                raise CorruptRecordError(
+                    f"{self.path} at byte {start}: batch offset {header.base_offset}, expected {expected} (a damaged header)"
+                )
             expected = header.next_offset
-        # Concurrent readers may race here: a lost update only means a batch is checked again.
-        self._verified_end = max(self._verified_end, verified)
         return expected
 
     def verify(self, chunk_bytes: int = 1 << 20) -> None:
@@ -257,23 +260,10 @@ class LogSegment:
         file_size = os.fstat(self._fd).st_size
         valid_end = 0
         self._verified_end = 0
-        damaged = False
         try:
             for position, header in self._headers(0, file_size):
                 where = f"{self.path} at byte {position}"
-                try:
-                    validate(self._pread(header.size, position), 0, where)
-                except CorruptRecordError as exc:
-                    if not self._corrupt_but_not_torn(position, header, file_size):
-                        raise
-                    logger.error(
-                        "%s; whole batches follow it, so this is corruption, not a torn write: keeping it so "
-                        "later acknowledged records stay readable (reads of offsets %d..%d will fail)",
-                        exc.message,
-                        header.base_offset,
-                        header.last_offset,
-                    )
-                    damaged = True
+                intact = self._intact_or_kept(position, header, file_size, where)
                 if header.base_offset != self.next_offset:
                     raise CorruptRecordError(f"{where}: batch offset {header.base_offset}, expected {self.next_offset}")
                 if header.commit_timestamp < self.max_timestamp:
@@ -282,8 +272,8 @@ class LogSegment:
                     )
                 self._track(position, header)
                 valid_end = position + header.size
-                if not damaged:
-                    self._verified_end = valid_end
+                if intact:  # after a damaged batch kept, nothing continues the known-good prefix
+                    self._extend_verified(position, valid_end)
         except CorruptRecordError as exc:
             if not truncate:
                 raise CorruptRecordError(f"{exc.message} (offsets from {self.next_offset} on are damaged)") from None
@@ -295,6 +285,24 @@ class LogSegment:
             except OSError as exc:
                 raise StorageError(f"cannot truncate segment {self.path}: {exc}") from exc
         return file_size - valid_end
+
+    def _intact_or_kept(self, position: int, header: BatchHeader, file_size: int, where: str) -> bool:
+        """Whether the batch's CRC checks out; False for a damaged batch recovery keeps (whole
+        batches follow it); raises for one it must cut (a torn write at the tail)."""
+        try:
+            validate(self._pread(header.size, position), 0, where)
+            return True
+        except CorruptRecordError as exc:
+            if not self._corrupt_but_not_torn(position, header, file_size):
+                raise
+            logger.error(
+                "%s; whole batches follow it, so this is corruption, not a torn write: keeping it so "
+                "later acknowledged records stay readable (reads of offsets %d..%d will fail)",
+                exc.message,
+                header.base_offset,
+                header.last_offset,
+            )
+            return False
 
     def _corrupt_but_not_torn(self, position: int, header: BatchHeader, file_size: int) -> bool:
         """A torn write can only hit the tail; a bad batch followed by a good one is disk corruption."""
