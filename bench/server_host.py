@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 from lakelog.config import Configuration
 from lakelog.metadata import TablePath
 from lakelog.record import batch as rb
+from lakelog.server.allocator import keep_buffers_on_heap
 from lakelog.server.log.log_tablet import LogTablet
 from lakelog.server.server_process import ROLES, ServerProcess
 
@@ -91,6 +92,8 @@ def _serve_lakelog(conn: Connection, config: Mapping[str, Any], roles: tuple[str
 
 
 def _serve_baseline(conn: Connection, responses: Sequence[bytes]) -> None:
+    # The allocator as lakelog's server sets it (server/allocator.py): the baseline gets every tuning lakelog gets.
+    keep_buffers_on_heap(Configuration({}).get("server.malloc.mmap-threshold"))
     with BaselineServer(responses) as server:
         _serve(conn, server, server.address)
 

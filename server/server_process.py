@@ -17,6 +17,7 @@ from lakelog.config import Configuration
 from lakelog.errors import InvalidConfigError
 from lakelog.metadata import ServerNode
 from lakelog.server.coordinator_server import CoordinatorRole
+from lakelog.server.allocator import keep_buffers_on_heap
 from lakelog.server.data_dir_lock import DataDirLock
 from lakelog.server.log.log_tablet import wall_clock_ms
 from lakelog.server.metrics.metrics_endpoint import MetricsEndpoint
@@ -87,6 +88,7 @@ class ServerProcess:
         credentials = server_credentials(self.conf)  # read first: a bad key or file fails before anything opens
         auth = AuthInterceptor.from_configuration(self.conf, self.metrics)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        keep_buffers_on_heap(self.conf.get("server.malloc.mmap-threshold"))
         self._lock = DataDirLock(self.data_dir)  # before anything in the directory is opened
         try:
             self._start(credentials, auth)

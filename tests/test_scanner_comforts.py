@@ -36,12 +36,18 @@ def test_max_poll_records_caps_each_poll_and_loses_nothing(server, table: lakelo
         with conn.get_table(table.path).new_scan().create_log_scanner() as scanner:
             scanner.subscribe_from_beginning()
             first = scanner.poll(timeout_ms=5000)
-            assert len(first) == 100 and first.buckets() == [0, 1, 2], "the cap is shared by the buckets"
+            assert len(first) == 100
             assert scanner.positions() == {b: len(first.records(b)) for b in range(BUCKETS)}, "positions follow what was returned"
             polls = [first]
             while polls[-1]:
                 polls.append(scanner.poll(timeout_ms=1000))
     assert all(0 < len(records) <= 100 for records in polls[:-1])
+    # The cap is shared by the buckets a poll finds records of (a server's buckets are fetched in
+    # two, so which have arrived is timing): even shares, but for a bucket reaching its end.
+    for poll in polls[:-1]:
+        shares = [len(poll.records(b)) for b in poll.buckets() if poll.records(b)[-1].offset < PER_BUCKET - 1]
+        assert max(shares, default=0) - min(shares, default=0) <= 1, f"uneven shares {shares} of one poll"
+    assert any(len(poll.buckets()) > 1 for poll in polls), "no poll shared its cap"
     records = [record for records in polls for record in records]
     assert offsets_by_bucket(records) == {b: list(range(PER_BUCKET)) for b in range(BUCKETS)}, "no gap, no duplicate"
 

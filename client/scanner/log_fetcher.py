@@ -1,8 +1,12 @@
-"""The fetcher behind a LogScanner: one FetchLog in flight per tablet server, answers buffered.
+"""The fetcher behind a LogScanner: two FetchLogs in flight per tablet server, answers buffered.
 
 Requests go out asynchronously, to every leader at once, and a bucket's next fetch is sent as soon
 as an answer with records arrives, at the offset where those records end, while the scanner's
-budget has room: the servers read ahead while the caller decodes and processes records. A bucket
+budget has room: the servers read ahead while the caller decodes and processes records. A server's
+buckets are split between two fetches, each up to half of ``client.scanner.fetch.max-bytes``, so
+the server reads one answer while the other travels: with one fetch in flight its reads and the
+transfers took turns (bench/, the local-tier benchmark: a fetch took the server's read plus the
+transfer, 22 ms for 16 MB, half of it the server's). A bucket
 with a fetch in flight is never fetched again, an answer is kept only when it starts exactly
 where the bucket's buffered answers end, and one that no longer matches the bucket's position
 (re-subscribed meanwhile, or after a failed answer) is dropped, so no record is returned twice.
@@ -55,6 +59,8 @@ IDLE_WAIT_S = 0.2
 LOCAL_TIER = "local"
 REMOTE_TIER = "remote"
 LAKE_TIER = "lake"
+# FetchLogs in flight per tablet server, over disjoint buckets (see the module's docstring).
+FETCHES_PER_SERVER = 2
 
 
 class TierReader(Protocol):
@@ -112,16 +118,18 @@ class LogFetcher:
         self.positions: dict[int, int] = {}
         self.records_by_tier: dict[str, int] = {LAKE_TIER: 0, REMOTE_TIER: 0, LOCAL_TIER: 0}
         self._in_flight: set[int] = set()
-        # At most one FetchLog per tablet server at a time, as Kafka's fetcher: a fetch per bucket
+        # FetchLogs in flight per tablet server, at most FETCHES_PER_SERVER: a fetch per bucket
         # could hold more parked long polls on one connection than its stream limit
         # (server.rpc.max-concurrent-streams), and the server would refuse the connection's next calls.
-        self._nodes_in_flight: set[ServerNode] = set()
+        self._nodes_in_flight: dict[ServerNode, int] = defaultdict(int)
         # Answers not yet polled, per bucket in offset order, and where the next fetch starts.
         self._completed: dict[int, list[FetchedBucket]] = {}
-        # Buckets whose answers a poll has taken out of ``_completed`` and is acting on: none is
-        # fetched again meanwhile. A fetch sent in that window, before a remote or lake answer had
-        # started its reader, came back with the same pointer and started a second reader over
-        # the first, whose downloads held the budget forever: the scan stopped.
+        # Buckets whose answers a poll has taken out of ``_completed`` and is acting on, the last
+        # of them a pointer to another tier or an error: none is fetched again meanwhile. A fetch
+        # sent in that window, before a remote or lake answer had started its reader, came back
+        # with the same pointer and started a second reader over the first, whose downloads held
+        # the budget forever: the scan stopped. A bucket whose answers are records is fetched on
+        # while they are decoded (where they end is known): the server reads the next answer then.
         self._taking: set[int] = set()
         self._next_fetch: dict[int, int] = {}
         self._retry_at: dict[int, float] = {}
@@ -182,12 +190,17 @@ class LogFetcher:
                 except LakelogError as error:
                     self._completed.setdefault(bucket, []).append(FetchedBucket(bucket, offset, error=error))
                     continue
-                if node not in self._nodes_in_flight:
+                if self._nodes_in_flight[node] < FETCHES_PER_SERVER:
                     by_leader[node].append((bucket, offset))
-            for group in by_leader.values():
+            sends = [
+                (node, group)
+                for node, buckets in by_leader.items()
+                for group in _split(buckets, FETCHES_PER_SERVER - self._nodes_in_flight[node])
+            ]
+            for node, group in sends:
                 self._in_flight.update(bucket for bucket, _ in group)
-            self._nodes_in_flight.update(by_leader)
-        for node, group in by_leader.items():
+                self._nodes_in_flight[node] += 1
+        for node, group in sends:
             self._send(node, group)
 
     def _send(self, node: ServerNode, group: list[tuple[int, int]]) -> None:
@@ -195,7 +208,7 @@ class LogFetcher:
             self._info.table_id,
             group,
             self._projection,
-            self._max_bytes,
+            self._max_bytes // FETCHES_PER_SERVER,
             self._bucket_bytes,
             self._max_wait_ms,
             self._min_bytes,
@@ -223,7 +236,7 @@ class LogFetcher:
     def _complete(self, completed: list[FetchedBucket], node: ServerNode) -> None:
         ends = [_records_end(fetch.records) for fetch in completed]  # header walks, outside the lock
         with self._cond:
-            self._nodes_in_flight.discard(node)
+            self._nodes_in_flight[node] -= 1
             for fetch, end in zip(completed, ends):
                 bucket = fetch.bucket
                 self._in_flight.discard(bucket)
@@ -263,7 +276,7 @@ class LogFetcher:
         with self._cond:
             completed, self._completed = self._completed, {}
             buckets = sorted(set(completed) | set(self._readers))
-            self._taking.update(completed)
+            self._taking.update(bucket for bucket, answers in completed.items() if answers and not _plain(answers[-1]))
         tables: dict[int, pa.Table] = {}
         high_watermarks: dict[int, int] = {}
         quota = RecordQuota(max_records, len(buckets))
@@ -464,6 +477,12 @@ class LogFetcher:
             "%s bucket %d: offset %d is out of range (offset-reset=%s), %s",
             self._info.path, fetch.bucket, fetch.fetch_offset, self._offset_reset, change,
         )
+
+
+def _split(buckets: list[tuple[int, int]], fetches: int) -> list[list[tuple[int, int]]]:
+    """``buckets`` in at most ``fetches`` fetches of nearly equal size (one per bucket at most)."""
+    count = min(fetches, len(buckets))
+    return [buckets[i::count] for i in range(count)]
 
 
 def _rows(tables: dict[int, pa.Table], bucket: int) -> int:
