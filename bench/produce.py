@@ -50,11 +50,10 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
                 key, f"Produce: append_arrow, {mode} flush", records / produce_s, "records/s", records / baseline_s,
                 "bare grpcio server, same batches as Arrow IPC, same requests in flight", baseline_s / produce_s, target,
                 detail=f"{records:,} records in batches of {data.CHUNK_RECORDS:,}", tier=f"produce ({mode})",
-                next_step="the server is the bound (its CPU about the wall time): the server's allocator setting and the "
-                "crc32c CRC took this from 0.40x to about 0.5x; what is left per request is three copies of its records "
-                "before the write (protobuf's parse, the field's read, the bytearray the batches are stamped in; "
-                "parse and read measured at 225 us per 1.6 MB request): parse the request by hand into views of the "
-                "received message, as the client parses fetch answers, and stamp the batches in the one copy the write needs",
+                next_step="the server is the bound (its CPU about the wall time): the server's allocator setting, the crc32c "
+                "CRC and a request parsed by hand into views of the received message (protobuf copied its records twice) "
+                "took this from 0.40x to 0.60-0.69x in single runs; what is left per request is the copy the log stamps "
+                "offsets into and its write: write the stamped headers and the received bodies with one pwritev",
             )
             if target is not None:
                 tables.append(cluster.table(f"produce_{mode}_{next(names)}", conn=conn))

@@ -1,5 +1,5 @@
-"""The writer's produce path pieces that are pure functions: the hand-serialized ProduceLogRequest,
-the split of Arrow input by partition name and Arrow input already of the table's schema (every
+"""The produce path pieces that are pure functions: the hand-serialized ProduceLogRequest and the
+server's hand parse of it, the split of Arrow input by partition name and Arrow input already of the table's schema (every
 writer test covers them on real servers)."""
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from lakelog.client.rpc.messages import ProduceRequest
 from lakelog.client.rpc.tablet_gateway import encode_produce_request
 from lakelog.errors import SchemaMismatchError
 from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.server.rpc.error_boundary import MalformedRequest
+from lakelog.server.rpc.produce_request import BucketRecords, parse_produce_request
 from lakelog.server.server_process import ServerProcess
 from tests.conftest import create_table, order_rows
 
@@ -28,6 +30,31 @@ def test_hand_serialized_request_is_the_protobuf_message() -> None:
     assert (parsed.acks, parsed.table_id, parsed.timeout_ms, parsed.hold_id) == (-1, 7, 30_000, "hold-1")
     [bucket] = parsed.buckets_req
     assert (bucket.partition_id, bucket.bucket_id, bucket.records) == (12, 3, b"".join(batches))
+
+
+def test_the_server_reads_a_request_as_protobuf_does_and_its_records_as_views_of_it() -> None:
+    batches = [b"a" * 5, b"c" * 70_000]
+    data = encode_produce_request(ProduceRequest(7, 3, batches, 30_000, "hold-1", 12))
+    # Protobuf's own serialization puts the records last and the small fields first; another bucket, unknown field 15.
+    other = pb.ProduceLogRequest(buckets_req=[pb.PbProduceLogReqForBucket(bucket_id=5, records=b"z" * 9)]).SerializeToString()
+    data += other + bytes([15 << 3 | 0, 1])
+
+    parsed = parse_produce_request(data)
+
+    assert not isinstance(parsed, MalformedRequest), parsed.reason
+    assert (parsed.table_id, parsed.hold_id) == (7, "hold-1")
+    assert [(b.partition_id, b.bucket_id, bytes(b.records)) for b in parsed.buckets] == [(12, 3, b"".join(batches)), (0, 5, b"z" * 9)]
+    assert all(isinstance(b, BucketRecords) and b.records.obj is data for b in parsed.buckets), "records are copied"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\x22\x7f\x1a", b"\x22\x03\x1a\x05ab", b"\x12\x80", b"\x2a\x02\xff\xfe", b"\x07"],
+    ids=["bucket runs past the end", "records run past their bucket", "varint runs out", "hold id not UTF-8", "wire type 7"],
+)
+def test_a_request_that_is_not_protobuf_is_named_as_such(data: bytes) -> None:
+    parsed = parse_produce_request(data)
+    assert isinstance(parsed, MalformedRequest) and parsed.message_name == "ProduceLogRequest"
 
 
 def test_split_by_string_keys_keeps_each_partitions_rows_in_order() -> None:

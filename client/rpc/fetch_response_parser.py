@@ -12,30 +12,28 @@ plain memory copy per bucket (still a small part of what protobuf's parse cost).
 
 from __future__ import annotations
 
-from typing import Iterator
-
 import pyarrow as pa
 
-from lakelog.errors import CorruptRecordError
 from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.rpc.wire_fields import wire_fields
 
 _TABLES = pb.FetchLogResponse.DESCRIPTOR.fields_by_name["tables_resp"].number
 _TABLE_ID = pb.PbFetchLogRespForTable.DESCRIPTOR.fields_by_name["table_id"].number
 _BUCKETS = pb.PbFetchLogRespForTable.DESCRIPTOR.fields_by_name["buckets_resp"].number
 _RECORDS = pb.PbFetchLogRespForBucket.DESCRIPTOR.fields_by_name["records"].number
-_VARINT, _FIXED64, _LENGTH_DELIMITED, _FIXED32 = 0, 1, 2, 5
+_WHAT = "fetch answer"
 
 
 def parse_fetch_response(data: bytes) -> list[tuple[int, pb.PbFetchLogRespForBucket, memoryview]]:
     """``(table id, bucket answer without its records, records)`` per bucket, in wire order."""
     view = memoryview(data)
     answers = []
-    for field, value, _, start, end in _fields(view, 0, len(view)):
+    for field, _, value, _, start, end in wire_fields(view, 0, len(view), _WHAT):
         if field != _TABLES:
             continue
         table_id = 0
         buckets = []
-        for inner, inner_value, _, inner_start, inner_end in _fields(view, start, end):
+        for inner, _, inner_value, _, inner_start, inner_end in wire_fields(view, start, end, _WHAT):
             if inner == _TABLE_ID:
                 table_id = inner_value
             elif inner == _BUCKETS:
@@ -47,7 +45,7 @@ def parse_fetch_response(data: bytes) -> list[tuple[int, pb.PbFetchLogRespForBuc
 def _bucket(view: memoryview, start: int, end: int) -> tuple[pb.PbFetchLogRespForBucket, memoryview]:
     rest = bytearray()
     records = view[0:0]
-    for field, _, tag_start, value_start, value_end in _fields(view, start, end):
+    for field, _, _, tag_start, value_start, value_end in wire_fields(view, start, end, _WHAT):
         if field == _RECORDS:
             records = _aligned(view[value_start:value_end])
         else:
@@ -61,39 +59,3 @@ def _aligned(records: memoryview) -> memoryview:
     aligned = memoryview(pa.allocate_buffer(len(records))).cast("B")  # Arrow allocates 64-byte aligned
     aligned[:] = records
     return aligned
-
-
-def _fields(view: memoryview, pos: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
-    """``(field number, varint value or 0, tag start, value start, value end)`` of each field in
-    ``view[pos:end]``; for a length-delimited field the value is ``view[value start:value end]``."""
-    while pos < end:
-        tag_start = pos
-        tag, pos = _varint(view, pos, end)
-        wire = tag & 7
-        value = 0
-        if wire == _VARINT:
-            value_start = pos
-            value, pos = _varint(view, pos, end)
-        elif wire == _LENGTH_DELIMITED:
-            length, value_start = _varint(view, pos, end)
-            pos = value_start + length
-        elif wire in (_FIXED64, _FIXED32):
-            value_start = pos
-            pos += 8 if wire == _FIXED64 else 4
-        else:
-            raise CorruptRecordError(f"fetch answer: wire type {wire} at byte {tag_start} is not protobuf")
-        if pos > end:
-            raise CorruptRecordError(f"fetch answer: field {tag >> 3} at byte {tag_start} runs past its message")
-        yield tag >> 3, value, tag_start, value_start, pos
-
-
-def _varint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    while pos < end:
-        byte = view[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-    raise CorruptRecordError(f"fetch answer: a varint runs past byte {end}")

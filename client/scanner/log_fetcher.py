@@ -1,12 +1,13 @@
-"""The fetcher behind a LogScanner: two FetchLogs in flight per tablet server, answers buffered.
+"""The fetcher behind a LogScanner: FetchLogs in flight per tablet server, answers buffered.
 
 Requests go out asynchronously, to every leader at once, and a bucket's next fetch is sent as soon
 as an answer with records arrives, at the offset where those records end, while the scanner's
-budget has room: the servers read ahead while the caller decodes and processes records. A server's
-buckets are split between two fetches, each up to half of ``client.scanner.fetch.max-bytes``, so
-the server reads one answer while the other travels: with one fetch in flight its reads and the
-transfers took turns (bench/, the local-tier benchmark: a fetch took the server's read plus the
-transfer, 22 ms for 16 MB, half of it the server's). A bucket
+budget has room: the servers read ahead while the caller decodes and processes records. One fetch
+per tablet server asks for all its buckets, as Kafka's fetcher does; once a server's answers come
+back large (a backlog is being read), its buckets are split between two fetches, each up to half of
+``client.scanner.fetch.max-bytes``, so the server reads one answer while the other travels: with
+one fetch in flight its reads and the transfers took turns (bench/, the local-tier benchmark: a
+fetch took the server's read plus the transfer, 22 ms for 16 MB, half of it the server's). A bucket
 with a fetch in flight is never fetched again, an answer is kept only when it starts exactly
 where the bucket's buffered answers end, and one that no longer matches the bucket's position
 (re-subscribed meanwhile, or after a failed answer) is dropped, so no record is returned twice.
@@ -59,8 +60,10 @@ IDLE_WAIT_S = 0.2
 LOCAL_TIER = "local"
 REMOTE_TIER = "remote"
 LAKE_TIER = "lake"
-# FetchLogs in flight per tablet server, over disjoint buckets (see the module's docstring).
+# FetchLogs in flight per tablet server reading a backlog, over disjoint buckets (see the module's docstring).
 FETCHES_PER_SERVER = 2
+# An answer of at least this share of client.scanner.fetch.max-bytes says the server has a backlog.
+BACKLOG_SHARE = 4
 
 
 class TierReader(Protocol):
@@ -122,6 +125,8 @@ class LogFetcher:
         # could hold more parked long polls on one connection than its stream limit
         # (server.rpc.max-concurrent-streams), and the server would refuse the connection's next calls.
         self._nodes_in_flight: dict[ServerNode, int] = defaultdict(int)
+        # Servers whose last answer was large: their buckets go in FETCHES_PER_SERVER fetches.
+        self._backlogged: set[ServerNode] = set()
         # Answers not yet polled, per bucket in offset order, and where the next fetch starts.
         self._completed: dict[int, list[FetchedBucket]] = {}
         # Buckets whose answers a poll has taken out of ``_completed`` and is acting on, the last
@@ -190,25 +195,29 @@ class LogFetcher:
                 except LakelogError as error:
                     self._completed.setdefault(bucket, []).append(FetchedBucket(bucket, offset, error=error))
                     continue
-                if self._nodes_in_flight[node] < FETCHES_PER_SERVER:
+                if self._nodes_in_flight[node] < self._fetches(node):
                     by_leader[node].append((bucket, offset))
             sends = [
-                (node, group)
+                (node, group, self._max_bytes // self._fetches(node))
                 for node, buckets in by_leader.items()
-                for group in _split(buckets, FETCHES_PER_SERVER - self._nodes_in_flight[node])
+                for group in _split(buckets, self._fetches(node) - self._nodes_in_flight[node])
             ]
-            for node, group in sends:
+            for node, group, _ in sends:
                 self._in_flight.update(bucket for bucket, _ in group)
                 self._nodes_in_flight[node] += 1
-        for node, group in sends:
-            self._send(node, group)
+        for node, group, max_bytes in sends:
+            self._send(node, group, max_bytes)
 
-    def _send(self, node: ServerNode, group: list[tuple[int, int]]) -> None:
+    def _fetches(self, node: ServerNode) -> int:
+        """FetchLogs the server may have in flight (each up to max-bytes divided by them)."""
+        return FETCHES_PER_SERVER if node in self._backlogged else 1
+
+    def _send(self, node: ServerNode, group: list[tuple[int, int]], max_bytes: int) -> None:
         request = FetchRequest(
             self._info.table_id,
             group,
             self._projection,
-            self._max_bytes // FETCHES_PER_SERVER,
+            max_bytes,
             self._bucket_bytes,
             self._max_wait_ms,
             self._min_bytes,
@@ -237,6 +246,10 @@ class LogFetcher:
         ends = [_records_end(fetch.records) for fetch in completed]  # header walks, outside the lock
         with self._cond:
             self._nodes_in_flight[node] -= 1
+            if sum(len(fetch.records) for fetch in completed) * BACKLOG_SHARE >= self._max_bytes:
+                self._backlogged.add(node)
+            else:
+                self._backlogged.discard(node)
             for fetch, end in zip(completed, ends):
                 bucket = fetch.bucket
                 self._in_flight.discard(bucket)

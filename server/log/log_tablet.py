@@ -291,7 +291,7 @@ class LogTablet:
 
     # -- appending ------------------------------------------------------------------------------
 
-    def append(self, records: bytes, check: BatchCheck | None = None, admit: Callable[[], None] | None = None) -> AppendResult:
+    def append(self, records: bytes | memoryview, check: BatchCheck | None = None, admit: Callable[[], None] | None = None) -> AppendResult:
         """Append the client's batches; returns once they are visible (and in sync mode, durable).
 
         ``check`` sees each batch once its framing and CRC passed and before anything is written

@@ -256,7 +256,7 @@ class ReplicaManager:
 
     # produce
 
-    def produce(self, table_id: int, bucket: int, records: bytes, hold_id: str = "") -> AppendResult:
+    def produce(self, table_id: int, bucket: int, records: bytes | memoryview, hold_id: str = "") -> AppendResult:
         """``hold_id``: the append is made under this barrier hold, which must be open here."""
         info, tablet = self._tablet(table_id, bucket)
         if hold_id:

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import threading
 from concurrent import futures
-from typing import Any, Awaitable, Callable, Collection, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Collection, Mapping, Sequence, TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -149,18 +149,25 @@ class RpcServer:
         self._pool.shutdown(wait=False)
 
 
-def add_servicer(server: RpcServer, servicer: Any, service_name: str, serialized: Collection[str] = ()) -> None:
+def add_servicer(
+    server: RpcServer,
+    servicer: Any,
+    service_name: str,
+    serialized: Collection[str] = (),
+    parsers: Mapping[str, Callable[[bytes], Any]] | None = None,
+) -> None:
     """What the generated ``add_*Servicer_to_server`` does, from the proto's descriptor, except that
-    requests that do not parse reach the handler's boundary (INVALID_ARGUMENT, not grpc's INTERNAL)
-    and the methods named in ``serialized`` answer bytes they serialized themselves (see
-    :mod:`lakelog.server.rpc.fetch_response`)."""
+    requests that do not parse reach the handler's boundary (INVALID_ARGUMENT, not grpc's INTERNAL),
+    the methods named in ``serialized`` answer bytes they serialized themselves (see
+    :mod:`lakelog.server.rpc.fetch_response`) and those in ``parsers`` get their request parsed by
+    it (see :mod:`lakelog.server.rpc.produce_request`)."""
     service = pb.DESCRIPTOR.services_by_name[service_name]
     handlers = {}
     for method in service.methods:
         request, response = (getattr(pb, message.name) for message in (method.input_type, method.output_type))
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
             getattr(servicer, method.name),
-            request_deserializer=lenient_parser(request),
+            request_deserializer=(parsers or {}).get(method.name) or lenient_parser(request),
             response_serializer=bytes if method.name in serialized else response.SerializeToString,
         )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))

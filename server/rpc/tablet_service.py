@@ -19,6 +19,7 @@ from lakelog.server.rpc.answer_budget import AnswerBudget
 from lakelog.server.rpc.error_boundary import rpc_method
 from lakelog.server.rpc.fetch_response import encode_fetch_response
 from lakelog.server.rpc.grpc_server import RpcServer, add_servicer
+from lakelog.server.rpc.produce_request import ProduceRequest, parse_produce_request
 from lakelog.server.rpc.request_checks import check_notified_offsets
 
 log = logging.getLogger(__name__)
@@ -46,17 +47,17 @@ class TabletService(TabletServiceServicer):
         metrics.watch_fetch_limits(lambda: budget.in_use, lambda: budget.waiting, lambda: replicas.waiters.parked)
 
     def register(self, server: RpcServer) -> None:
-        add_servicer(server, self, "TabletService", serialized={"FetchLog"})
+        add_servicer(server, self, "TabletService", serialized={"FetchLog"}, parsers={"ProduceLog": parse_produce_request})
 
     @rpc_method
-    def ProduceLog(self, request: pb.ProduceLogRequest, context: grpc.ServicerContext) -> pb.ProduceLogResponse:
+    def ProduceLog(self, request: ProduceRequest, context: grpc.ServicerContext) -> pb.ProduceLogResponse:
         responses = []
         appended: dict[int, tuple[int, int]] = {}  # records and bytes per physical id, resent batches not counted
         physical_id = request.table_id
-        for bucket_req in request.buckets_req:
+        for bucket_req in request.buckets:
             try:
                 physical_id = self._replicas.physical_id(request.table_id, bucket_req.partition_id)
-                batches = bucket_req.records  # each read of a bytes field copies it
+                batches = bucket_req.records
                 result = self._replicas.produce(physical_id, bucket_req.bucket_id, batches, request.hold_id)
                 if not result.duplicate:
                     records, size = appended.get(physical_id, (0, 0))
