@@ -15,7 +15,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from lakelog.rpc import lakelog_api_pb2 as pb
-from lakelog.rpc.wire_fields import wire_fields
+from lakelog.rpc.wire_fields import split_field, wire_fields
 
 _TABLES = pb.FetchLogResponse.DESCRIPTOR.fields_by_name["tables_resp"].number
 _TABLE_ID = pb.PbFetchLogRespForTable.DESCRIPTOR.fields_by_name["table_id"].number
@@ -28,7 +28,7 @@ def parse_fetch_response(data: bytes) -> list[tuple[int, pb.PbFetchLogRespForBuc
     """``(table id, bucket answer without its records, records)`` per bucket, in wire order."""
     view = memoryview(data)
     answers = []
-    for field, _, value, _, start, end in wire_fields(view, 0, len(view), _WHAT):
+    for field, _, _, _, start, end in wire_fields(view, 0, len(view), _WHAT):
         if field != _TABLES:
             continue
         table_id = 0
@@ -43,14 +43,8 @@ def parse_fetch_response(data: bytes) -> list[tuple[int, pb.PbFetchLogRespForBuc
 
 
 def _bucket(view: memoryview, start: int, end: int) -> tuple[pb.PbFetchLogRespForBucket, memoryview]:
-    rest = bytearray()
-    records = view[0:0]
-    for field, _, _, tag_start, value_start, value_end in wire_fields(view, start, end, _WHAT):
-        if field == _RECORDS:
-            records = _aligned(view[value_start:value_end])
-        else:
-            rest += view[tag_start:value_end]
-    return pb.PbFetchLogRespForBucket.FromString(bytes(rest)), records
+    rest, records = split_field(view, start, end, _RECORDS, _WHAT)
+    return pb.PbFetchLogRespForBucket.FromString(rest), _aligned(records)
 
 
 def _aligned(records: memoryview) -> memoryview:

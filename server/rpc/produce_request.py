@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lakelog.rpc import lakelog_api_pb2 as pb
-from lakelog.rpc.wire_fields import LENGTH_DELIMITED, wire_fields
+from lakelog.rpc.wire_fields import LENGTH_DELIMITED, split_field, wire_fields
 from lakelog.server.rpc.error_boundary import MalformedRequest
 
 _BUCKETS = pb.ProduceLogRequest.DESCRIPTOR.fields_by_name["buckets_req"].number
@@ -52,12 +52,6 @@ def parse_produce_request(data: bytes) -> ProduceRequest | MalformedRequest:
 
 
 def _bucket(view: memoryview, start: int, end: int) -> BucketRecords:
-    rest = bytearray()
-    records = view[0:0]
-    for field, wire, _, tag_start, value_start, value_end in wire_fields(view, start, end, _WHAT):
-        if field == _RECORDS and wire == LENGTH_DELIMITED:
-            records = view[value_start:value_end]
-        else:
-            rest += view[tag_start:value_end]
-    bucket = pb.PbProduceLogReqForBucket.FromString(bytes(rest))
+    rest, records = split_field(view, start, end, _RECORDS, _WHAT)
+    bucket = pb.PbProduceLogReqForBucket.FromString(rest)
     return BucketRecords(bucket.partition_id, bucket.bucket_id, records)
