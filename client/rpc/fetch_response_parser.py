@@ -44,7 +44,7 @@ def parse_fetch_response(data: bytes) -> list[tuple[int, pb.PbFetchLogRespForBuc
 
 def _bucket(view: memoryview, start: int, end: int) -> tuple[pb.PbFetchLogRespForBucket, memoryview]:
     rest, records = split_field(view, start, end, _RECORDS, _WHAT)
-    return pb.PbFetchLogRespForBucket.FromString(rest), _aligned(records)
+    return pb.PbFetchLogRespForBucket.FromString(rest), _aligned(records[-1] if records else view[0:0])
 
 
 def _aligned(records: memoryview) -> memoryview:

@@ -40,17 +40,18 @@ def wire_fields(view: memoryview, pos: int, end: int, what: str) -> Iterator[tup
         yield tag >> 3, wire, value, tag_start, value_start, pos
 
 
-def split_field(view: memoryview, start: int, end: int, field: int, what: str) -> tuple[bytes, memoryview]:
+def split_field(view: memoryview, start: int, end: int, field: int, what: str) -> tuple[bytes, list[memoryview]]:
     """The message ``view[start:end]`` without its length-delimited field ``field`` (for protobuf
-    to parse), and that field's value as a view (the last one, as protobuf keeps; empty if absent)."""
+    to parse), and that field's values as views, in wire order (a repeated field's items; for a
+    singular one protobuf keeps the last)."""
     rest = bytearray()
-    value = view[0:0]
+    values = []
     for number, wire, _, tag_start, value_start, value_end in wire_fields(view, start, end, what):
         if number == field and wire == LENGTH_DELIMITED:
-            value = view[value_start:value_end]
+            values.append(view[value_start:value_end])
         else:
             rest += view[tag_start:value_end]
-    return bytes(rest), value
+    return bytes(rest), values
 
 
 def _varint(view: memoryview, pos: int, end: int, what: str) -> tuple[int, int]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lakelog.rpc import lakelog_api_pb2 as pb
-from lakelog.rpc.wire_fields import LENGTH_DELIMITED, split_field, wire_fields
+from lakelog.rpc.wire_fields import split_field
 from lakelog.server.rpc.error_boundary import MalformedRequest
 
 _BUCKETS = pb.ProduceLogRequest.DESCRIPTOR.fields_by_name["buckets_req"].number
@@ -38,20 +38,14 @@ def parse_produce_request(data: bytes) -> ProduceRequest | MalformedRequest:
     """The request, or what is wrong with it (never raises: see :class:`MalformedRequest`)."""
     try:
         view = memoryview(data)
-        rest = bytearray()
-        buckets = []
-        for field, wire, _, tag_start, start, end in wire_fields(view, 0, len(view), _WHAT):
-            if field == _BUCKETS and wire == LENGTH_DELIMITED:
-                buckets.append(_bucket(view, start, end))
-            else:
-                rest += view[tag_start:end]
-        request = pb.ProduceLogRequest.FromString(bytes(rest))
-        return ProduceRequest(request.table_id, request.hold_id, buckets)
+        rest, buckets = split_field(view, 0, len(view), _BUCKETS, _WHAT)
+        request = pb.ProduceLogRequest.FromString(rest)
+        return ProduceRequest(request.table_id, request.hold_id, [_bucket(bucket) for bucket in buckets])
     except Exception as exc:  # noqa: BLE001 - any parse failure (DecodeError, bad UTF-8, framing) is bad input
         return MalformedRequest(pb.ProduceLogRequest.__name__, f"{type(exc).__name__}: {exc}")
 
 
-def _bucket(view: memoryview, start: int, end: int) -> BucketRecords:
-    rest, records = split_field(view, start, end, _RECORDS, _WHAT)
+def _bucket(message: memoryview) -> BucketRecords:
+    rest, records = split_field(message, 0, len(message), _RECORDS, _WHAT)
     bucket = pb.PbProduceLogReqForBucket.FromString(rest)
-    return BucketRecords(bucket.partition_id, bucket.bucket_id, records)
+    return BucketRecords(bucket.partition_id, bucket.bucket_id, records[-1] if records else message[0:0])
