@@ -9,6 +9,7 @@ built once per table returned, not per batch or per record: one ``__bucket`` arr
 
 from __future__ import annotations
 
+import itertools
 from typing import Sequence
 
 import pyarrow as pa
@@ -109,7 +110,9 @@ class BatchDecoder:
         stamps = self._timestamps
         if stamps.count(stamps[0]) == len(stamps):
             return constant_array(stamps[0], total, pa.int64())
-        return pa.chunked_array([constant_array(ts, n, pa.int64()) for ts, n in zip(stamps, counts)], pa.int64())
+        # One run per batch, decoded in one call: an array per batch cost a fifth of a projected read.
+        ends = pa.array(itertools.accumulate(counts), pa.int64())
+        return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, pa.array(stamps, pa.int64())))
 
 
 def cut_short(header: rb.BatchHeader, fetch_offset: int, taken: int) -> bool:

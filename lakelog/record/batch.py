@@ -140,13 +140,28 @@ def encode_batch_buffer(
     body_length = sink.tell() - HEADER_SIZE
     sink.write(bytes(-sink.tell() % ALIGNMENT))
     out = sink.getvalue()
-    view = memoryview(out)  # the sink's own buffer, written in place before the one copy out
+    # The sink's own buffer, written in place before the one copy out.
+    seal(memoryview(out), base_offset, commit_timestamp, schema_id, attributes, batch.num_rows, body_length, writer)
+    return out
+
+
+def seal(
+    view: memoryview,
+    base_offset: int,
+    commit_timestamp: int,
+    schema_id: int,
+    attributes: int,
+    record_count: int,
+    body_length: int,
+    writer: tuple[int, int, int] = (NO_WRITER, 0, 0),
+) -> None:
+    """Write the header into the first bytes of ``view``, a whole batch whose body is in place,
+    and its CRC over the rest."""
     HEADER.pack_into(
-        view, 0, base_offset, out.size - LOG_OVERHEAD, MAGIC, commit_timestamp, 0, schema_id, attributes,
-        batch.num_rows, body_length, *writer,
+        view, 0, base_offset, len(view) - LOG_OVERHEAD, MAGIC, commit_timestamp, 0, schema_id, attributes,
+        record_count, body_length, *writer,
     )
     _CRC.pack_into(view, _CRC_OFFSET, crc32c(view[CRC_START:]))
-    return out
 
 
 def compute_crc(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> int:

@@ -29,6 +29,7 @@ from lakelog.errors import (
     StorageError,
 )
 from lakelog.record.batch import HEADER_SIZE, BatchHeader, read_header, stamp, validate
+from lakelog.record.projection import BatchProjection
 from lakelog.server.log.acknowledged_offset import AcknowledgedOffset
 from lakelog.server.log.durable_files import fsync_directory, write_atomically
 from lakelog.server.log.quarantine import QuarantinedRange, find_holes
@@ -531,9 +532,10 @@ class LogTablet:
             self._check_open()
             return self._segments, self._high_watermark, self._log_start_offset
 
-    def read(self, fetch_offset: int, max_bytes: int) -> ReadResult:
+    def read(self, fetch_offset: int, max_bytes: int, projection: BatchProjection | None = None) -> ReadResult:
         """Whole batches of one segment from the batch holding ``fetch_offset``, up to the HW, at
-        most ``max_bytes`` of them but at least one."""
+        most ``max_bytes`` of them but at least one; with ``projection``, those batches projected
+        onto its columns, ``max_bytes`` counting the projected bytes."""
         if max_bytes < 0:
             raise InvalidRequestError(f"{self.name}: max bytes {max_bytes} is negative")
         segments, high_watermark, start = self._snapshot()
@@ -549,7 +551,9 @@ class LogTablet:
         if found is None:
             raise CorruptRecordError(f"{segment.path}: offset {fetch_offset} of {self.name} is not in the segment")
         end = high_watermark.position if segment is high_watermark.segment else segment.size
-        return ReadResult(segment.read(found[0], max_bytes, end, fetch_offset), high_watermark.offset, start)
+        if projection is None:
+            return ReadResult(segment.read(found[0], max_bytes, end, fetch_offset), high_watermark.offset, start)
+        return ReadResult(segment.read_projected(found[0], max_bytes, end, fetch_offset, projection), high_watermark.offset, start)
 
     def lookup_offset_by_timestamp(self, timestamp: int) -> int | None:
         """The first offset whose commit timestamp is >= ``timestamp``, None if all are older.

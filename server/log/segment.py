@@ -25,6 +25,7 @@ from typing import Iterator
 
 from lakelog.errors import CorruptRecordError, StorageError
 from lakelog.record.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, check_format, iter_headers, read_header, validate
+from lakelog.record.projection import PREFIX_BYTES, BatchProjection, ProjectedBatch
 from lakelog.server.log.offset_index import OffsetIndex
 from lakelog.server.log.time_index import TimeIndex
 
@@ -136,18 +137,33 @@ class LogSegment:
         except OSError as exc:
             raise StorageError(f"cannot read segment {self.path} at byte {position}: {exc}") from exc
 
+    def _pread_into(self, view: memoryview, position: int) -> None:
+        try:
+            done = 0
+            while done < len(view):
+                read = os.preadv(self._fd, [view[done:]], position + done)
+                if read == 0:
+                    raise OSError(f"the file ends before byte {position + len(view)}")
+                done += read
+        except OSError as exc:
+            raise StorageError(f"cannot read segment {self.path} at byte {position}: {exc}") from exc
+
     def _headers(self, position: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
         """Headers of the batches in ``[position, end)``, one small pread each; anything but whole
         batches up to ``end`` is corruption, and a batch of an older format is refused."""
         while position < end:
-            raw = self._pread(HEADER_SIZE, position)
-            header = read_header(raw) if len(raw) == HEADER_SIZE else None
-            if header is not None:
-                check_format(header, f"{self.path} at byte {position}")
-            if header is None or header.length < _MIN_LENGTH or position + header.size > end:
-                raise CorruptRecordError(f"{self.path}: no whole batch at byte {position} (data ends at byte {end})")
+            header = self._header_at(self._pread(HEADER_SIZE, position), position, end)
             yield position, header
             position += header.size
+
+    def _header_at(self, raw: bytes, position: int, end: int) -> BatchHeader:
+        """The header opening ``raw``, read at ``position``, of a whole batch before ``end``."""
+        header = read_header(raw) if len(raw) >= HEADER_SIZE else None
+        if header is not None:
+            check_format(header, f"{self.path} at byte {position}")
+        if header is None or header.length < _MIN_LENGTH or position + header.size > end:
+            raise CorruptRecordError(f"{self.path}: no whole batch at byte {position} (data ends at byte {end})")
+        return header
 
     def iter_batches(self) -> Iterator[tuple[int, BatchHeader]]:
         """Position and header of every batch, oldest first: what the remote tier builds its
@@ -203,14 +219,65 @@ class LogSegment:
             data = self._pread(header.size, start_position)
             headers = [(0, header)]
         first = headers[0][1]
-        if holding is not None and not first.base_offset <= holding < first.next_offset:
-            raise CorruptRecordError(
-                f"{self.path} at byte {start_position}: batch offsets [{first.base_offset}, {first.next_offset}) "
-                f"do not hold offset {holding} (a damaged header)"
-            )
+        self._check_holds(start_position, first, holding)
         self._check(data, start_position, headers, first.base_offset)
         end = headers[-1][0] + headers[-1][1].size
         return data if end == len(data) else memoryview(data)[:end]
+
+    def read_projected(
+        self, start_position: int, max_bytes: int, max_position: int, holding: int | None, projection: BatchProjection
+    ) -> bytearray:
+        """:meth:`read` of ``projection``'s columns, ``max_bytes`` counting projected bytes. Of a
+        batch known good only the header, the Arrow metadata and the kept columns are read; one not
+        checked yet is read whole for its CRC."""
+        # Sized as if projected batches were no bigger than stored ones (all but a few bytes are).
+        out = bytearray(min(max_bytes, max_position - start_position))
+        used = 0
+        position, expected = start_position, -1
+        while position < max_position:
+            prefix = self._pread(min(PREFIX_BYTES, max_position - position), position)
+            header = self._header_at(prefix, position, max_position)
+            if position == start_position:
+                self._check_holds(position, header, holding)
+            else:
+                self._check_continues(position, header, expected)
+            piece = self._project(prefix, position, header, projection)
+            size = piece.size if isinstance(piece, ProjectedBatch) else len(piece)
+            if used and used + size > max_bytes:
+                break
+            if used + size > len(out):
+                out += bytes(used + size - len(out))
+            with memoryview(out) as view:
+                if isinstance(piece, ProjectedBatch):
+                    piece.write(view[used : used + size], self._pread_into)
+                else:
+                    view[used : used + size] = piece
+            used += size
+            expected = header.next_offset
+            position += header.size
+        del out[used:]
+        return out
+
+    def _project(self, prefix: bytes, position: int, header: BatchHeader, projection: BatchProjection) -> ProjectedBatch | bytes:
+        """The batch at ``position`` projected: planned from its metadata when it is known good and
+        laid out plainly, else read whole, checked and decoded."""
+        try:
+            planned = projection.plan(prefix, position, header, self._pread_into) if position + header.size <= self._verified_end else None
+        except CorruptRecordError as error:
+            raise CorruptRecordError(f"{self.path} at byte {position}: {error.message}") from None
+        if planned is not None:
+            return planned
+        whole = self._pread(header.size, position)
+        self._check(whole, position, [(0, header)], header.base_offset)
+        return projection.project_decoded(whole, 0, header)
+
+    def _check_holds(self, position: int, first: BatchHeader, holding: int | None) -> None:
+        """The first batch of a read holds the offset the reader asked for."""
+        if holding is not None and not first.base_offset <= holding < first.next_offset:
+            raise CorruptRecordError(
+                f"{self.path} at byte {position}: batch offsets [{first.base_offset}, {first.next_offset}) "
+                f"do not hold offset {holding} (a damaged header)"
+            )
 
     def _check(
         self, data: bytes, start_position: int, headers: list[tuple[int, BatchHeader]], expected: int, trust: bool = True
@@ -224,12 +291,15 @@ class LogSegment:
             if end > self._verified_end or not trust:
                 validate(data, position, f"{self.path} at byte {start}")
                 self._extend_verified(start, end)
-            if header.base_offset != expected:
-                raise CorruptRecordError(
-                    f"{self.path} at byte {start}: batch offset {header.base_offset}, expected {expected} (a damaged header)"
-                )
+            self._check_continues(start, header, expected)
             expected = header.next_offset
         return expected
+
+    def _check_continues(self, position: int, header: BatchHeader, expected: int) -> None:
+        if header.base_offset != expected:
+            raise CorruptRecordError(
+                f"{self.path} at byte {position}: batch offset {header.base_offset}, expected {expected} (a damaged header)"
+            )
 
     def verify(self, chunk_bytes: int = 1 << 20) -> None:
         """Check every batch of the segment (CRC and offsets from the base offset), a chunk of whole

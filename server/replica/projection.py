@@ -1,8 +1,5 @@
-"""Server-side column projection: fewer bytes on the wire for a reader that wants fewer columns.
-
-Projection is the one case where a fetch re-encodes batches; the result keeps each batch's base
-offset and commit timestamp and gets a fresh CRC, so a reader checks it like any other batch.
-"""
+"""Server-side column projection: which columns a fetch may ask for (the batches themselves are
+projected by :mod:`lakelog.record.projection`, as a segment reads them)."""
 
 from __future__ import annotations
 
@@ -11,7 +8,6 @@ from typing import Sequence
 import pyarrow as pa
 
 from lakelog.errors import InvalidRequestError
-from lakelog.record import batch as rb
 
 
 def check_projection(schema: pa.Schema, fields: Sequence[int], table: str) -> list[int]:
@@ -22,18 +18,3 @@ def check_projection(schema: pa.Schema, fields: Sequence[int], table: str) -> li
     if len(set(projected)) != len(projected):
         raise InvalidRequestError(f"projected fields {projected} of {table} repeat a column")
     return projected
-
-
-def project_records(records: bytes | memoryview, fields: Sequence[int]) -> bytearray:
-    """Re-encode every batch in ``records`` with only ``fields`` (column indexes, in that order)."""
-    out = bytearray()
-    for pos, header in rb.iter_headers(records):
-        projected = rb.decode_body(records, pos, header).select(list(fields))
-        out += rb.encode_batch(
-            projected,
-            header.schema_id,
-            base_offset=header.base_offset,
-            commit_timestamp=header.commit_timestamp,
-            attributes=header.attributes | rb.ATTR_PROJECTED,
-        )
-    return out

@@ -45,6 +45,7 @@ from lakelog.metadata import (
     TableInfo,
 )
 from lakelog.record import batch as rb
+from lakelog.record.projection import BatchProjection
 from lakelog.server.log.log_manager import LogManager
 from lakelog.server.log.log_tablet import AppendResult, LogTablet
 from lakelog.server.remote.manifest import RemoteLogManifest
@@ -52,7 +53,7 @@ from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.replica.barrier_holds import BarrierHolds
 from lakelog.server.replica.fetch_waiters import FetchWaiters
 from lakelog.server.replica.lake_offsets import LakeRanges
-from lakelog.server.replica.projection import check_projection, project_records
+from lakelog.server.replica.projection import check_projection
 from lakelog.write_fence import fenced_leader
 
 log = logging.getLogger(__name__)
@@ -331,14 +332,14 @@ class ReplicaManager:
                     f"{request.fetch_offset} and {request.max_bytes}"
                 )
             info, tablet = self._tablet(request.table_id, request.bucket)
-            fields = check_projection(info.schema, projection, str(info.path)) if projection else []
+            columns = BatchProjection(check_projection(info.schema, projection, str(info.path))) if projection else None
             if request.fetch_offset < tablet.log_start_offset:
                 return self._read_below_local(request, tablet, enable_lake)
             earliest = self._earliest(request.table_id, request.bucket, tablet, enable_lake=enable_lake)
             if budget <= 0:
                 return BucketFetchResult(request.table_id, request.bucket, b"", tablet.high_watermark, earliest)
             try:
-                read = tablet.read(request.fetch_offset, min(request.max_bytes, budget))
+                read = tablet.read(request.fetch_offset, min(request.max_bytes, budget), columns)
             except OffsetOutOfRangeError:
                 if request.fetch_offset < tablet.log_start_offset:  # local retention ran meanwhile
                     return self._read_below_local(request, tablet, enable_lake)
@@ -349,8 +350,7 @@ class ReplicaManager:
                 if elsewhere is not None:
                     return elsewhere
                 raise CorruptRecordError(f"{self._name(info, request.bucket)}: {error.message}") from None
-            records = project_records(read.records, fields) if fields and read.records else read.records
-            return BucketFetchResult(request.table_id, request.bucket, records, read.high_watermark, earliest)
+            return BucketFetchResult(request.table_id, request.bucket, read.records, read.high_watermark, earliest)
         except LakelogError as error:
             return self._failed(request, error, enable_lake)
 
