@@ -328,4 +328,9 @@ def decode_body(buf: bytes | bytearray | memoryview, pos: int, header: BatchHead
 
 
 def decode_schema(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> pa.Schema:
+    """The batch's schema, from its schema message alone when the body opens with one (a copy of
+    a few hundred bytes: ``buf`` may be a received message, on no boundary in particular)."""
+    message = schema_message(buf, pos, header)
+    if message is not None:
+        return pa.ipc.read_schema(pa.py_buffer(message))
     return pa.ipc.open_stream(body(buf, pos, header)).schema

@@ -45,7 +45,7 @@ _MAX_SEGMENT_BYTES = 0x7FFFFFFF  # the wire's segment_size_in_bytes and first_st
 
 
 # Called with (buffer, position, header) for each batch whose framing and CRC passed, in the same pass.
-BatchCheck = Callable[[bytearray, int, BatchHeader], None]
+BatchCheck = Callable[[memoryview, int, BatchHeader], None]
 
 
 def wall_clock_ms() -> int:
@@ -302,7 +302,7 @@ class LogTablet:
 
         Batches of an idempotent writer that this log appended already are not appended again: the
         answer is their original offsets (``duplicate`` set), once those are visible."""
-        buffer = bytearray(records)
+        buffer = memoryview(records).cast("B")
         headers = self._validate(buffer, check)
         count = sum(header.record_count for _, header in headers)
         writer = WriterBatches.of([header for _, header in headers], self.name)
@@ -338,22 +338,25 @@ class LogTablet:
             self._await_flush(end)
 
     def _append_locked(
-        self, buffer: bytearray, headers: list[tuple[int, BatchHeader]], count: int, writer: WriterBatches | None
+        self, buffer: memoryview, headers: list[tuple[int, BatchHeader]], count: int, writer: WriterBatches | None
     ) -> tuple[AppendResult, bool]:
-        """Stamp and write the batches; True with the result if the high watermark moved. Lock held."""
+        """Stamp and write the batches; True with the result if the high watermark moved. Lock held.
+        Only each batch's header is copied to be stamped; its body goes to the file as received."""
         now = self._clock()
         commit_timestamp = max(now, self._last_timestamp)
         base_offset = self.log_end_offset
         if self._should_roll(now, len(buffer), count):
             self._roll()
         offset = base_offset
+        pieces: list[bytearray | memoryview] = []
         stamped = []
         for position, header in headers:
-            stamp(buffer, position, offset, commit_timestamp)
-            if writer is not None:
-                stamped.append(replace(header, base_offset=offset, commit_timestamp=commit_timestamp))
+            head = bytearray(buffer[position : position + HEADER_SIZE])
+            stamp(head, 0, offset, commit_timestamp)
+            pieces += (head, buffer[position + HEADER_SIZE : position + header.size])
+            stamped.append(replace(header, base_offset=offset, commit_timestamp=commit_timestamp))
             offset += header.record_count
-        self._segments[-1].append(buffer)
+        self._segments[-1].append_batches(pieces, stamped)
         if writer is not None:
             self._writers.appended(writer, stamped)
         self._last_timestamp = commit_timestamp
@@ -369,7 +372,7 @@ class LogTablet:
             now = self._clock()
             return min(now, self._unpublished[0][1]) - 1 if self._unpublished else now - 1
 
-    def _validate(self, buffer: bytearray, check: BatchCheck | None) -> list[tuple[int, BatchHeader]]:
+    def _validate(self, buffer: memoryview, check: BatchCheck | None) -> list[tuple[int, BatchHeader]]:
         if not buffer:
             raise InvalidRequestError(f"{self.name}: an append needs at least one batch")
         headers = []

@@ -21,7 +21,7 @@ import logging
 import os
 import weakref
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from lakelog.errors import CorruptRecordError, StorageError
 from lakelog.record.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, check_format, iter_headers, read_header, validate
@@ -32,6 +32,7 @@ from lakelog.server.log.time_index import TimeIndex
 logger = logging.getLogger(__name__)
 
 _MIN_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+_IOV_MAX = 1024  # buffers one pwritev takes (Linux's IOV_MAX)
 QUARANTINE_SUFFIX = ".quarantined"
 
 
@@ -67,23 +68,28 @@ class LogSegment:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def append(self, records: bytes | bytearray) -> None:
+    def append(self, records: bytes | bytearray | memoryview) -> None:
         """Write whole stamped batches at the end; a failed write leaves the file as it was."""
+        self.append_batches([records], [header for _, header in iter_headers(records)])
+
+    def append_batches(self, pieces: Sequence[bytes | bytearray | memoryview], headers: Sequence[BatchHeader]) -> None:
+        """Write ``pieces``, together whole stamped batches whose headers are ``headers``, at the
+        end with gathered writes: a batch's stamped header and its body as received go to the file
+        without being joined in memory first. A failed write leaves the file as it was."""
         position = self.size
-        view = memoryview(records)
         try:
-            written = 0
-            while written < len(view):
-                written += os.pwrite(self._fd, view[written:], position + written)
+            written = _write_all(self._fd, [memoryview(piece).cast("B") for piece in pieces if len(piece)], position)
         except OSError as exc:
             try:
                 os.ftruncate(self._fd, position)
             except OSError:
                 logger.exception("cannot cut the partial write off %s at byte %d", self.path, position)
             raise StorageError(f"cannot write segment {self.path}: {exc}") from exc
-        for relative, header in iter_headers(view):
-            self._track(position + relative, header)
-        self.size = position + len(view)
+        at = position
+        for header in headers:
+            self._track(at, header)
+            at += header.size
+        self.size = position + written
         self._extend_verified(position, self.size)  # the caller validated every batch (LogTablet.append)
 
     def _extend_verified(self, start: int, end: int) -> None:
@@ -443,3 +449,20 @@ class LogSegment:
         time_entry = self.time_index.last_entry()
         if time_entry is None or time_entry[0] > self.max_timestamp or time_entry[1] >= self.next_offset:
             raise CorruptRecordError(f"{self.path}: the time index does not match the log")
+
+
+def _write_all(fd: int, views: list[memoryview], position: int) -> int:
+    """``views`` written back to back from ``position``, :data:`_IOV_MAX` buffers per call and
+    again after a short write; the bytes written."""
+    written = first = 0
+    while first < len(views):
+        done = os.pwritev(fd, views[first : first + _IOV_MAX], position + written)
+        if not done:
+            raise OSError(f"a write at byte {position + written} wrote nothing")
+        written += done
+        while first < len(views) and done >= len(views[first]):
+            done -= len(views[first])
+            first += 1
+        if done:
+            views[first] = views[first][done:]
+    return written

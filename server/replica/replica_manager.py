@@ -274,7 +274,7 @@ class ReplicaManager:
         if fenced:
             raise NotLeaderError(f"{self._name(info, bucket)} is being dropped: it takes no writes until the drop is done or refused")
 
-    def _check_schema(self, info: TableInfo, bucket: int, records: bytearray, pos: int, header: rb.BatchHeader) -> None:
+    def _check_schema(self, info: TableInfo, bucket: int, records: memoryview, pos: int, header: rb.BatchHeader) -> None:
         """The batch must carry the table's schema (called by the log once its framing and CRC passed).
         A schema message byte-equal to one accepted before for this schema id is not parsed again."""
         where = f"{info.label} bucket {bucket}"
