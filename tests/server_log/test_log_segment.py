@@ -9,7 +9,7 @@ from typing import Callable
 import pytest
 
 from lakelog.errors import CorruptRecordError
-from lakelog.record.batch import iter_headers, stamp
+from lakelog.record.batch import HEADER_SIZE, iter_headers, read_header, stamp
 from lakelog.server.log.segment import LogSegment
 
 
@@ -156,4 +156,23 @@ def test_verify_names_the_first_crc_mismatch(segment: LogSegment) -> None:
     flip(segment.path, 7 * batch_size + batch_size - 3)
     with pytest.raises(CorruptRecordError, match=rf"{segment.path} at byte {7 * batch_size}: CRC mismatch in batch at offset 128"):
         segment.verify(chunk_bytes=batch_size)
+    segment.close()
+
+
+@pytest.mark.parametrize("most_per_write", [None, 1000], ids=["whole-writes", "short-writes"])
+def test_gathered_appends_of_more_pieces_than_one_write_takes_land_whole(
+    tmp_path: Path, make_batch: Callable[..., bytes], monkeypatch: pytest.MonkeyPatch, most_per_write: int | None
+) -> None:
+    """The log appends a request as stamped headers and received bodies, two pieces a batch; more
+    than IOV_MAX pieces, or a write the kernel cuts short, still land as the bytes in order."""
+    batches = [stamped(make_batch, 3 * i, 3, 100 + i) for i in range(700)]
+    pieces = [piece for batch in batches for piece in (batch[:HEADER_SIZE], memoryview(batch)[HEADER_SIZE:])]
+    if most_per_write is not None:
+        real = os.pwritev
+        monkeypatch.setattr(os, "pwritev", lambda fd, views, at: real(fd, [bytes(b"".join(views)[:most_per_write])], at))
+    segment = LogSegment(tmp_path, 0, index_interval_bytes=1)
+    segment.append_batches(pieces, [header for batch in batches for _, header in iter_headers(batch)])
+    assert segment.path.read_bytes() == b"".join(batches)
+    assert (segment.size, segment.next_offset, segment.max_timestamp) == (len(b"".join(batches)), 2100, 799)
+    assert segment.find_position(1500) == (500 * len(batches[0]), read_header(batches[500]))
     segment.close()
