@@ -50,10 +50,13 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
                 key, f"Produce: append_arrow, {mode} flush", records / produce_s, "records/s", records / baseline_s,
                 "bare grpcio server, same batches as Arrow IPC, same requests in flight", baseline_s / produce_s, target,
                 detail=f"{records:,} records in batches of {data.CHUNK_RECORDS:,}", tier=f"produce ({mode})",
-                next_step="the server is the bound (its CPU about the wall time): the server's allocator setting, the crc32c "
-                "CRC and a request parsed by hand into views of the received message (protobuf copied its records twice) "
-                "took this from 0.40x to 0.60-0.69x in single runs; what is left per request is the copy the log stamps "
-                "offsets into and its write: write the stamped headers and the received bodies with one pwritev",
+                next_step="the server's allocator setting, the crc32c CRC, a request parsed by hand into views of the "
+                "received message, and now an append that writes each batch's stamped header and its received body with "
+                "one pwritev (no copy of the request) took server CPU per 2 M records from about 0.3 s to 0.21-0.26 s; "
+                "the wall time (0.32 s) is now above both processes' CPU (server 0.24 s, writer 0.25 s): what is left is "
+                "latency per request with 8 in flight, and on the writer the copy that joins a batch into its request "
+                "(encode_produce_request) and gRPC's own copy; next, encode each batch behind room for its request's "
+                "framing so it is sent as encoded",
             )
             if target is not None:
                 tables.append(cluster.table(f"produce_{mode}_{next(names)}", conn=conn))

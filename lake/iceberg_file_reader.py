@@ -44,10 +44,11 @@ class RowGroupRead:
 
 
 def read_lake_file(
-    io: FileIO, path: str, log_schema: pa.Schema, start: int, end: int, batch_rows: int
+    io: FileIO, path: str, log_schema: pa.Schema, start: int, end: int, batch_rows: int, row_groups: Sequence[int] | None = None
 ) -> Iterator[pa.RecordBatch]:
     """The rows of ``path`` with offsets in ``[start, end)``, in file order, as batches of
-    ``log_schema`` (see :func:`lakelog.lake.log_rows.to_log_rows`) of at most ``batch_rows`` rows.
+    ``log_schema`` (see :func:`lakelog.lake.log_rows.to_log_rows`) of at most ``batch_rows`` rows;
+    with ``row_groups``, only the rows of those row groups.
 
     Raises LakeError when the file cannot be read (gone, storage unreachable), LakeDataError when it
     is damaged (not Parquet, a page failing its checksum) or its columns do not convert to the log's.
@@ -57,6 +58,8 @@ def read_lake_file(
         with io.new_input(path).open() as stream:  # one open for the footer and every row group
             parquet = pq.ParquetFile(stream, page_checksum_verification=True)
             for unit in _wanted_row_groups(file, parquet.metadata):
+                if row_groups is not None and unit.group not in row_groups:
+                    continue
                 yield from _log_batches(parquet.read_row_group(unit.group, columns=log_schema.names), file, log_schema, batch_rows)
 
 

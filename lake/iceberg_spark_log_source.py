@@ -1,15 +1,16 @@
 """The ``iceberg`` LogSource: lake data files are read by Spark tasks.
 
 PyIceberg plans on the client; a whole planned range is then read in one Spark job, one partition
-per data file (``mapInArrow`` over ``range(n)`` split n ways; each task opens its file through
-PyIceberg's FileIO and skips the row groups outside its offsets). ``toLocalIterator`` streams the
+per few row groups of a data file, the first one row group (``mapInArrow`` over ``range(n)`` split
+n ways; each task opens its file through PyIceberg's FileIO and reads its row groups, see
+:func:`~lakelog.lake.spark_file_task.plan_parts`). ``toLocalIterator`` streams the
 result back in partition order, which is offset order, so the client holds a few batches, never the
 range. Batches travel as Arrow IPC streams in a binary column, so every Arrow type comes back
 exactly as the log has it. Only DataFrame APIs are used, so a Spark Connect (``sc://``) session
 works as well as a local or cluster one; no Iceberg Spark runtime is needed.
 
 Through Spark Connect the whole range is one job and the client runs no JVM; on a classic
-(in-process) session Spark's ``toLocalIterator`` runs a job per partition, i.e. per data file.
+(in-process) session Spark's ``toLocalIterator`` runs a job per partition.
 
 The session is the one of ``lake.spark.master`` (the client's, or the one the cluster advertises),
 else the active one, else ``local[*]``; it is shared with everything else in the process and never
@@ -21,7 +22,9 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import threading
+import uuid
 from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
@@ -31,13 +34,17 @@ from pyspark.sql import DataFrame, SparkSession
 from lakelog.config import Configuration
 from lakelog.lake.iceberg_file_reader import FileRange
 from lakelog.lake.iceberg_log_source import IcebergLogSource
-from lakelog.lake.spark_file_task import IPC_COLUMN, LakeRead, read_files_in_task
+from lakelog.lake.spark_file_task import IPC_COLUMN, LakeRead, plan_parts, read_files_in_task
 from lakelog.lake.lake_catalog import LakeCatalog, lake_call
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import TableInfo
 from lakelog.spark_session import refuse_local_lake, shared_connect_session, spark_session
 
+logger = logging.getLogger(__name__)
+
 APP_NAME = "lakelog-lake-reader"
+# Rows of whole row groups per Spark partition but the first (see plan_parts).
+PART_ROWS = 1 << 19
 _END = object()
 
 
@@ -53,6 +60,16 @@ def _first_fetched(frame: DataFrame) -> Iterator[Any]:
     rows = frame.toLocalIterator()
     first = next(rows, _END)
     return rows if first is _END else itertools.chain([first], rows)
+
+
+def _interrupt(spark: SparkSession, tag: str) -> None:
+    try:
+        stopped = spark.interruptTag(tag)
+    except Exception as error:  # noqa: BLE001 - a session gone or unreachable has no job left to stop
+        logger.warning("could not stop the Spark jobs of a lake read closed early: %s", error)
+        return
+    if stopped:
+        logger.info("stopped %d Spark operation(s) of a lake read closed early", len(stopped))
 
 
 class IcebergSparkLogSource(IcebergLogSource):
@@ -71,16 +88,26 @@ class IcebergSparkLogSource(IcebergLogSource):
     def read_files(self, table: Table, files: Sequence[FileRange], log_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
         if not files:
             return
-        read = LakeRead(dict(table.io.properties), tuple(files), log_schema, self.batch_rows)
+        parts = plan_parts(table.io, files, PART_ROWS)
+        read = LakeRead(dict(table.io.properties), tuple(parts), log_schema, self.batch_rows)
         task = functools.partial(read_files_in_task, read)
         what = f"Spark could not read {len(files)} lake data file(s) from {files[0].path}"
-        rows = lake_call(what, lambda: self._started(task, len(files)))
-        for row in _each(what, rows):
-            with pa.ipc.open_stream(pa.py_buffer(row[0])) as reader:
-                yield from reader
-
-    def _started(self, task: Callable[..., Iterator[pa.RecordBatch]], partitions: int) -> Iterator[Any]:
-        return _first_fetched(self._session().range(0, partitions, 1, partitions).mapInArrow(task, f"{IPC_COLUMN} binary"))
+        spark = lake_call(what, self._session)
+        # The read's jobs carry a tag of their own (tags are per thread and session), so a reader
+        # closed before the end stops them instead of leaving Spark reading for no one.
+        tag = f"lakelog-lake-read-{uuid.uuid4().hex}"
+        spark.addTag(tag)
+        read_all = False
+        try:
+            rows = lake_call(what, lambda: _first_fetched(spark.range(0, len(parts), 1, len(parts)).mapInArrow(task, f"{IPC_COLUMN} binary")))
+            for row in _each(what, rows):
+                with pa.ipc.open_stream(pa.py_buffer(row[0])) as reader:
+                    yield from reader
+            read_all = True
+        finally:
+            spark.removeTag(tag)
+            if not read_all:
+                _interrupt(spark, tag)
 
     def _session(self) -> SparkSession:
         with self._spark_lock:

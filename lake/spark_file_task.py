@@ -8,13 +8,14 @@ part of a client's first lake read.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
 import pyarrow as pa
-from pyiceberg.io import load_file_io
+from pyiceberg.io import FileIO, load_file_io
 
-from lakelog.lake.iceberg_file_reader import FileRange, read_lake_file
+from lakelog.lake.iceberg_file_reader import FileRange, read_lake_file, row_group_reads
 
 IPC_COLUMN = "ipc"
 # LZ4-compressed: each batch crosses Spark's JVM several times (from the Python worker, into rows,
@@ -22,26 +23,59 @@ IPC_COLUMN = "ipc"
 # CPU (the read from 4.6 s to 3.3 s) for a compression and a decompression at GB/s; readers of
 # an IPC stream decompress it themselves.
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
+_FOOTER_READS = 8
+
+
+@dataclass(frozen=True)
+class FilePart:
+    """Row groups ``row_groups`` of a data file, read within ``file``'s offset range: one partition."""
+
+    file: FileRange
+    row_groups: tuple[int, ...]
 
 
 @dataclass(frozen=True)
 class LakeRead:
-    """What the tasks of one read need (pickled with them): partition i reads ``files[i]``."""
+    """What the tasks of one read need (pickled with them): partition i reads ``parts[i]``."""
 
     io_properties: Mapping[str, str]
-    files: Sequence[FileRange]
+    parts: Sequence[FilePart]
     log_schema: pa.Schema
     batch_rows: int
 
 
+def plan_parts(io: FileIO, files: Sequence[FileRange], part_rows: int) -> list[FilePart]:
+    """A read's files as partitions of whole row groups, by their footers (read here, a few at a
+    time). A task's result reaches the client only once the task is done, so the first partition
+    is one row group: a read's first records come after one row group is read, not a whole file
+    (1.4 s for a file of a million records, 2.4 s to a new client's first records). The others
+    take row groups up to ``part_rows`` rows, so a read is not a task per row group either."""
+    with ThreadPoolExecutor(min(len(files), _FOOTER_READS) or 1, thread_name_prefix="lake-footer") as pool:
+        footers = list(pool.map(lambda file: row_group_reads(io, file), files))
+    parts: list[FilePart] = []
+    for file, units in zip(files, footers):
+        groups: list[int] = []
+        rows = 0
+        for unit in units:
+            groups.append(unit.group)
+            rows += unit.metadata.row_group(unit.group).num_rows
+            if not parts or rows >= part_rows:
+                parts.append(FilePart(file, tuple(groups)))
+                groups, rows = [], 0
+        if groups:
+            parts.append(FilePart(file, tuple(groups)))
+    return parts
+
+
 def read_files_in_task(read: LakeRead, indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """A ``mapInArrow`` function over file indexes: each batch of a file becomes one row holding
+    """A ``mapInArrow`` function over part indexes: each batch of a part becomes one row holding
     its IPC stream."""
     for numbers in indexes:
         for index in numbers.column(0).to_pylist():
-            file = read.files[index]
+            part = read.parts[index]
+            file = part.file
             io = load_file_io(dict(read.io_properties), file.path)
-            for batch in read_lake_file(io, file.path, read.log_schema, file.start, file.end, read.batch_rows):
+            for batch in read_lake_file(io, file.path, read.log_schema, file.start, file.end, read.batch_rows, part.row_groups):
                 sink = pa.BufferOutputStream()
                 with pa.ipc.new_stream(sink, batch.schema, options=_IPC_OPTIONS) as writer:
                     writer.write_batch(batch)

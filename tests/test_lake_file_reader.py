@@ -11,7 +11,8 @@ import pytest
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from lakelog.errors import LakeDataError
-from lakelog.lake.iceberg_file_reader import FileRange, read_lake_files
+from lakelog.lake.iceberg_file_reader import FileRange, read_lake_file, read_lake_files
+from lakelog.lake.spark_file_task import plan_parts
 from lakelog.record.meta_columns import with_meta_fields
 
 LOG_SCHEMA = with_meta_fields(pa.schema([("id", pa.int32())]))
@@ -53,3 +54,21 @@ def test_a_file_that_is_not_parquet_is_lake_data_error_naming_it(files: list[str
     ranges = [FileRange(files[0], 0, 1000), FileRange(str(broken), 1000, 2000)]
     with pytest.raises(LakeDataError, match="broken.parquet"):
         list(read_lake_files(PyArrowFileIO(), ranges, LOG_SCHEMA, 100, 3))
+
+
+def test_spark_parts_start_with_one_row_group_then_whole_groups_up_to_a_size(files: list[str]) -> None:
+    """The Spark LogSource's partitions: a task's rows reach the client when the task ends, so the
+    first is one row group; the rest group whole row groups, and together they read each wanted
+    row once, in order."""
+    io = PyArrowFileIO()
+    ranges = [FileRange(files[0], 130, 1000), FileRange(files[1], 1000, 1300)]
+    parts = plan_parts(io, ranges, part_rows=300)
+    assert [(part.file.path, part.row_groups) for part in parts] == [
+        (files[0], (1,)), (files[0], (2, 3, 4)), (files[0], (5, 6, 7)), (files[1], (0, 1, 2)),
+    ]
+    rows = [
+        batch
+        for part in parts
+        for batch in read_lake_file(io, part.file.path, LOG_SCHEMA, part.file.start, part.file.end, 100, part.row_groups)
+    ]
+    assert pa.Table.from_batches(rows, schema=LOG_SCHEMA).column("__offset").to_pylist() == [*range(130, 1000), *range(1000, 1300)]

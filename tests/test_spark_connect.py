@@ -25,6 +25,7 @@ import pytest
 import lakelog
 from lakelog.server.server_process import ServerProcess
 from tests.conftest import LAKE_TABLE, create_table
+from tests.test_lake_file_reader import lake_file
 from tests.test_lake_read import BUCKETS, PROJECTION, TieredLog, _assert_rows, _build
 
 # Neither process may start a JVM: with this, one that tried would fail.
@@ -304,3 +305,43 @@ def test_a_script_with_a_connect_session_of_its_own_reads_through_the_shared_one
     for bucket in range(BUCKETS):
         mine = got.filter(pc.equal(got.column("__bucket"), bucket))
         assert mine.column("__offset").to_pylist() == list(range(tiered.buckets[bucket].high_watermark))
+
+
+CLOSED_EARLY_CLIENT = textwrap.dedent(
+    """
+    import json, sys
+    address, connect, path, data_file, rows = sys.argv[1:]
+    import pyarrow as pa
+    import lakelog
+    from lakelog.config import Configuration
+    from lakelog.lake.iceberg_file_reader import FileRange
+    from lakelog.lake.iceberg_lake_storage import IcebergLakeStorage
+    from lakelog.record.meta_columns import with_meta_fields
+    from lakelog.spark_session import shared_connect_session
+
+    path = lakelog.TablePath(*path.split("."))
+    with lakelog.connect(address) as conn:
+        conf = Configuration({"client.lake.source": "iceberg", "lake.spark.master": connect})
+        source = IcebergLakeStorage().create_log_source(conn.admin.get_table_info(path), conn.admin.get_lake_config(), conf)
+        batches = source.read_files(conn.lake_catalog().load_table(path), [FileRange(data_file, 0, int(rows))], with_meta_fields(pa.schema([("id", pa.int32())])))
+        first = next(batches)
+        batches.close()  # as a scanner closed after its first records does
+        still_running = shared_connect_session(connect).interruptAll()
+    print(json.dumps({"first": first.column("__offset")[0].as_py(), "still_running": still_running}))
+    """
+)
+
+
+def test_a_lake_read_closed_early_stops_its_spark_job(tiered: TieredLog, spark_connect: str, tmp_path: Path) -> None:
+    """Through Connect a read is one job; a reader closed after its first records (a scanner closed,
+    a bucket unsubscribed) must stop it, or Spark keeps reading the rest for no one and every later
+    read waits behind it."""
+    rows = 2_000_000
+    data_file = lake_file(tmp_path / "big.parquet", 0, rows, 50_000)  # 40 row groups: seconds of Spark work
+    result = subprocess.run(
+        [sys.executable, "-c", CLOSED_EARLY_CLIENT, tiered.server.address, spark_connect, str(tiered.path), data_file, str(rows)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, **NO_JAVA},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    answer = json.loads(result.stdout.strip().splitlines()[-1])
+    assert answer == {"first": 0, "still_running": []}
