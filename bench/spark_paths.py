@@ -145,9 +145,9 @@ def _connect_reads(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         f" the server's first client (its first jobs ever) {earlier['first_records']:.2f} s",
         next_step="a task's rows reach the client only once the task is done, and each bucket's first partition was "
         "a whole data file (a million records: 1.4 s of one task, 2.4 s to the first records on a warm server); the "
-        "first partition of a read is now one row group and the others a few row groups each "
-        "(lake/spark_file_task.plan_parts): 0.74 s to the first records in the same setup. What is left: the client's "
-        "PyIceberg import (0.6 s, on its first lake read), catalog and planning (0.25 s)",
+        "first file of a read is now split by its footer, its first partition one row group "
+        "(lake/spark_file_task.plan_parts): 0.62-0.74 s to the first records in the same setup. What is left: the "
+        "client's PyIceberg import (0.6 s, on its first lake read), catalog and planning (0.25 s)",
     )
     warm = Result(
         "S2", "Spark Connect: PySpark LogSource, warm", records / measured["warm"], "records/s", records / baseline_s,

@@ -1,9 +1,9 @@
 """The ``iceberg`` LogSource: lake data files are read by Spark tasks.
 
 PyIceberg plans on the client; a whole planned range is then read in one Spark job, one partition
-per few row groups of a data file, the first one row group (``mapInArrow`` over ``range(n)`` split
-n ways; each task opens its file through PyIceberg's FileIO and reads its row groups, see
-:func:`~lakelog.lake.spark_file_task.plan_parts`). ``toLocalIterator`` streams the
+per data file but the first, which is split by row groups so the first records come soon
+(``mapInArrow`` over ``range(n)`` split n ways; each task opens its file through PyIceberg's FileIO
+and reads its row groups, see :func:`~lakelog.lake.spark_file_task.plan_parts`). ``toLocalIterator`` streams the
 result back in partition order, which is offset order, so the client holds a few batches, never the
 range. Batches travel as Arrow IPC streams in a binary column, so every Arrow type comes back
 exactly as the log has it. Only DataFrame APIs are used, so a Spark Connect (``sc://``) session
@@ -43,7 +43,7 @@ from lakelog.spark_session import refuse_local_lake, shared_connect_session, spa
 logger = logging.getLogger(__name__)
 
 APP_NAME = "lakelog-lake-reader"
-# Rows of whole row groups per Spark partition but the first (see plan_parts).
+# Rows of whole row groups per Spark partition of a read's first file but its first (see plan_parts).
 PART_ROWS = 1 << 19
 _END = object()
 

@@ -8,7 +8,6 @@ part of a client's first lake read.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
@@ -23,15 +22,15 @@ IPC_COLUMN = "ipc"
 # CPU (the read from 4.6 s to 3.3 s) for a compression and a decompression at GB/s; readers of
 # an IPC stream decompress it themselves.
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
-_FOOTER_READS = 8
 
 
 @dataclass(frozen=True)
 class FilePart:
-    """Row groups ``row_groups`` of a data file, read within ``file``'s offset range: one partition."""
+    """Row groups ``row_groups`` (None: every one holding offsets of the range) of a data file,
+    read within ``file``'s offset range: one partition."""
 
     file: FileRange
-    row_groups: tuple[int, ...]
+    row_groups: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -45,26 +44,26 @@ class LakeRead:
 
 
 def plan_parts(io: FileIO, files: Sequence[FileRange], part_rows: int) -> list[FilePart]:
-    """A read's files as partitions of whole row groups, by their footers (read here, a few at a
-    time). A task's result reaches the client only once the task is done, so the first partition
-    is one row group: a read's first records come after one row group is read, not a whole file
-    (1.4 s for a file of a million records, 2.4 s to a new client's first records). The others
-    take row groups up to ``part_rows`` rows, so a read is not a task per row group either."""
-    with ThreadPoolExecutor(min(len(files), _FOOTER_READS) or 1, thread_name_prefix="lake-footer") as pool:
-        footers = list(pool.map(lambda file: row_group_reads(io, file), files))
+    """A read's files as partitions. A task's rows reach the client only once the task is done, so
+    the first file is split by its footer (read here): its first row group alone, then row groups
+    up to ``part_rows`` rows each. A read's first records then come after one row group is read,
+    not a whole file (1.4 s for a file of a million records, 2.4 s to a new client's first
+    records). Later files stay a partition each: by then records stream, and reading every footer
+    here would cost a request per file before the job starts."""
+    if not files:
+        return []
     parts: list[FilePart] = []
-    for file, units in zip(files, footers):
-        groups: list[int] = []
-        rows = 0
-        for unit in units:
-            groups.append(unit.group)
-            rows += unit.metadata.row_group(unit.group).num_rows
-            if not parts or rows >= part_rows:
-                parts.append(FilePart(file, tuple(groups)))
-                groups, rows = [], 0
-        if groups:
-            parts.append(FilePart(file, tuple(groups)))
-    return parts
+    groups: list[int] = []
+    rows = 0
+    for unit in row_group_reads(io, files[0]):
+        groups.append(unit.group)
+        rows += unit.metadata.row_group(unit.group).num_rows
+        if not parts or rows >= part_rows:
+            parts.append(FilePart(files[0], tuple(groups)))
+            groups, rows = [], 0
+    if groups:
+        parts.append(FilePart(files[0], tuple(groups)))
+    return parts + [FilePart(file) for file in files[1:]]
 
 
 def read_files_in_task(read: LakeRead, indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

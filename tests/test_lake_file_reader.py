@@ -56,15 +56,15 @@ def test_a_file_that_is_not_parquet_is_lake_data_error_naming_it(files: list[str
         list(read_lake_files(PyArrowFileIO(), ranges, LOG_SCHEMA, 100, 3))
 
 
-def test_spark_parts_start_with_one_row_group_then_whole_groups_up_to_a_size(files: list[str]) -> None:
+def test_spark_parts_split_the_first_file_one_row_group_first_then_whole_groups(files: list[str]) -> None:
     """The Spark LogSource's partitions: a task's rows reach the client when the task ends, so the
-    first is one row group; the rest group whole row groups, and together they read each wanted
-    row once, in order."""
+    first file is split, its first part one row group, the rest whole row groups up to a size; a
+    later file is one part. Together they read each wanted row once, in order."""
     io = PyArrowFileIO()
     ranges = [FileRange(files[0], 130, 1000), FileRange(files[1], 1000, 1300)]
     parts = plan_parts(io, ranges, part_rows=300)
     assert [(part.file.path, part.row_groups) for part in parts] == [
-        (files[0], (1,)), (files[0], (2, 3, 4)), (files[0], (5, 6, 7)), (files[1], (0, 1, 2)),
+        (files[0], (1,)), (files[0], (2, 3, 4)), (files[0], (5, 6, 7)), (files[1], None),
     ]
     rows = [
         batch
