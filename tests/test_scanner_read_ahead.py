@@ -232,3 +232,26 @@ def test_a_caught_up_scanner_parks_two_polls_per_server_and_the_connection_keeps
             assert registry.get_sample_value("lakelog_fetch_parked_polls") <= FETCHES_PER_SERVER
             for _ in range(200):  # the same connection, while the scanner's poll is parked
                 assert conn.admin.list_offsets(table.path)[119] == 10
+
+
+def test_buckets_subscribed_while_a_poll_is_parked_are_fetched_without_waiting_for_it(server: ServerProcess) -> None:
+    """A caught-up scanner keeps one long poll parked per server; buckets it subscribes to meanwhile
+    must be fetched in a fetch of their own, not after that poll's max-wait (30 s here)."""
+    with lakelog.connect(server.address, {"client.scanner.fetch.max-wait": "30s"}) as conn:
+        table = create_table(conn, buckets=4)
+        with table.new_append().create_writer() as writer:
+            for bucket in (2, 3):
+                writer.append_arrow(order_rows(bucket * 100, 100), bucket=bucket)
+        with table.new_scan().create_log_scanner() as scanner:
+            scanner.subscribe(0, 0)
+            scanner.subscribe(1, 0)
+            assert scanner.poll_arrow(timeout_ms=300).num_rows == 0  # buckets 0 and 1 are empty: their poll parks
+            scanner.subscribe(2, 0)
+            scanner.subscribe(3, 0)
+            got = []
+            for _ in range(4):  # each poll waits 5 s at most: well short of the parked poll's 30 s
+                got.append(scanner.poll_arrow(timeout_ms=5_000))
+                if sum(polled.num_rows for polled in got) >= 200:
+                    break
+    ids = sorted(pa.concat_tables(got).column("id").to_pylist())
+    assert ids == [*range(200, 300), *range(300, 400)]

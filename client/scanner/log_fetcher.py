@@ -7,7 +7,9 @@ per tablet server asks for all its buckets, as Kafka's fetcher does; once a serv
 back large (a backlog is being read), its buckets are split between two fetches, each up to half of
 ``client.scanner.fetch.max-bytes``, so the server reads one answer while the other travels: with
 one fetch in flight its reads and the transfers took turns (bench/, the local-tier benchmark: a
-fetch took the server's read plus the transfer, 22 ms for 16 MB, half of it the server's). A bucket
+fetch took the server's read plus the transfer, 22 ms for 16 MB, half of it the server's). Two may
+be in flight without a backlog too, so buckets with records never wait behind a parked long poll
+of caught-up ones (they did, up to ``client.scanner.fetch.max-wait``, at a read's end). A bucket
 with a fetch in flight is never fetched again, an answer is kept only when it starts exactly
 where the bucket's buffered answers end, and one that no longer matches the bucket's position
 (re-subscribed meanwhile, or after a failed answer) is dropped, so no record is returned twice.
@@ -60,7 +62,7 @@ IDLE_WAIT_S = 0.2
 LOCAL_TIER = "local"
 REMOTE_TIER = "remote"
 LAKE_TIER = "lake"
-# FetchLogs in flight per tablet server reading a backlog, over disjoint buckets (see the module's docstring).
+# FetchLogs in flight per tablet server at most, over disjoint buckets (see the module's docstring).
 FETCHES_PER_SERVER = 2
 # An answer of at least this share of client.scanner.fetch.max-bytes says the server has a backlog.
 BACKLOG_SHARE = 4
@@ -195,12 +197,15 @@ class LogFetcher:
                 except LakelogError as error:
                     self._completed.setdefault(bucket, []).append(FetchedBucket(bucket, offset, error=error))
                     continue
-                if self._nodes_in_flight[node] < self._fetches(node):
+                if self._nodes_in_flight[node] < FETCHES_PER_SERVER:
                     by_leader[node].append((bucket, offset))
+            # Up to FETCHES_PER_SERVER fetches per server may be in flight whatever its backlog, so
+            # buckets with records never wait behind a parked long poll of caught-up ones; only a
+            # backlog splits the ready buckets between fetches.
             sends = [
                 (node, group, self._max_bytes // self._fetches(node))
                 for node, buckets in by_leader.items()
-                for group in _split(buckets, self._fetches(node) - self._nodes_in_flight[node])
+                for group in _split(buckets, min(self._fetches(node), FETCHES_PER_SERVER - self._nodes_in_flight[node]))
             ]
             for node, group, _ in sends:
                 self._in_flight.update(bucket for bucket, _ in group)
@@ -209,7 +214,7 @@ class LogFetcher:
             self._send(node, group, max_bytes)
 
     def _fetches(self, node: ServerNode) -> int:
-        """FetchLogs the server may have in flight (each up to max-bytes divided by them)."""
+        """FetchLogs the server's ready buckets are split between (each up to max-bytes divided by them)."""
         return FETCHES_PER_SERVER if node in self._backlogged else 1
 
     def _send(self, node: ServerNode, group: list[tuple[int, int]], max_bytes: int) -> None:
