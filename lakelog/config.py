@@ -183,7 +183,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("client.writer.max-inflight", int, 8, "Produce requests in flight per writer."),
     ConfigOption("client.writer.delivery-timeout", parse_duration_ms, 120_000, "How long a writer retries a batch (leader unreachable or moved, timeouts, lost connections) before failing it; safe, as servers drop duplicates."),
     ConfigOption("client.barrier-hold.timeout", parse_duration_ms, 60_000, "How long a barrier hold may stay open before the servers drop it (at most 15min)."),
-    ConfigOption("client.scanner.fetch.max-bytes", parse_size, 16 << 20, "Bytes a scanner's fetches to one tablet server may return (one fetch; two of half each while its answers come back large)."),
+    ConfigOption("client.scanner.fetch.max-bytes", parse_size, 16 << 20, "Bytes one fetch to a tablet server may return, counted after projection; up to two fetches per server are in flight, and while its answers come back large its buckets are split between two of half this each."),
     ConfigOption("client.scanner.fetch.max-bytes-per-bucket", parse_size, 4 << 20, "Bytes one fetch may return per bucket."),
     ConfigOption("client.scanner.fetch.max-wait", parse_duration_ms, 500, "How long a server holds a fetch that has no data."),
     ConfigOption("client.scanner.fetch.min-bytes", int, 1, "Bytes a server waits for before it answers a fetch."),
