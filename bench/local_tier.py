@@ -82,10 +82,13 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         next_step="a projected fetch now reads only the kept columns' bytes (each batch's header and Arrow metadata, "
         "then one pread per kept column; lakelog/record/projection.py) and max-bytes counts projected bytes, so a "
         "projected scan takes a tenth of the fetches: 2.2x to 4.6-5.8x in runs of bench --only local. What is left, "
-        "measured on a 5 M-record scan of 0.08 s: the client waits about 30 ms for the first 16 MB answer (all four "
-        "buckets read, then sent) and spends 40-50 ms decoding and building the meta columns (20 bytes a row against "
-        "the 8 of the one column kept); server CPU 0.05 s. Next: a first fetch that starts small and grows (the "
-        "pipeline fills sooner), and meta columns built on the fetch thread while the previous answer is polled",
+        "measured on a 5 M-record scan of 0.08 s: the client waits about 28 ms for the first 16.7 MB answer (all four "
+        "buckets read, then sent) and decodes it in 38 ms, the same answer that takes 10-15 ms to decode alone: the "
+        "server's reads, gRPC's receive and the decode share two cores, so work moved to another client thread "
+        "(meta columns built on the fetch thread) saves nothing. What costs CPU per answer: the meta columns (20 bytes "
+        "a row against the 8 of the one column kept, a third of the decode), the CRC, 20 us of Python per batch. Next: "
+        "a first fetch split in two from the start (-6 ms measured, but a small table's first poll then no longer "
+        "holds every bucket)",
     )
     as_records = Result(
         "2b", "poll() records", rows / records_s, "records/s", rows / pylist_s,

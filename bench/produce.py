@@ -51,12 +51,14 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
                 "bare grpcio server, same batches as Arrow IPC, same requests in flight", baseline_s / produce_s, target,
                 detail=f"{records:,} records in batches of {data.CHUNK_RECORDS:,}", tier=f"produce ({mode})",
                 next_step="the server's allocator setting, the crc32c CRC, a request parsed by hand into views of the "
-                "received message, and now an append that writes each batch's stamped header and its received body with "
-                "one pwritev (no copy of the request) took server CPU per 2 M records from about 0.3 s to 0.21-0.26 s; "
-                "the wall time (0.32 s) is now above both processes' CPU (server 0.24 s, writer 0.25 s): what is left is "
-                "latency per request with 8 in flight, and on the writer the copy that joins a batch into its request "
-                "(encode_produce_request) and gRPC's own copy; next, encode each batch behind room for its request's "
-                "framing so it is sent as encoded",
+                "received message, an append that writes each batch's stamped header and its received body with one "
+                "pwritev, and a writer that encodes each batch into a buffer of its final size took server CPU per 2 M "
+                "records from about 0.3 s to 0.17-0.25 s and the writer's to 0.18-0.22 s; the wall time (0.24-0.32 s "
+                "in runs of this group alone, 0.55-0.6x) is latency per request with 8 in flight. The copy that joins a "
+                "request stays: grpcio takes a request as bytes and copies it into its own buffer, so a request built "
+                "in place would be copied once more into bytes. In a full run this row is lower than in runs of its "
+                "group alone (0.38x against 0.55-0.61x), the baseline less so; not the earlier groups' data on disk, "
+                "a Spark session left running (0.296 s against 0.315 s), nor a Python heap of 6 M objects",
             )
             if target is not None:
                 tables.append(cluster.table(f"produce_{mode}_{next(names)}", conn=conn))
