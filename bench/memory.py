@@ -5,6 +5,7 @@ data in all)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,8 @@ from bench.measure import Result, progress
 from bench.sizes import Sizes
 
 LIMIT_MB = 400.0
+# What README's Memory section tells a process that mostly scans to set before pyarrow loads.
+PURGE_NOW = "MIMALLOC_PURGE_DELAY=0"
 REPO = Path(__file__).resolve().parents[1]
 TIERS = ("lake", "remote", "local")
 
@@ -33,9 +36,9 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
 
     config = json.dumps(cluster.client_config({"client.lake.source": "iceberg-arrow"}))
 
-    def client(records: int) -> dict[str, float]:
+    def client(records: int, env: dict[str, str] | None = None) -> dict[str, float]:
         argv = [sys.executable, "-m", "bench.memory_client", cluster.server.address, str(table.path), str(records), config]
-        done = subprocess.run(argv, cwd=REPO, check=True, stdout=subprocess.PIPE, text=True)
+        done = subprocess.run(argv, cwd=REPO, check=True, stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
         return json.loads(done.stdout)
 
     progress("memory: a client that only connects")
@@ -43,18 +46,24 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
     progress(f"memory: a client scanning {total:,} records from the lake, remote and local tiers")
     read = client(total)
     peak_mb = read["rss_peak_mb"]
+    progress(f"memory: the same scan with {PURGE_NOW} (README, Client memory)")
+    purged = client(total, dict([PURGE_NOW.split("=")]))
     cluster.drop(table)
     return [
         Result(
             "8", "Memory: peak RSS of a scanning client", peak_mb, "MB", None, "", peak_mb, LIMIT_MB,
             lower_is_better=True,
             detail=f"{read['records']:,.0f} records, {sizes.memory_bytes / 1e9:.2f} GB of log data over three tiers; "
-            f"Arrow pool peak {read['arrow_pool_peak_mb']:.0f} MB; a client that only connects: {idle_mb:.0f} MB",
-            next_step="mimalloc, pyarrow's default pool, keeps what a thread freed in that thread's heap until it "
-            "allocates again, and a scanner's threads take turns going idle: a poll about to wait and a lake row-group "
-            "read that ends give back what their thread freed (lakelog/arrow_memory.py; 527-589 MB before, one "
-            "prepared table, a client each). What is left is Arrow's pool itself (80-140 MB while the lake third is "
-            "read: Parquet decoding ahead of the consumer) and the threads Arrow and gRPC keep: next, one row-group pool "
-            "per scanner, counted in client.scanner.max-buffered-bytes",
+            f"Arrow pool peak {read['arrow_pool_peak_mb']:.0f} MB; a client that only connects: {idle_mb:.0f} MB; "
+            f"the same scan with {PURGE_NOW} in its environment: {purged['rss_peak_mb']:.0f} MB",
+            next_step="the peak comes while the lake third is read, with Arrow's pool at 80-140 MB: mimalloc, pyarrow's "
+            "default pool, keeps what a thread freed in that thread's heap until it allocates again, and a scanner's "
+            "threads (fetches, downloads, lake row groups, Arrow's Parquet decoding) take turns going idle. Measured "
+            "this stop, one prepared table, a client each: defaults 555-626 MB; MIMALLOC_PURGE_DELAY=0 368 MB and "
+            "ARROW_DEFAULT_MEMORY_POOL=jemalloc 397 MB, both at the same speed, both read by Arrow when it loads, so a "
+            "process sets them before it imports pyarrow (README, Client memory); pyarrow.set_memory_pool(jemalloc) at connect "
+            "time only reached 494-516 MB (Arrow's C++ readers keep the pool they started with), so lakelog has no "
+            "config key for it; client.lake.read-threads=1 561 MB, client.scanner.max-buffered-bytes=32mb 542 MB. "
+            "Next: fewer threads that allocate (one row-group pool per scanner, counted in max-buffered-bytes)",
         )
     ]

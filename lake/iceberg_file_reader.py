@@ -20,7 +20,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO
 
-from lakelog.arrow_memory import release_freed_memory
 from lakelog.errors import LakeDataError, LakeError
 from lakelog.lake.log_rows import to_log_rows
 from lakelog.record.meta_columns import OFFSET_COLUMN
@@ -121,11 +120,7 @@ def _wanted_row_groups(file: FileRange, metadata: pq.FileMetaData) -> list[RowGr
 
 
 def read_row_group_batches(io: FileIO, unit: RowGroupRead, log_schema: pa.Schema, batch_rows: int) -> list[pa.RecordBatch]:
-    """A row group read on a worker thread, which then returns what it freed while decoding."""
-    try:
-        return list(read_row_group(io, unit, log_schema, batch_rows))
-    finally:
-        release_freed_memory()
+    return list(read_row_group(io, unit, log_schema, batch_rows))
 
 
 def read_row_group(io: FileIO, unit: RowGroupRead, log_schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:

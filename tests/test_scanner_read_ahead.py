@@ -12,7 +12,6 @@ import time
 from typing import Callable, Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 import lakelog
 from lakelog.client.rpc.messages import FetchRequest
@@ -256,26 +255,3 @@ def test_buckets_subscribed_while_a_poll_is_parked_are_fetched_without_waiting_f
                     break
     ids = sorted(pa.concat_tables(got).column("id").to_pylist())
     assert ids == [*range(200, 300), *range(300, 400)]
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS:"))
-
-
-def test_a_poll_that_waits_gives_back_the_memory_its_thread_freed(server: ServerProcess) -> None:
-    """Arrow's default pool, mimalloc, keeps the pages a thread freed until that thread allocates
-    again: a process that read a large table and then tails it kept the read's peak (bench/,
-    benchmark 8: 527-589 MB, now 342-359 MB). A poll that waits for records gives them back."""
-    assert pa.default_memory_pool().backend_name == "mimalloc"  # pyarrow's default on Linux
-    with lakelog.connect(server.address) as conn:
-        table = create_table(conn)
-        with table.new_scan().create_log_scanner() as scanner:
-            scanner.subscribe_from_beginning()
-            assert scanner.poll_arrow(timeout_ms=100).num_rows == 0  # what a first poll sets up, set up
-            ramp = pa.array(range(1 << 20), pa.int64())
-            decoded = [pc.add(ramp, n) for n in range(40)]  # 320 MB from Arrow's pool, on this thread
-            del decoded
-            held = _rss_mb()
-            assert scanner.poll_arrow(timeout_ms=300).num_rows == 0
-            assert _rss_mb() < held - 200

@@ -7,7 +7,6 @@ from typing import Callable, Iterable, Mapping
 
 import pyarrow as pa
 
-from lakelog.arrow_memory import release_freed_memory
 from lakelog.config import Configuration
 from lakelog.errors import InvalidRequestError, UnknownBucketError
 from lakelog.metadata import OffsetSpec, TableInfo
@@ -118,7 +117,6 @@ class LogScanner(PolledScanner):
             if fetched.tables or time.monotonic() >= deadline:
                 self._fetcher.send_fetches()
                 return ScanRecords(self._out_schema, fetched.tables, fetched.high_watermarks)
-            release_freed_memory()  # this thread goes idle: what it freed would stay in its heap
             self._fetcher.wait(min(max(deadline - time.monotonic(), 0), IDLE_WAIT_S))
 
     # reading to the end, for Arrow tools

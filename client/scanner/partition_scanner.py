@@ -22,7 +22,6 @@ from typing import Callable, Iterable
 
 import pyarrow as pa
 
-from lakelog.arrow_memory import release_freed_memory
 from lakelog.config import Configuration
 from lakelog.errors import InvalidPartitionError, InvalidRequestError, LakelogError, PartitionNotExistError, TableNotExistError
 from lakelog.metadata import OffsetSpec, OffsetType, TableInfo
@@ -257,7 +256,6 @@ class PartitionedLogScanner(PolledScanner):
                 high_watermarks.update({(partition_id, b): hw for b, hw in records.high_watermarks.items()})
             if tables or time.monotonic() >= deadline:
                 return ScanRecords(self._out_schema, tables, high_watermarks)
-            release_freed_memory()  # this thread goes idle: what it freed would stay in its heap
             time.sleep(min(ROUND_WAIT_S, IDLE_WAIT_S, max(deadline - time.monotonic(), 0)))
 
     # reading to the end: every partition's buckets together, so they share the read-ahead budget
