@@ -60,7 +60,7 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             "default pool, keeps what a thread freed in that thread's heap until it allocates again, and a scanner's "
             "threads (fetches, downloads, lake row groups, Arrow's Parquet decoding) take turns going idle. Measured "
             "this stop, one prepared table, a client each: defaults 555-626 MB; MIMALLOC_PURGE_DELAY=0 368 MB and "
-            "ARROW_DEFAULT_MEMORY_POOL=jemalloc 397 MB, both at the same speed, both read by Arrow when it loads, so a "
+            "ARROW_DEFAULT_MEMORY_POOL=jemalloc 397 MB, that scan as fast, both read by Arrow when it loads, so a "
             "process sets them before it imports pyarrow (README, Client memory); pyarrow.set_memory_pool(jemalloc) at connect "
             "time only reached 494-516 MB (Arrow's C++ readers keep the pool they started with), so lakelog has no "
             "config key for it; client.lake.read-threads=1 561 MB, client.scanner.max-buffered-bytes=32mb 542 MB. "

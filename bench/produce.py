@@ -56,9 +56,11 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
                 "records from about 0.3 s to 0.17-0.25 s and the writer's to 0.18-0.22 s; the wall time (0.24-0.32 s "
                 "in runs of this group alone, 0.55-0.6x) is latency per request with 8 in flight. The copy that joins a "
                 "request stays: grpcio takes a request as bytes and copies it into its own buffer, so a request built "
-                "in place would be copied once more into bytes. In a full run this row is lower than in runs of its "
-                "group alone (0.38x against 0.55-0.61x), the baseline less so; not the earlier groups' data on disk, "
-                "a Spark session left running (0.296 s against 0.315 s), nor a Python heap of 6 M objects",
+                "in place would be copied once more into bytes. In full runs this row moves most: 0.38x, 0.65x "
+                "and 0.33x in the last three (the async row below the sync one in the last), against 0.46-0.61x in runs of "
+                "its group alone; not the earlier groups' data on disk, a Spark session left running (0.296 s against "
+                "0.315 s) nor a Python heap of 6 M objects. Next: time each request on both sides in a full run, to see "
+                "whether the server's appends or the writer's requests stall",
             )
             if target is not None:
                 tables.append(cluster.table(f"produce_{mode}_{next(names)}", conn=conn))

@@ -154,7 +154,7 @@ def _connect_reads(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         "PyIceberg scan().to_arrow(), same rows", baseline_s / measured["warm"], 0.3, tier="lake (Spark Connect)",
         detail=f"{records:,} records, median of {sizes.runs} scans, Connect server on local[2]",
         next_step="CPU per warm scan of 5 M records, by process, now that batches cross Spark zstd-compressed (4.5 "
-        "times smaller than LZ4 on these numbers, as fast to write): Spark's JVM 1.7-2.4 s (3 s with LZ4), its "
+        "times smaller than LZ4 on these numbers for 0.35 s more of the tasks' CPU): Spark's JVM 1.7-2.4 s (3 s with LZ4), its "
         "Python workers 2.9-3.0 s, the client 0.95 s, on 2 cores, so 2.95-3.25 s a scan against PyIceberg's "
         "0.5-1.3 s (its own figure moves most between runs). The batch size changes nothing (16k to 64k rows); all "
         "four buckets' files in one job instead of a job per bucket was 14% faster, not the 30% needed. Next: the "

@@ -19,10 +19,10 @@ from lakelog.lake.iceberg_file_reader import FileRange, read_lake_file, row_grou
 IPC_COLUMN = "ipc"
 # Compressed, because each batch crosses Spark's JVM several times (from the Python worker, into
 # rows, into Connect's answer) and the JVM's time grows with the bytes it carries: LZ4 took it from
-# 5 s to 3 s of CPU per warm read of 5 M records. zstd (Arrow's default level) is as fast as LZ4 to
-# write and read here and 4.5 times smaller on the benchmark's numbers (9x against 2x): the JVM's
-# CPU went from 3 s to 1.7-2.3 s, the read from 3.3-3.8 s to 2.7-3.2 s. Readers of an IPC stream
-# decompress it themselves.
+# 5 s to 3 s of CPU per warm read of 5 M records. zstd (Arrow's default level) is 4.5 times smaller
+# than LZ4 on the benchmark's numbers (9x against 2x) for 0.35 s more of the tasks' CPU (1.96 s
+# against 1.60 s for the same files): the JVM's CPU went from 3 s to 1.7-2.3 s, the read from
+# 3.3-3.8 s to 2.7-3.2 s. Readers of an IPC stream decompress it themselves.
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
 
 
