@@ -16,7 +16,7 @@ from bench.measure import Result, progress
 from bench.sizes import Sizes
 
 LIMIT_MB = 400.0
-# What README's Memory section tells a process that mostly scans to set before pyarrow loads.
+# What README's Client memory section offers a process that must stay smaller, set before pyarrow loads.
 PURGE_NOW = "MIMALLOC_PURGE_DELAY=0"
 REPO = Path(__file__).resolve().parents[1]
 TIERS = ("lake", "remote", "local")
@@ -59,7 +59,7 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             next_step="the peak comes while the lake third is read, with Arrow's pool at 80-140 MB: mimalloc, pyarrow's "
             "default pool, keeps what a thread freed in that thread's heap until it allocates again, and a scanner's "
             "threads (fetches, downloads, lake row groups, Arrow's Parquet decoding) take turns going idle. Measured "
-            "this stop, one prepared table, a client each: defaults 555-626 MB; MIMALLOC_PURGE_DELAY=0 368 MB and "
+            "on one prepared table, a client each: defaults 555-626 MB; MIMALLOC_PURGE_DELAY=0 368 MB and "
             "ARROW_DEFAULT_MEMORY_POOL=jemalloc 397 MB, that scan as fast, both read by Arrow when it loads, so a "
             "process sets them before it imports pyarrow (README, Client memory); pyarrow.set_memory_pool(jemalloc) at connect "
             "time only reached 494-516 MB (Arrow's C++ readers keep the pool they started with), so lakelog has no "

@@ -43,7 +43,7 @@ from lakelog.spark_session import refuse_local_lake, shared_connect_session, spa
 logger = logging.getLogger(__name__)
 
 APP_NAME = "lakelog-lake-reader"
-# Rows of whole row groups per Spark partition of a read's first file but its first (see plan_parts).
+# Rows per Spark partition of a read's first file after its first partition, one row group (see plan_parts).
 PART_ROWS = 1 << 19
 _END = object()
 

@@ -317,15 +317,22 @@ class ReplicaManager:
         budget = params.max_bytes
         results = []
         # One projection per table and fetch: its buckets share the layouts it works out.
-        projections: dict[int, BatchProjection] = {}
+        projections: dict[int, BatchProjection | None] = {}
+
+        def projection_of(table_id: int, info: TableInfo) -> BatchProjection | None:
+            if table_id not in projections:
+                wanted = params.projections.get(table_id)
+                projections[table_id] = BatchProjection(check_projection(info.schema, wanted, str(info.path))) if wanted else None
+            return projections[table_id]
+
         for request in params.buckets:
-            result = self._read_one(request, params.projections.get(request.table_id, []), projections, budget, params.enable_lake)
+            result = self._read_one(request, projection_of, budget, params.enable_lake)
             budget = max(budget - len(result.records), 0)
             results.append(result)
         return results
 
     def _read_one(
-        self, request: BucketFetch, projection: list[int], projections: dict[int, BatchProjection], budget: int, enable_lake: bool
+        self, request: BucketFetch, projection_of: Callable[[int, TableInfo], BatchProjection | None], budget: int, enable_lake: bool
     ) -> BucketFetchResult:
         try:
             if request.fetch_offset < 0 or request.max_bytes <= 0:
@@ -334,9 +341,7 @@ class ReplicaManager:
                     f"{request.fetch_offset} and {request.max_bytes}"
                 )
             info, tablet = self._tablet(request.table_id, request.bucket)
-            if projection and request.table_id not in projections:
-                projections[request.table_id] = BatchProjection(check_projection(info.schema, projection, str(info.path)))
-            columns = projections.get(request.table_id)
+            columns = projection_of(request.table_id, info)
             if request.fetch_offset < tablet.log_start_offset:
                 return self._read_below_local(request, tablet, enable_lake)
             earliest = self._earliest(request.table_id, request.bucket, tablet, enable_lake=enable_lake)
