@@ -44,11 +44,19 @@ class RowGroupRead:
 
 
 def read_lake_file(
-    io: FileIO, path: str, log_schema: pa.Schema, start: int, end: int, batch_rows: int, row_groups: Sequence[int] | None = None
+    io: FileIO,
+    path: str,
+    log_schema: pa.Schema,
+    start: int,
+    end: int,
+    batch_rows: int,
+    row_groups: Sequence[int] | None = None,
+    footer: pq.FileMetaData | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of ``path`` with offsets in ``[start, end)``, in file order, as batches of
     ``log_schema`` (see :func:`lakelog.lake.log_rows.to_log_rows`) of at most ``batch_rows`` rows;
-    with ``row_groups``, only the rows of those row groups.
+    with ``row_groups``, only the rows of those row groups; with ``footer`` (the file's, read
+    earlier), without reading the footer again.
 
     Raises LakeError when the file cannot be read (gone, storage unreachable), LakeDataError when it
     is damaged (not Parquet, a page failing its checksum) or its columns do not convert to the log's.
@@ -56,7 +64,7 @@ def read_lake_file(
     file = FileRange(path, start, end)
     with _reading(path):
         with io.new_input(path).open() as stream:  # one open for the footer and every row group
-            parquet = pq.ParquetFile(stream, page_checksum_verification=True)
+            parquet = pq.ParquetFile(stream, metadata=footer, page_checksum_verification=True)
             for unit in _wanted_row_groups(file, parquet.metadata):
                 if row_groups is not None and unit.group not in row_groups:
                     continue

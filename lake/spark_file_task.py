@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, load_file_io
 
 from lakelog.lake.iceberg_file_reader import FileRange, read_lake_file, row_group_reads
@@ -29,10 +30,12 @@ _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
 @dataclass(frozen=True)
 class FilePart:
     """Row groups ``row_groups`` (None: every one holding offsets of the range) of a data file,
-    read within ``file``'s offset range: one partition."""
+    read within ``file``'s offset range: one partition. ``footer`` is the file's footer when the
+    client read it to plan the parts, so that each of the file's tasks does not read it again."""
 
     file: FileRange
     row_groups: tuple[int, ...] | None = None
+    footer: pq.FileMetaData | None = None
 
 
 @dataclass(frozen=True)
@@ -61,10 +64,10 @@ def plan_parts(io: FileIO, files: Sequence[FileRange], part_rows: int) -> list[F
         groups.append(unit.group)
         rows += unit.metadata.row_group(unit.group).num_rows
         if not parts or rows >= part_rows:
-            parts.append(FilePart(files[0], tuple(groups)))
+            parts.append(FilePart(files[0], tuple(groups), unit.metadata))
             groups, rows = [], 0
     if groups:
-        parts.append(FilePart(files[0], tuple(groups)))
+        parts.append(FilePart(files[0], tuple(groups), unit.metadata))
     return parts + [FilePart(file) for file in files[1:]]
 
 
@@ -76,7 +79,9 @@ def read_files_in_task(read: LakeRead, indexes: Iterator[pa.RecordBatch]) -> Ite
             part = read.parts[index]
             file = part.file
             io = load_file_io(dict(read.io_properties), file.path)
-            for batch in read_lake_file(io, file.path, read.log_schema, file.start, file.end, read.batch_rows, part.row_groups):
+            for batch in read_lake_file(
+                io, file.path, read.log_schema, file.start, file.end, read.batch_rows, part.row_groups, part.footer
+            ):
                 sink = pa.BufferOutputStream()
                 with pa.ipc.new_stream(sink, batch.schema, options=_IPC_OPTIONS) as writer:
                     writer.write_batch(batch)

@@ -69,6 +69,26 @@ def test_spark_parts_split_the_first_file_one_row_group_first_then_whole_groups(
     rows = [
         batch
         for part in parts
-        for batch in read_lake_file(io, part.file.path, LOG_SCHEMA, part.file.start, part.file.end, 100, part.row_groups)
+        for batch in read_lake_file(io, part.file.path, LOG_SCHEMA, part.file.start, part.file.end, 100, part.row_groups, part.footer)
     ]
     assert pa.Table.from_batches(rows, schema=LOG_SCHEMA).column("__offset").to_pylist() == [*range(130, 1000), *range(1000, 1300)]
+
+
+def test_spark_parts_of_the_first_file_carry_its_footer_so_their_tasks_do_not_read_it_again(files: list[str]) -> None:
+    """The client reads the first file's footer to plan its parts; on object storage another read
+    of it per task is a request each. The proof: the file's footer destroyed after planning, its
+    parts still read every wanted row."""
+    io = PyArrowFileIO()
+    parts = plan_parts(io, [FileRange(files[0], 130, 1000)], part_rows=300)
+    assert len(parts) == 3 and all(part.footer is not None for part in parts)
+    with open(files[0], "r+b") as file:
+        file.seek(-8, 2)
+        file.write(b"\0" * 8)  # the footer's length and the closing magic
+    with pytest.raises(LakeDataError, match="0.parquet"):
+        list(read_lake_file(io, files[0], LOG_SCHEMA, 130, 1000, 100))
+    rows = [
+        batch
+        for part in parts
+        for batch in read_lake_file(io, part.file.path, LOG_SCHEMA, part.file.start, part.file.end, 100, part.row_groups, part.footer)
+    ]
+    assert pa.Table.from_batches(rows, schema=LOG_SCHEMA).column("__offset").to_pylist() == list(range(130, 1000))
