@@ -56,8 +56,10 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             detail=f"{read['records']:,.0f} records, {sizes.memory_bytes / 1e9:.2f} GB of log data over three tiers; "
             f"Arrow pool peak {read['arrow_pool_peak_mb']:.0f} MB; a client that only connects: {idle_mb:.0f} MB; "
             f"the same scan with {PURGE_NOW} in its environment: {purged['rss_peak_mb']:.0f} MB",
-            next_step="the peak comes while the lake third is read, with Arrow's pool at 80-140 MB: mimalloc, pyarrow's "
-            "default pool, keeps what a thread freed in that thread's heap until it allocates again, and a scanner's "
+            next_step="RSS sampled every 0.1 s through one scan: up to 402 MB in the lake third, 514-546 MB in the remote "
+            "third, 546-574 MB in the local one, while Arrow's pool held at most 162 MB, and 1 MB at the peak, when "
+            "/proc/self/smaps showed 284 MB resident in mimalloc's arena and about 130 MB in glibc's heaps (gRPC's "
+            "receive buffers, answers as Python bytes). mimalloc, pyarrow's default pool, keeps what a thread freed in that thread's heap until it allocates again, and a scanner's "
             "threads (fetches, downloads, lake row groups, Arrow's Parquet decoding) take turns going idle. Measured "
             "on one prepared table, a client each: defaults 555-626 MB; MIMALLOC_PURGE_DELAY=0 368 MB and "
             "ARROW_DEFAULT_MEMORY_POOL=jemalloc 397 MB, that scan as fast, both read by Arrow when it loads, so a "
@@ -67,7 +69,9 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             "Tried since: collecting a thread's heap (MemoryPool.release_unused) after every poll that waits and every "
             "lake row group read: 342-359 MB, but the lake read fell from 0.96x to 0.76x and the file:// remote read from "
             "0.75x to 0.63x (the next read faults the pages in again); at most once a second per thread: 420-466 MB. "
-            "MIMALLOC_PURGE_DELAY=0 costs the same kind of speed (lake 0.90x, file:// 0.40-0.60x). Next: fewer threads "
-            "that allocate (one row-group pool per scanner, counted in max-buffered-bytes)",
+            "MIMALLOC_PURGE_DELAY=0 costs the same kind of speed (lake 0.90x, file:// 0.40-0.60x). One row-group pool of "
+            "two threads for the whole process instead of one per bucket: 507 MB against 517-525 MB, so the lake threads "
+            "are not where it is kept. Next: glibc's share, with the client's mmap threshold fixed below an answer's "
+            "size, against the page faults that costs each answer",
         )
     ]

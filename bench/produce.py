@@ -56,11 +56,16 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
                 "records from about 0.3 s to 0.17-0.25 s and the writer's to 0.18-0.22 s; the wall time (0.24-0.32 s "
                 "in runs of this group alone, 0.55-0.6x) is latency per request with 8 in flight. The copy that joins a "
                 "request stays: grpcio takes a request as bytes and copies it into its own buffer, so a request built "
-                "in place would be copied once more into bytes. In full runs this row moves most: 0.38x, 0.65x "
-                "and 0.33x in the last three (the async row below the sync one in the last), against 0.46-0.61x in runs of "
-                "its group alone; not the earlier groups' data on disk, a Spark session left running (0.296 s against "
-                "0.315 s) nor a Python heap of 6 M objects. Next: time each request on both sides in a full run, to see "
-                "whether the server's appends or the writer's requests stall",
+                "in place would be copied once more into bytes. In full runs this row moves most (0.38x, 0.65x, 0.33x over three), "
+                "and the cause is the kernel's buffered write, not lakelog's code: each timed run probed in a full run "
+                "(CPU, syscalls and page faults per process from /proc, the server's stacks by py-spy and /proc/PID/stack) "
+                "shows the same requests taking the server 0.18-0.23 s of CPU in some runs and 0.5-0.57 s in others, "
+                "both servers, with fewer syscalls and no more page faults in the slow ones, the writer's CPU unchanged, "
+                "and the extra time in pwritev (generic_perform_write, copying into the page cache: 75-80 samples "
+                "against 3-7). The likely cause: this VM's balloon reports free pages to its host (virtio_balloon free page "
+                "reporting), so a new page-cache page may have to be backed by the host again on its first write; not "
+                "proven (160 MB written just after 6 GB were freed took 53 ms against 37 ms). The bare grpcio baseline "
+                "writes nothing. Next: a second baseline whose server also appends each request to a file",
             )
             if target is not None:
                 tables.append(cluster.table(f"produce_{mode}_{next(names)}", conn=conn))
