@@ -58,8 +58,8 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             f"the same scan with {PURGE_NOW} in its environment: {purged['rss_peak_mb']:.0f} MB",
             next_step="RSS sampled every 0.1 s through one scan: up to 402 MB in the lake third, 514-546 MB in the remote "
             "third, 546-574 MB in the local one, while Arrow's pool held at most 162 MB, and 1 MB at the peak, when "
-            "/proc/self/smaps showed 284 MB resident in mimalloc's arena and about 130 MB in glibc's heaps (gRPC's "
-            "receive buffers, answers as Python bytes). mimalloc, pyarrow's default pool, keeps what a thread freed in that thread's heap until it allocates again, and a scanner's "
+            "/proc/self/smaps showed 254-369 MB resident in mimalloc's arena (four scans) and 70-130 MB in glibc's heaps "
+            "(gRPC's receive buffers, answers as Python bytes). mimalloc, pyarrow's default pool, keeps what a thread freed in that thread's heap until it allocates again, and a scanner's "
             "threads (fetches, downloads, lake row groups, Arrow's Parquet decoding) take turns going idle. Measured "
             "on one prepared table, a client each: defaults 555-626 MB; MIMALLOC_PURGE_DELAY=0 368 MB and "
             "ARROW_DEFAULT_MEMORY_POOL=jemalloc 397 MB, that scan as fast, both read by Arrow when it loads, so a "
@@ -71,7 +71,8 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             "0.75x to 0.63x (the next read faults the pages in again); at most once a second per thread: 420-466 MB. "
             "MIMALLOC_PURGE_DELAY=0 costs the same kind of speed (lake 0.90x, file:// 0.40-0.60x). One row-group pool of "
             "two threads for the whole process instead of one per bucket: 507 MB against 517-525 MB, so the lake threads "
-            "are not where it is kept. Next: glibc's share, with the client's mmap threshold fixed below an answer's "
-            "size, against the page faults that costs each answer",
+            "are not where it is kept; glibc's mmap threshold fixed at 4 MB (MALLOC_MMAP_THRESHOLD_, so answers are "
+            "unmapped when freed): 480-592 MB against 541-604 MB, no change. Next: mimalloc's purge options set by "
+            "the client for its own threads, which pyarrow does not expose (libarrow exports only arrow_mi_collect)",
         )
     ]
