@@ -7,14 +7,18 @@ IPC, one request in flight while it decodes the previous answer, as lakelog's fe
 lakelog adds on top (CRC checks, meta columns, its fetch protocol and buffering) is the difference.
 
 Produce: the client encodes Arrow batches of the writer's batch size as IPC and sends them with as
-many requests in flight as lakelog's writer; the server acknowledges and keeps nothing.
+many requests in flight as lakelog's writer; the server acknowledges and keeps nothing, or (given a
+file) first appends each request to it, so that the kernel's write into the page cache, which a log
+store cannot skip, is in the baseline too.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from collections import deque
 from concurrent import futures
+from pathlib import Path
 from typing import Sequence
 
 import grpc
@@ -28,10 +32,12 @@ _OPTIONS = [("grpc.max_send_message_length", 256 << 20), ("grpc.max_receive_mess
 
 
 class BaselineServer:
-    """Serves ``responses`` by index (Fetch) and acknowledges anything (Produce)."""
+    """Serves ``responses`` by index (Fetch) and acknowledges anything (Produce), after appending
+    it to ``append_to`` when given."""
 
-    def __init__(self, responses: Sequence[bytes] = ()) -> None:
+    def __init__(self, responses: Sequence[bytes] = (), append_to: Path | None = None) -> None:
         self._responses = list(responses)
+        self._log_fd = None if append_to is None else os.open(append_to, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._server = grpc.server(futures.ThreadPoolExecutor(8), options=_OPTIONS)
         handlers = {
             "Fetch": grpc.unary_unary_rpc_method_handler(self._fetch),
@@ -45,12 +51,15 @@ class BaselineServer:
     def _fetch(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         return self._responses[_INDEX.unpack(request)[0]]
 
-    @staticmethod
-    def _produce(request: bytes, context: grpc.ServicerContext) -> bytes:
+    def _produce(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        if self._log_fd is not None:
+            os.write(self._log_fd, request)
         return _INDEX.pack(len(request))
 
     def stop(self) -> None:
         self._server.stop(0).wait()
+        if self._log_fd is not None:
+            os.close(self._log_fd)
 
     def __enter__(self) -> "BaselineServer":
         return self

@@ -91,10 +91,10 @@ def _serve_lakelog(conn: Connection, config: Mapping[str, Any], roles: tuple[str
         server.stop(0)
 
 
-def _serve_baseline(conn: Connection, responses: Sequence[bytes]) -> None:
+def _serve_baseline(conn: Connection, responses: Sequence[bytes], append_to: Path | None) -> None:
     # The allocator as lakelog's server sets it (server/allocator.py): the baseline gets every tuning lakelog gets.
     keep_buffers_on_heap(Configuration({}).get("server.malloc.mmap-threshold"))
-    with BaselineServer(responses) as server:
+    with BaselineServer(responses, append_to) as server:
         _serve(conn, server, server.address)
 
 
@@ -109,10 +109,11 @@ class HostedServer(_Child):
 
 
 class HostedBaseline(_Child):
-    """The bare grpcio baseline server (bench/grpc_baseline.py) in a child process."""
+    """The bare grpcio baseline server (bench/grpc_baseline.py) in a child process; with
+    ``append_to``, one that appends each produce request to that file."""
 
-    def __init__(self, responses: Sequence[bytes] = ()) -> None:
-        super().__init__(_serve_baseline, list(responses))
+    def __init__(self, responses: Sequence[bytes] = (), append_to: Path | None = None) -> None:
+        super().__init__(_serve_baseline, list(responses), append_to)
 
     def __enter__(self) -> "HostedBaseline":
         return self
