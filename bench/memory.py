@@ -73,7 +73,14 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             "MIMALLOC_PURGE_DELAY=0 costs the same kind of speed (lake 0.90x, file:// 0.40-0.60x). One row-group pool of "
             "two threads for the whole process instead of one per bucket: 507 MB against 517-525 MB, so the lake threads "
             "are not where it is kept; glibc's mmap threshold fixed at 4 MB (MALLOC_MMAP_THRESHOLD_, so answers are "
-            "unmapped when freed): 480-592 MB against 541-604 MB, no change. Next: mimalloc's purge options set by "
-            "the client for its own threads, which pyarrow does not expose (libarrow exports only arrow_mi_collect)",
+            "unmapped when freed): 480-592 MB against 541-604 MB, no change. Measured since, one prepared table: the peak "
+            "comes in the local third, when Arrow's pool holds 0-2 MB and mimalloc's arena 173-271 MB freed in the lake "
+            "and remote thirds; the lake reader thread collecting its heap as it ends: 457 and 573 MB; remote GETs into "
+            "buffers outside Arrow's pool (numpy, unmapped when freed): the local third fell to about 345 MB in two scans "
+            "of three, but the peak moved to the remote third (558-621 MB, two 64 MB GETs in flight); "
+            "ARROW_DEFAULT_MEMORY_POOL=jemalloc 489-549 MB, as fast; jemalloc with pyarrow.jemalloc_set_decay_ms(0) "
+            "352-382 MB, but the lake read 38% and the file:// remote read 45% slower (bench --only local remote lake, "
+            "twice each). Next: mimalloc's purge options set by the client for its own threads, which pyarrow does not "
+            "expose (libarrow exports only arrow_mi_collect)",
         )
     ]
