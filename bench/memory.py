@@ -18,6 +18,7 @@ from bench.sizes import Sizes
 LIMIT_MB = 400.0
 # What README's Client memory section offers a process that must stay smaller, set before pyarrow loads.
 PURGE_NOW = {"MIMALLOC_PURGE_DELAY": "0"}
+PURGE_LABEL = " ".join(f"{key}={value}" for key, value in PURGE_NOW.items())
 REPO = Path(__file__).resolve().parents[1]
 TIERS = ("lake", "remote", "local")
 
@@ -46,7 +47,7 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
     progress(f"memory: a client scanning {total:,} records from the lake, remote and local tiers")
     read = client(total)
     peak_mb = read["rss_peak_mb"]
-    progress("memory: the same scan with MIMALLOC_PURGE_DELAY=0 (README, Client memory)")
+    progress(f"memory: the same scan with {PURGE_LABEL} (README, Client memory)")
     purged = client(total, PURGE_NOW)
     cluster.drop(table)
     return [
@@ -55,15 +56,15 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             lower_is_better=True,
             detail=f"{read['records']:,.0f} records, {sizes.memory_bytes / 1e9:.2f} GB of log data over three tiers; "
             f"Arrow pool peak {read['arrow_pool_peak_mb']:.0f} MB; a client that only connects: {idle_mb:.0f} MB; "
-            f"the same scan with MIMALLOC_PURGE_DELAY=0 in its environment: {purged['rss_peak_mb']:.0f} MB",
+            f"the same scan with {PURGE_LABEL} in its environment: {purged['rss_peak_mb']:.0f} MB",
             next_step="RSS sampled every 0.1 s through one scan: up to 402 MB in the lake third, 514-546 MB in the remote "
             "third, 546-574 MB in the local one, while Arrow's pool held at most 162 MB, and 1 MB at the peak, when "
             "/proc/self/smaps showed 254-369 MB resident in mimalloc's arena (four scans) and 70-130 MB in glibc's heaps "
             "(gRPC's receive buffers, answers as Python bytes). mimalloc, pyarrow's default pool, keeps what a thread "
             "freed in that thread's heap until it allocates again, and a scanner's "
             "threads (fetches, downloads, lake row groups, Arrow's Parquet decoding) take turns going idle. Measured "
-            "on one prepared table, a client each: defaults 555-626 MB; MIMALLOC_PURGE_DELAY=0 368 MB and "
-            "ARROW_DEFAULT_MEMORY_POOL=jemalloc 397 MB, that scan as fast, both read by Arrow when it loads, so a "
+            "on one prepared table, a client each: defaults 547-626 MB; MIMALLOC_PURGE_DELAY=0 368 MB and "
+            "ARROW_DEFAULT_MEMORY_POOL=jemalloc 397-549 MB, that scan as fast, both read by Arrow when it loads, so a "
             "process sets them before it imports pyarrow (README, Client memory); pyarrow.set_memory_pool(jemalloc) at connect "
             "time only reached 494-516 MB (Arrow's C++ readers keep the pool they started with), so lakelog has no "
             "config key for it; client.lake.read-threads=1 561 MB, client.scanner.max-buffered-bytes=32mb 542 MB. "
@@ -78,7 +79,7 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             "and remote thirds; the lake reader thread collecting its heap as it ends: 457 and 573 MB; remote GETs into "
             "buffers outside Arrow's pool (numpy, unmapped when freed): the local third fell to about 345 MB in two scans "
             "of three, but the peak moved to the remote third (558-621 MB, two 64 MB GETs in flight); "
-            "ARROW_DEFAULT_MEMORY_POOL=jemalloc 489-549 MB, as fast; jemalloc with pyarrow.jemalloc_set_decay_ms(0) "
+            "jemalloc with pyarrow.jemalloc_set_decay_ms(0) "
             "352-382 MB, but the lake read 38% and the file:// remote read 45% slower (bench --only local remote lake, "
             "twice each). Next: mimalloc's purge options set by the client for its own threads, which pyarrow does not "
             "expose (libarrow exports only arrow_mi_collect)",
