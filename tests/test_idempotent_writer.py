@@ -174,7 +174,9 @@ def test_a_retried_batch_that_had_been_appended_is_not_appended_twice(
 
 def test_a_batch_not_delivered_in_time_fails_by_table_bucket_and_records_and_the_writer_goes_on(cluster: Cluster) -> None:
     assert cluster.proxy is not None
-    config = {"client.writer.delivery-timeout": "1s", "client.request-timeout": "500ms"}
+    # Three seconds: after restore() the channel reconnects within its 1 s backoff cap (plus jitter),
+    # and the batch appended then must still be inside its delivery timeout.
+    config = {"client.writer.delivery-timeout": "3s", "client.request-timeout": "500ms"}
     with lakelog.connect(cluster.coordinator.address, config=config) as conn:
         table = create_table(conn)
         writer = table.new_append().create_writer()
