@@ -155,19 +155,20 @@ def _connect_reads(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         "S2", "Spark Connect: PySpark LogSource, warm", records / measured["warm"], "records/s", records / baseline_s,
         "PyIceberg scan().to_arrow(), same rows", baseline_s / measured["warm"], 0.3, tier="lake (Spark Connect)",
         detail=f"{records:,} records, median of {sizes.runs} scans, Connect server on local[2]",
-        next_step="CPU per warm scan of 5 M records, by process, now that batches cross Spark zstd-compressed (4.5 "
-        "times smaller than LZ4 on these numbers for 0.35 s more of the tasks' CPU): Spark's JVM 1.7-2.4 s (3 s with LZ4), its "
-        "Python workers 2.9-3.0 s, the client 0.95 s, on 2 cores, so 2.95-3.25 s a scan against PyIceberg's "
-        "0.5-1.3 s (its own figure moves most between runs). The batch size changes nothing (16k to 64k rows); all "
-        "four buckets' files in one job instead of a job per bucket was 14% faster, not the 30% needed. Tried since: "
-        "tasks that send the lake files' Parquet bytes as they are, decoded by the client: scans 10-15% faster "
-        "(2.09-2.65 s against 2.35-3.01 s; the client's CPU 0.8 to 1.55 s), Spark carrying 162 MB instead of 54 MB; "
-        "a job that only moves those bytes takes 1.36-1.54 s, one that reads and re-encodes as now 1.8-2.3 s. So the "
-        "workers' decoding is about 0.5 s of a scan and Spark's carrying of the bytes (about 120 MB/s through the "
-        "JVM and Connect) the rest: 0.3x, 1.8 s against PyIceberg's 0.5 s back-to-back, needs that path faster. "
-        "Fewer bytes through it do not pay: zstd level 3 for the batches scanned in 2.91-3.04 s against 2.95-2.97 s "
-        "at level 1, level 6 in 4.0-4.1 s. Next: what Spark does with each batch between its Python worker and "
-        "Connect's answer, which no option of the tasks reached",
+        next_step="profiled with perf (every process, warm scans): PySpark runs a full gc.collect() in its reused "
+        "Python worker after every task, which walked the pyarrow, PyIceberg and pydantic objects a worker holds, "
+        "40-50 ms a task and a sixth of the workers' CPU; lakelog's tasks now freeze the worker's heap as they start "
+        "(lakelog/spark_worker_heap.py): a scan went from 2.54-2.56 s to 2.14-2.20 s in one A/B, and this row from "
+        "0.20x to 0.27x. What is left per scan, on 2 cores: each of the two workers 1.1 s of CPU (decompressing the "
+        "lake's zstd Parquet pages a fifth of it, compressing the batches for Spark two fifths), the client 0.7 s "
+        "(0.4 s of it decompressing them), the JVM 0.5-1.5 s, most of it C2 compiling Spark's code in a server's "
+        "first scans (1.0, 0.8, 0.7, 0.3 s in scans 2 to 5) and G1's concurrent marking about 0.3 s. Measured and "
+        "not kept: LZ4 for the batches (2.50 s against 2.06 s: the JVM's time grows with the bytes it carries), "
+        "zstd level -3 (2.66-2.72 s), level 3 the same as level 1, level 6 a third slower; 32 MB G1 regions and "
+        "spark.task.maxDirectResultSize=100m on the Connect server (2.01-2.06 s against 2.12 s, within the noise); "
+        "Parquet bytes shipped as they are and decoded by the client (10-15% faster, the client's CPU doubled); "
+        "batch sizes of 16k to 64k rows. Next: fewer bytes through Spark's JVM, which moves about 120 MB/s from the "
+        "Python worker to Connect's answer, or CPU the tasks do not spend compressing them",
     )
     return [first, warm]
 

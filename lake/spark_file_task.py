@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, load_file_io
 
 from lakelog.lake.iceberg_file_reader import FileRange, read_lake_file, row_group_reads
+from lakelog.spark_worker_heap import freeze_worker_heap
 
 IPC_COLUMN = "ipc"
 # Compressed, because each batch crosses Spark's JVM several times (from the Python worker, into
@@ -74,6 +75,7 @@ def plan_parts(io: FileIO, files: Sequence[FileRange], part_rows: int) -> list[F
 def read_files_in_task(read: LakeRead, indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """A ``mapInArrow`` function over part indexes: each batch of a part becomes one row holding
     its IPC stream."""
+    freeze_worker_heap()
     for numbers in indexes:
         for index in numbers.column(0).to_pylist():
             part = read.parts[index]

@@ -30,6 +30,7 @@ from lakelog.spark.bucket_ranges import BucketRange, plan_ranges
 from lakelog.spark.pushed_filters import PushedFilters
 from lakelog.spark.read_options import COLUMNS, ReadOptions, parse_read_options
 from lakelog.spark.spark_schema import spark_arrow_schema, spark_schema
+from lakelog.spark_worker_heap import freeze_worker_heap
 
 FORMAT_NAME = "lakelog"
 
@@ -105,6 +106,7 @@ class LakelogReader(DataSourceReader):
         return [InputPartition(piece) for piece in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        freeze_worker_heap()
         piece: BucketRange | None = partition.value
         if piece is None:
             return

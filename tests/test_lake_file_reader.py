@@ -3,6 +3,9 @@ file and offset order, cut exactly at each file's range, cast into the log's sch
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pyarrow as pa
@@ -92,3 +95,31 @@ def test_spark_parts_of_the_first_file_carry_its_footer_so_their_tasks_do_not_re
         for batch in read_lake_file(io, part.file.path, LOG_SCHEMA, part.file.start, part.file.end, 100, part.row_groups, part.footer)
     ]
     assert pa.Table.from_batches(rows, schema=LOG_SCHEMA).column("__offset").to_pylist() == list(range(130, 1000))
+
+
+def test_a_spark_lake_task_leaves_the_workers_imported_modules_out_of_pysparks_collection_after_it(files: list[str]) -> None:
+    """PySpark runs a full gc.collect() in its reused worker after every task; with pyarrow and
+    PyIceberg imported that walk was a sixth of a lake read's task CPU. Run as a worker runs it (a
+    fresh interpreter), the task returns its rows, and everything alive when it began is frozen,
+    out of that walk."""
+    script = textwrap.dedent(
+        f"""
+        import gc, pickle
+        import pyarrow as pa
+        from pyiceberg.io.pyarrow import PyArrowFileIO
+        from lakelog.lake.iceberg_file_reader import FileRange
+        from lakelog.lake.spark_file_task import LakeRead, plan_parts, read_files_in_task
+        from tests.test_lake_file_reader import LOG_SCHEMA
+        parts = plan_parts(PyArrowFileIO(), [FileRange({files[0]!r}, 130, 1000)], part_rows=300)
+        read = pickle.loads(pickle.dumps(LakeRead({{}}, tuple(parts), LOG_SCHEMA, 100)))
+        assert gc.get_freeze_count() == 0
+        cells = [row.column(0)[0].as_buffer() for row in read_files_in_task(read, iter([pa.record_batch([pa.array(range(len(parts)))], names=["id"])]))]
+        offsets = [o for cell in cells for batch in pa.ipc.open_stream(cell) for o in batch.column("__offset").to_pylist()]
+        print(offsets == list(range(130, 1000)), gc.get_freeze_count())
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=Path(__file__).parent.parent, check=False)
+    assert done.returncode == 0, done.stderr
+    rows_exact, frozen = done.stdout.split()
+    assert rows_exact == "True"
+    assert int(frozen) > 100_000  # pyarrow's, PyIceberg's and pydantic's objects

@@ -24,6 +24,7 @@ from lakelog.errors import LakeError
 from lakelog.lake.schema_mapping import to_lake_rows
 from lakelog.metadata import LakeBucketKey, lake_bucket_key
 from lakelog.record.meta_columns import TIMESTAMP_COLUMN
+from lakelog.spark_worker_heap import freeze_worker_heap
 from lakelog.tiering.split_planner import TieringSplit
 
 ROW_GROUP_ROWS = 128 * 1024
@@ -80,6 +81,7 @@ class WriterSettings:
 def write_splits(settings: WriterSettings, splits: Sequence[TieringSplit], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """A ``mapInArrow`` function: its input rows are indexes into ``splits``; each split becomes a
     file and an output row (:data:`RESULT_SCHEMA`)."""
+    freeze_worker_heap()
     with connect(settings.bootstrap, settings.client_config) as conn:
         for batch in batches:
             for index in batch.column(0).to_pylist():
