@@ -24,6 +24,8 @@ import pytest
 
 import lakelog
 from lakelog.server.server_process import ServerProcess
+from lakelog.spark_connect_server import SparkConnectServer
+from lakelog.spark_session import QUIET_LOG4J2, spark_log_conf
 from tests.conftest import LAKE_TABLE, create_table
 from tests.test_lake_file_reader import lake_file
 from tests.test_lake_read import BUCKETS, PROJECTION, TieredLog, _assert_rows, _build
@@ -153,6 +155,27 @@ def test_a_second_server_on_a_taken_port_is_a_clear_error(spark_connect: str) ->
     )
     assert result.returncode == 1
     assert f"port {port} on 127.0.0.1 is in use" in result.stderr
+
+
+def _command_lines() -> Iterator[list[str]]:
+    for proc in Path("/proc").iterdir():
+        try:
+            yield (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:  # a process that ended meanwhile, or one not ours to read
+            continue
+
+
+def test_the_servers_jvm_compiles_with_c1_only_and_a_callers_java_options_come_after_lakelogs(spark_connect: str) -> None:
+    """The server's JVM only hands the Python tasks' batches on; C2 compiling Spark's code cost 0.6 s
+    of CPU per lake read through a server's first ten on 2 cores, C1 alone a fraction of that. A
+    caller's own Java options (the demo's quiet log4j2 file) are kept, after lakelog's, so that its
+    own -XX flags win."""
+    port = spark_connect.rsplit(":", 1)[1]
+    jvms = [line for line in _command_lines() if f"spark.connect.grpc.binding.port={port}" in line and "java" in line[0]]
+    assert len(jvms) == 1, jvms
+    assert "-XX:TieredStopAtLevel=1" in jvms[0]
+    options = SparkConnectServer(conf=spark_log_conf("ERROR")).conf["spark.driver.extraJavaOptions"]
+    assert options == f"-XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=file:{QUIET_LOG4J2}"
 
 
 # ---------------------------------------------------------------- client.lake.source=auto
