@@ -164,7 +164,7 @@ def _connect_reads(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         "(0.4 s of it decompressing them), the JVM 0.5-1.5 s, most of it C2 compiling Spark's code in a server's "
         "first scans (1.0, 0.8, 0.7, 0.3 s in scans 2 to 5; still 0.6 s a scan in scans 5 to 8 in another run) and "
         "G1's concurrent marking about 0.3 s. The server's JVM now runs with C1 alone (lakelog/spark_connect_server.py, "
-        "JVM_OPTIONS): warm scans 1.81-1.89 s against 2.06 s in two A/Bs. Measured and not kept: LZ4 for the batches (2.50 s against 2.06 s: the JVM's time grows with the bytes it carries), "
+        "JVM_OPTIONS): warm scans 1.81-1.89 s against 2.06 s in two A/Bs, 1.86-1.88 s in two full runs of make bench (0.25x and 0.27x). Measured and not kept: LZ4 for the batches (2.50 s against 2.06 s: the JVM's time grows with the bytes it carries), "
         "zstd level -3 (2.66-2.72 s), level 3 the same as level 1, level 6 a third slower; 32 MB G1 regions and "
         "spark.task.maxDirectResultSize=100m on the Connect server (2.01-2.06 s against 2.12 s, within the noise); "
         "Parquet bytes shipped as they are and decoded by the client (10-15% faster, the client's CPU doubled); "
