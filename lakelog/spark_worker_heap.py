@@ -6,7 +6,8 @@ ran a lakelog task holds pyarrow, PyIceberg and pydantic's modules: 40-50 ms per
 workers' CPU in a lake read of 5 M records through Spark Connect (measured with perf). Freezing the
 heap as a task starts (``gc.freeze``: what exists then is left out of every later collection) leaves
 that collection only the objects the task made. What is frozen stays alive, which the imported
-modules do anyway; the garbage of earlier tasks was collected before this one began.
+modules do anyway. Frozen garbage would never be freed, so this relies on the collection PySpark
+runs between tasks: a task starts with the garbage of the ones before it collected.
 """
 
 from __future__ import annotations

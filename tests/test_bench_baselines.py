@@ -31,4 +31,3 @@ def test_writing_baseline_appends_every_request_whole(tmp_path: Path) -> None:
     assert len(streams) == 40  # 100 kB requests of 80-byte records: 1,250 records each
     written = pa.concat_tables(streams).sort_by("i0")
     assert written.equals(pa.Table.from_batches(batches))
-
