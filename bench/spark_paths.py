@@ -155,24 +155,21 @@ def _connect_reads(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         "S2", "Spark Connect: PySpark LogSource, warm", records / measured["warm"], "records/s", records / baseline_s,
         "PyIceberg scan().to_arrow(), same rows", baseline_s / measured["warm"], 0.3, tier="lake (Spark Connect)",
         detail=f"{records:,} records, median of {sizes.runs} scans, Connect server on local[2]",
-        next_step="profiled with perf (every process, warm scans): PySpark runs a full gc.collect() in its reused "
-        "Python worker after every task, which walked the pyarrow, PyIceberg and pydantic objects a worker holds, "
-        "40-50 ms a task and a sixth of the workers' CPU; lakelog's tasks now freeze the worker's heap as they start "
-        "(lakelog/spark_worker_heap.py): a scan went from 2.54-2.56 s to 2.14-2.20 s in one A/B, and in make bench "
-        "from 2.57 s to 2.19 s (0.27x with --only spark; 0.22x in the full run, PyIceberg's own scan 0.48 s). "
-        "What is left per scan, on 2 cores: each of the two workers 1.1 s of CPU (decompressing the "
-        "lake's zstd Parquet pages a fifth of it, compressing the batches for Spark two fifths), the client 0.7 s "
-        "(0.4 s of it decompressing them), the JVM 0.5-1.5 s, most of it C2 compiling Spark's code in a server's "
-        "first scans (1.0, 0.8, 0.7, 0.3 s in scans 2 to 5; still 0.6 s a scan in scans 5 to 8 in another run) and "
-        "G1's concurrent marking about 0.3 s. The server's JVM now runs with C1 alone (lakelog/spark_connect_server.py, "
-        "JVM_OPTIONS): warm scans 1.81-1.89 s against 2.06 s in two A/Bs, 1.86-1.88 s in two full runs of make "
-        "bench (0.25x and 0.27x). Measured and not kept: LZ4 for the batches (2.50 s against 2.06 s: the JVM's "
-        "time grows with the bytes it carries), "
-        "zstd level -3 (2.66-2.72 s), level 3 the same as level 1, level 6 a third slower; 32 MB G1 regions and "
-        "spark.task.maxDirectResultSize=100m on the Connect server (2.01-2.06 s against 2.12 s, within the noise); "
-        "Parquet bytes shipped as they are and decoded by the client (10-15% faster, the client's CPU doubled); "
-        "batch sizes of 16k to 64k rows. Next: fewer bytes through Spark's JVM, which moves about 120 MB/s from the "
-        "Python worker to Connect's answer, or CPU the tasks do not spend compressing them",
+        next_step="profiled with perf (every process, warm scans) through three changes. PySpark runs a full "
+        "gc.collect() in its reused Python worker after every task, which walked the pyarrow and PyIceberg objects "
+        "a worker holds, 40-50 ms a task: lakelog's tasks freeze the worker's heap as they start "
+        "(lakelog/spark_worker_heap.py), 2.55 s a scan to 2.19 s. C2 compiling Spark's code cost the JVM more "
+        "than it saved: the Connect server's JVM runs with C1 alone (lakelog/spark_connect_server.py), 1.86 s. "
+        "Tasks that decoded the lake's Parquet and re-compressed it as zstd Arrow batches spent 1.1 s of CPU in "
+        "each of the two workers a scan (two fifths compressing) and 0.4 s in the client decompressing: tasks now "
+        "fetch the wanted column chunks of each row group as the file holds them and the client decodes them "
+        "(lake/spark_file_task.py, lake/fetched_row_groups.py), and the tiering job keeps a column chunk's "
+        "dictionary only up to 128 KB (lake/table_layout.py: these 5 M records in 67 MB of Parquet, not 162 MB), "
+        "1.16-1.30 s a scan. Measured and not kept: LZ4 or other zstd levels for re-encoded batches (the JVM's "
+        "time grows with the bytes it carries, the tasks' with the level), 32 MB G1 regions and "
+        "spark.task.maxDirectResultSize=100m (within the noise), C2 with fetched bytes (1.59 s against 1.18 s). "
+        "Next: the JVM's copies of each byte (from the Python worker into rows, into Connect's Arrow answer), the "
+        "one cost PyIceberg's own read does not have",
     )
     return [first, warm]
 

@@ -13,7 +13,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -62,10 +62,10 @@ def read_lake_file(
     is damaged (not Parquet, a page failing its checksum) or its columns do not convert to the log's.
     """
     file = FileRange(path, start, end)
-    with _reading(path):
+    with reading(path):
         with io.new_input(path).open() as stream:  # one open for the footer and every row group
             parquet = pq.ParquetFile(stream, metadata=footer, page_checksum_verification=True)
-            for unit in _wanted_row_groups(file, parquet.metadata):
+            for unit in wanted_row_groups(file, parquet.metadata):
                 if row_groups is not None and unit.group not in row_groups:
                     continue
                 yield from _log_batches(parquet.read_row_group(unit.group, columns=log_schema.names), file, log_schema, batch_rows)
@@ -109,13 +109,14 @@ def read_lake_files(
 
 def row_group_reads(io: FileIO, file: FileRange) -> list[RowGroupRead]:
     """The row groups of ``file`` that may hold an offset of its range (all of them without statistics)."""
-    with _reading(file.path):
+    with reading(file.path):
         with io.new_input(file.path).open() as stream:
             metadata = pq.ParquetFile(stream).metadata
-    return _wanted_row_groups(file, metadata)
+    return wanted_row_groups(file, metadata)
 
 
-def _wanted_row_groups(file: FileRange, metadata: pq.FileMetaData) -> list[RowGroupRead]:
+def wanted_row_groups(file: FileRange, metadata: pq.FileMetaData) -> list[RowGroupRead]:
+    """The row groups of ``file`` (whose footer is ``metadata``) that may hold an offset of its range."""
     column = next((i for i in range(metadata.num_columns) if metadata.schema.column(i).path == OFFSET_COLUMN), None)
     if column is None:
         raise LakeDataError(f"lake data file {file.path} has no {OFFSET_COLUMN} column")
@@ -133,12 +134,18 @@ def read_row_group_batches(io: FileIO, unit: RowGroupRead, log_schema: pa.Schema
 
 def read_row_group(io: FileIO, unit: RowGroupRead, log_schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
     """The rows of one row group within its file's range, as batches of ``log_schema``."""
-    file = unit.file
-    with _reading(file.path):
-        with io.new_input(file.path).open() as stream:
-            parquet = pq.ParquetFile(stream, metadata=unit.metadata, page_checksum_verification=True)
-            rows = parquet.read_row_group(unit.group, columns=log_schema.names)
-    return _log_batches(rows, file, log_schema, batch_rows)
+    with reading(unit.file.path):
+        with io.new_input(unit.file.path).open() as stream:
+            return decode_row_group(stream, unit, log_schema, batch_rows)
+
+
+def decode_row_group(source: Any, unit: RowGroupRead, log_schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """Like :func:`read_row_group`, from ``source``: the file, or any file-like object that holds
+    at least the bytes of the row group's wanted columns at their places in the file."""
+    with reading(unit.file.path):
+        parquet = pq.ParquetFile(source, metadata=unit.metadata, page_checksum_verification=True)
+        rows = parquet.read_row_group(unit.group, columns=log_schema.names)
+    return _log_batches(rows, unit.file, log_schema, batch_rows)
 
 
 def _log_batches(rows: pa.Table, file: FileRange, log_schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
@@ -154,7 +161,8 @@ def _log_batches(rows: pa.Table, file: FileRange, log_schema: pa.Schema, batch_r
 
 
 @contextmanager
-def _reading(path: str) -> Iterator[None]:
+def reading(path: str) -> Iterator[None]:
+    """Failures reading the data file at ``path`` as lakelog's errors naming it."""
     try:
         yield
     except (OSError, pa.ArrowException) as exc:

@@ -3,10 +3,10 @@
 PyIceberg plans on the client; a whole planned range is then read in one Spark job, one partition
 per data file but the first, which is split by row groups so the first records come soon
 (``mapInArrow`` over ``range(n)`` split n ways; each task opens its file through PyIceberg's FileIO
-and reads its row groups, see :func:`~lakelog.lake.spark_file_task.plan_parts`). ``toLocalIterator`` streams the
-result back in partition order, which is offset order, so the client holds a few batches, never the
-range. Batches travel as Arrow IPC streams in a binary column, so every Arrow type comes back
-exactly as the log has it. Only DataFrame APIs are used, so a Spark Connect (``sc://``) session
+and fetches its row groups' wanted column chunks, see :mod:`~lakelog.lake.spark_file_task`).
+``toLocalIterator`` streams them back in partition order, which is offset order, and the client
+decodes each row group as it arrives (:mod:`~lakelog.lake.fetched_row_groups`), so it holds a few
+row groups, never the range. Only DataFrame APIs are used, so a Spark Connect (``sc://``) session
 works as well as a local or cluster one; no Iceberg Spark runtime is needed.
 
 Through Spark Connect the whole range is one job and the client runs no JVM; on a classic
@@ -34,7 +34,8 @@ from pyspark.sql import DataFrame, SparkSession
 from lakelog.config import Configuration
 from lakelog.lake.iceberg_file_reader import FileRange
 from lakelog.lake.iceberg_log_source import IcebergLogSource
-from lakelog.lake.spark_file_task import IPC_COLUMN, LakeRead, plan_parts, read_files_in_task
+from lakelog.lake.fetched_row_groups import decode_fetched
+from lakelog.lake.spark_file_task import PIECE_DDL, LakeRead, fetch_parts_in_task, plan_parts
 from lakelog.lake.lake_catalog import LakeCatalog, lake_call
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import TableInfo
@@ -89,8 +90,8 @@ class IcebergSparkLogSource(IcebergLogSource):
         if not files:
             return
         parts = plan_parts(table.io, files, PART_ROWS)
-        read = LakeRead(dict(table.io.properties), tuple(parts), log_schema, self.batch_rows)
-        task = functools.partial(read_files_in_task, read)
+        read = LakeRead(dict(table.io.properties), tuple(parts), tuple(log_schema.names))
+        task = functools.partial(fetch_parts_in_task, read)
         what = f"Spark could not read {len(files)} lake data file(s) from {files[0].path}"
         spark = lake_call(what, self._session)
         # The read's jobs carry a tag of their own (tags are per thread and session), so a reader
@@ -99,10 +100,8 @@ class IcebergSparkLogSource(IcebergLogSource):
         spark.addTag(tag)
         read_all = False
         try:
-            rows = lake_call(what, lambda: _first_fetched(spark.range(0, len(parts), 1, len(parts)).mapInArrow(task, f"{IPC_COLUMN} binary")))
-            for row in _each(what, rows):
-                with pa.ipc.open_stream(pa.py_buffer(row[0])) as reader:
-                    yield from reader
+            rows = lake_call(what, lambda: _first_fetched(spark.range(0, len(parts), 1, len(parts)).mapInArrow(task, PIECE_DDL)))
+            yield from decode_fetched(_each(what, rows), parts, log_schema, self.batch_rows, self.read_threads)
             read_all = True
         finally:
             spark.removeTag(tag)

@@ -1,31 +1,44 @@
-"""What a Spark task of the ``iceberg`` LogSource runs: read its data file, hand each batch back
-as a zstd-compressed Arrow IPC stream in a binary column (so every Arrow type survives Spark's own types).
+"""What a Spark task of the ``iceberg`` LogSource runs: fetch the bytes of its part's row groups (the
+wanted columns only) and hand them back as they are in the data file, in pieces; the client decodes
+them (:mod:`lakelog.lake.fetched_row_groups`).
 
-Kept apart from the LogSource so that a Python worker imports only the file reader, not PyIceberg's
-table and catalog modules: a new Spark Connect session starts new workers, and their imports are
-part of a client's first lake read.
+Why the file's own bytes and not decoded batches: Parquet's zstd pages are already as small as
+anything a task could re-encode, and every byte crosses Spark's JVM several times (from the Python
+worker, into rows, into Connect's answer), so a task that decodes and re-compresses spends the CPU
+twice. Measured on warm reads of 5 M records through Spark Connect on local[2]: tasks that decoded
+and sent zstd Arrow IPC took 1.8-2.0 s a read (each of the two Python workers 1.1 s of CPU, the
+client 0.8 s), tasks that fetch took 1.3 s (the client 1.2 s of CPU, decoding as PyIceberg's
+``to_arrow()`` does). Page checksums are then verified where the rows are used.
+
+Kept apart from the LogSource so that a Python worker imports only this, not PyIceberg's table and
+catalog modules: a new Spark Connect session starts new workers, and their imports are part of a
+client's first lake read.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.io import FileIO, InputStream, load_file_io
 
-from lakelog.lake.iceberg_file_reader import FileRange, read_lake_file, row_group_reads
+from lakelog.errors import LakeDataError
+from lakelog.lake.iceberg_file_reader import FileRange, reading, row_group_reads, wanted_row_groups
 from lakelog.spark_worker_heap import freeze_worker_heap
 
-IPC_COLUMN = "ipc"
-# Compressed, because each batch crosses Spark's JVM several times (from the Python worker, into
-# rows, into Connect's answer) and the JVM's time grows with the bytes it carries: LZ4 took it from
-# 5 s to 3 s of CPU per warm read of 5 M records. zstd (Arrow's default level) is 4.5 times smaller
-# than LZ4 on the benchmark's numbers (9x against 2x) for 0.35 s more of the tasks' CPU (1.96 s
-# against 1.60 s for the same files): the JVM's CPU went from 3 s to 1.7-2.3 s, the read from
-# 3.3-3.8 s to 2.7-3.2 s. Readers of an IPC stream decompress it themselves.
-_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
+# One row per piece: bytes [position, position + len(bytes)) of the part's data file, for row group
+# ``row_group`` (FOOTER_GROUP: the file's footer, sent first when the client has not read it);
+# ``last`` marks a row group's (or the footer's) last piece.
+PIECE_DDL = "part int, row_group int, position long, bytes binary, last boolean"
+FOOTER_GROUP = -1
+# A row group's bytes are cut into pieces of at most this size, so that a row stays well inside
+# Spark Connect's answers (4 MB Arrow batches, 128 MB messages) whatever size the writer gave its
+# row groups.
+PIECE_BYTES = 4 << 20
+_FOOTER_TAIL = 8  # the footer's length (4 bytes) and the closing magic
 
 
 @dataclass(frozen=True)
@@ -41,12 +54,12 @@ class FilePart:
 
 @dataclass(frozen=True)
 class LakeRead:
-    """What the tasks of one read need (pickled with them): partition i reads ``parts[i]``."""
+    """What the tasks of one read need (pickled with them): partition i fetches ``parts[i]``, the
+    column chunks of ``columns``."""
 
     io_properties: Mapping[str, str]
     parts: Sequence[FilePart]
-    log_schema: pa.Schema
-    batch_rows: int
+    columns: Sequence[str]
 
 
 def plan_parts(io: FileIO, files: Sequence[FileRange], part_rows: int) -> list[FilePart]:
@@ -72,22 +85,84 @@ def plan_parts(io: FileIO, files: Sequence[FileRange], part_rows: int) -> list[F
     return parts + [FilePart(file) for file in files[1:]]
 
 
-def read_files_in_task(read: LakeRead, indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """A ``mapInArrow`` function over part indexes: each batch of a part becomes one row holding
-    its IPC stream."""
+def fetch_parts_in_task(read: LakeRead, indexes: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A ``mapInArrow`` function over part indexes: each part's pieces (:data:`PIECE_DDL`), in file order."""
     freeze_worker_heap()
     for numbers in indexes:
         for index in numbers.column(0).to_pylist():
             part = read.parts[index]
-            file = part.file
-            io = load_file_io(dict(read.io_properties), file.path)
-            for batch in read_lake_file(
-                io, file.path, read.log_schema, file.start, file.end, read.batch_rows, part.row_groups, part.footer
-            ):
-                sink = pa.BufferOutputStream()
-                with pa.ipc.new_stream(sink, batch.schema, options=_IPC_OPTIONS) as writer:
-                    writer.write_batch(batch)
-                stream = sink.getvalue()
-                offsets = pa.array([0, stream.size], pa.int32()).buffers()[1]
-                cell = pa.Array.from_buffers(pa.binary(), 1, [None, offsets, stream])  # the stream's buffer, not a copy
-                yield pa.record_batch([cell], names=[IPC_COLUMN])
+            path = part.file.path
+            with reading(path), load_file_io(dict(read.io_properties), path).new_input(path).open() as stream:
+                footer = part.footer
+                if footer is None:
+                    position, tail = _footer(stream, path)
+                    yield _piece(index, FOOTER_GROUP, position, tail, True)
+                    footer = pq.read_metadata(pa.BufferReader(tail))
+                for unit in wanted_row_groups(part.file, footer):
+                    if part.row_groups is None or unit.group in part.row_groups:
+                        ranges = column_chunk_ranges(footer, unit.group, read.columns)
+                        for number, (start, end) in enumerate(ranges, 1):
+                            yield from _range_pieces(index, unit.group, stream, start, end, path, number == len(ranges))
+
+
+def column_chunk_ranges(metadata: pq.FileMetaData, group: int, columns: Sequence[str]) -> list[tuple[int, int]]:
+    """The byte ranges ``[start, end)`` of row group ``group``'s chunks of ``columns``, adjacent
+    ones merged: what Arrow's Parquet reader reads of a file to decode them (the dictionary page,
+    when there is one, is where a chunk starts)."""
+    wanted = set(columns)
+    row_group = metadata.row_group(group)
+    ranges: list[tuple[int, int]] = []
+    for i in range(row_group.num_columns):
+        chunk = row_group.column(i)
+        path = chunk.path_in_schema
+        if path not in wanted and path.split(".")[0] not in wanted:  # a nested column's leaves, as pyarrow names them
+            continue
+        start = chunk.data_page_offset
+        if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
+            start = chunk.dictionary_page_offset
+        end = start + chunk.total_compressed_size
+        if ranges and ranges[-1][1] == start:
+            ranges[-1] = (ranges[-1][0], end)
+        else:
+            ranges.append((start, end))
+    return sorted(ranges)
+
+
+def _footer(stream: InputStream, path: str) -> tuple[int, bytes]:
+    """Where the file's footer (with its length and closing magic) starts, and its bytes."""
+    stream.seek(0, 2)
+    size = stream.tell()
+    if size < _FOOTER_TAIL:
+        raise LakeDataError(f"lake data file {path} is not Parquet: {size} bytes")
+    stream.seek(size - _FOOTER_TAIL)
+    length_and_magic = _read_exactly(stream, _FOOTER_TAIL, path)
+    length = struct.unpack("<i", length_and_magic[:4])[0]
+    if length_and_magic[4:] != b"PAR1" or not 0 < length <= size - _FOOTER_TAIL:
+        raise LakeDataError(f"lake data file {path} is not Parquet: it does not end with a Parquet footer")
+    stream.seek(size - _FOOTER_TAIL - length)
+    return size - _FOOTER_TAIL - length, _read_exactly(stream, length, path) + length_and_magic
+
+
+def _read_exactly(stream: InputStream, size: int, path: str) -> bytes:
+    data = stream.read(size)
+    if len(data) != size:
+        raise LakeDataError(f"lake data file {path} is shorter than its footer says: {len(data)} of {size} bytes read")
+    return data
+
+
+def _range_pieces(
+    part: int, group: int, stream: InputStream, start: int, end: int, path: str, last_range: bool
+) -> Iterator[pa.RecordBatch]:
+    stream.seek(start)
+    for position in range(start, end, PIECE_BYTES):
+        size = min(PIECE_BYTES, end - position)
+        yield _piece(part, group, position, _read_exactly(stream, size, path), last_range and position + size == end)
+
+
+def _piece(part: int, group: int, position: int, data: bytes, last: bool) -> pa.RecordBatch:
+    offsets = pa.array([0, len(data)], pa.int32()).buffers()[1]
+    cell = pa.Array.from_buffers(pa.binary(), 1, [None, offsets, pa.py_buffer(data)])  # the read's buffer, not a copy
+    return pa.record_batch(
+        [pa.array([part], pa.int32()), pa.array([group], pa.int32()), pa.array([position], pa.int64()), cell, pa.array([last])],
+        names=["part", "row_group", "position", "bytes", "last"],
+    )

@@ -206,7 +206,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
         "auto",
         "Which lake LogSource reads Iceberg: iceberg (PySpark), iceberg-arrow (in-process), or auto: iceberg when a Spark endpoint is known (lake.spark.master, own or advertised), else iceberg-arrow.",
     ),
-    ConfigOption("client.lake.read-threads", int, 2, "Row groups the iceberg-arrow LogSource reads at once per bucket (and reads ahead); 1: one after the other."),
+    ConfigOption("client.lake.read-threads", int, 2, "Row groups a lake LogSource decodes at once per bucket (and reads ahead): iceberg-arrow reads and decodes them, iceberg decodes what its Spark tasks fetched; 1: one after the other."),
     ConfigOption("client.lake.batch-rows", int, 65_536, "Rows per batch a lake LogSource reads; bounds a lake read's memory with the scanner's few batches of read-ahead."),
     ConfigOption(
         "lake.spark.master",

@@ -3,6 +3,7 @@ file and offset order, cut exactly at each file's range, cast into the log's sch
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,9 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from lakelog.errors import LakeDataError
 from lakelog.lake.iceberg_file_reader import FileRange, read_lake_file, read_lake_files
-from lakelog.lake.spark_file_task import plan_parts
+from lakelog.lake import spark_file_task
+from lakelog.lake.fetched_row_groups import decode_fetched
+from lakelog.lake.spark_file_task import FOOTER_GROUP, PIECE_BYTES, FilePart, LakeRead, fetch_parts_in_task, plan_parts
 from lakelog.record.meta_columns import with_meta_fields
 
 LOG_SCHEMA = with_meta_fields(pa.schema([("id", pa.int32())]))
@@ -97,24 +100,82 @@ def test_spark_parts_of_the_first_file_carry_its_footer_so_their_tasks_do_not_re
     assert pa.Table.from_batches(rows, schema=LOG_SCHEMA).column("__offset").to_pylist() == list(range(130, 1000))
 
 
+def _fetched(parts: list[FilePart], columns: list[str]) -> list[tuple[int, int, int, bytes, bool]]:
+    """What a read's Spark tasks send, as the client receives it: one tuple per piece."""
+    read = pickle.loads(pickle.dumps(LakeRead({}, tuple(parts), tuple(columns))))
+    indexes = iter([pa.record_batch([pa.array(range(len(parts)))], names=["id"])])
+    return [tuple(row.values()) for batch in fetch_parts_in_task(read, indexes) for row in batch.to_pylist()]
+
+
+@pytest.mark.parametrize("piece_bytes", [PIECE_BYTES, 100], ids=["whole column chunks", "chunks cut into pieces"])
+def test_spark_tasks_send_the_files_bytes_and_the_client_decodes_every_wanted_row_in_order(
+    files: list[str], piece_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(spark_file_task, "PIECE_BYTES", piece_bytes)
+    ranges = [FileRange(files[0], 130, 1000), FileRange(files[1], 1000, 1300)]
+    parts = plan_parts(PyArrowFileIO(), ranges, part_rows=300)
+    pieces = _fetched(parts, LOG_SCHEMA.names)
+    # The second file's part was not planned from its footer: its task sends the footer first.
+    assert [piece[1] for piece in pieces if piece[0] == 3][0] == FOOTER_GROUP
+    assert (max(len(piece[3]) for piece in pieces if piece[1] != FOOTER_GROUP) <= 100) == (piece_bytes == 100)
+    batches = list(decode_fetched(pieces, parts, LOG_SCHEMA, 100, 2))
+    table = pa.Table.from_batches(batches, schema=LOG_SCHEMA)
+    assert table.column("__offset").to_pylist() == [*range(130, 1000), *range(1000, 1300)]
+    assert table.column("id").to_pylist() == [*range(130, 1000), *range(1000, 1300)]
+    assert table.column("__timestamp").to_pylist() == [*range(130, 1000), *range(1000, 1300)]
+
+
+def test_a_spark_task_sends_only_the_wanted_columns_bytes(tmp_path: Path) -> None:
+    """A projected read: the tasks send the chunks of the projected columns (and the meta ones), not
+    the row groups' other columns."""
+    rows = 2000
+    wide = pa.table({"id": pa.array(range(rows), pa.int64()), "payload": pa.array([f"{n:0>200}" for n in range(rows)])})
+    offsets = pa.array(range(rows), pa.int64())
+    timestamps = pa.array(range(rows), pa.timestamp("us", tz="UTC"))
+    wide = wide.append_column("__bucket", pa.array([0] * rows, pa.int32())).append_column("__offset", offsets).append_column("__timestamp", timestamps)
+    path = str(tmp_path / "wide.parquet")
+    pq.write_table(wide, path, row_group_size=500, compression="none")
+    projected = with_meta_fields(pa.schema([("id", pa.int64())]))
+    parts = [FilePart(FileRange(path, 0, rows))]
+    pieces = _fetched(parts, projected.names)
+    sent = sum(len(piece[3]) for piece in pieces)
+    assert sent < Path(path).stat().st_size / 5  # the payloads, 85% of the file, stay behind
+    table = pa.Table.from_batches(list(decode_fetched(pieces, parts, projected, 1000, 1)), schema=projected)
+    assert table.column("id").to_pylist() == list(range(rows))
+
+
+def test_a_damaged_page_fetched_by_spark_fails_on_the_client_naming_the_file(files: list[str]) -> None:
+    """Page checksums are verified where the rows are decoded: a flipped byte in a column chunk is a
+    LakeDataError naming the data file, not other values."""
+    pq.write_table(pq.read_table(files[1]), files[1], row_group_size=128, write_page_checksum=True)
+    parts = [FilePart(FileRange(files[1], 1000, 2000))]
+    pieces = _fetched(parts, LOG_SCHEMA.names)
+    part, group, position, data, last = next(piece for piece in pieces if piece[1] == 0)
+    damaged = bytearray(data)
+    damaged[-1] ^= 0xFF
+    pieces = [(part, group, position, bytes(damaged), last) if piece[1] == 0 else piece for piece in pieces]
+    with pytest.raises(LakeDataError, match="1.parquet"):
+        list(decode_fetched(pieces, parts, LOG_SCHEMA, 100, 2))
+
+
 def test_a_spark_lake_task_leaves_the_workers_imported_modules_out_of_pysparks_collection_after_it(files: list[str]) -> None:
     """PySpark runs a full gc.collect() in its reused worker after every task; with pyarrow and
     PyIceberg imported that walk was a sixth of a lake read's task CPU. Run as a worker runs it (a
-    fresh interpreter), the task returns its rows, and everything alive when it began is frozen,
-    out of that walk."""
+    fresh interpreter), the task sends every wanted row, and everything alive when it began is
+    frozen, out of that walk."""
     script = textwrap.dedent(
         f"""
-        import gc, pickle
+        import gc
         import pyarrow as pa
         from pyiceberg.io.pyarrow import PyArrowFileIO
+        from lakelog.lake.fetched_row_groups import decode_fetched
         from lakelog.lake.iceberg_file_reader import FileRange
-        from lakelog.lake.spark_file_task import LakeRead, plan_parts, read_files_in_task
-        from tests.test_lake_file_reader import LOG_SCHEMA
+        from lakelog.lake.spark_file_task import plan_parts
+        from tests.test_lake_file_reader import LOG_SCHEMA, _fetched
         parts = plan_parts(PyArrowFileIO(), [FileRange({files[0]!r}, 130, 1000)], part_rows=300)
-        read = pickle.loads(pickle.dumps(LakeRead({{}}, tuple(parts), LOG_SCHEMA, 100)))
         assert gc.get_freeze_count() == 0
-        cells = [row.column(0)[0].as_buffer() for row in read_files_in_task(read, iter([pa.record_batch([pa.array(range(len(parts)))], names=["id"])]))]
-        offsets = [o for cell in cells for batch in pa.ipc.open_stream(cell) for o in batch.column("__offset").to_pylist()]
+        batches = decode_fetched(_fetched(parts, LOG_SCHEMA.names), parts, LOG_SCHEMA, 100, 1)
+        offsets = [o for batch in batches for o in batch.column("__offset").to_pylist()]
         print(offsets == list(range(130, 1000)), gc.get_freeze_count())
         """
     )

@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import boto3
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 import lakelog
 from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, COMMIT_USER
@@ -55,6 +58,7 @@ def test_tier_copies_every_offset_exactly_once(spark: Any, server_factory: Calla
     snapshots = [s for s in lake_table(server, table.path).snapshots() if s.summary and BUCKET_OFFSETS in s.summary]
     assert len(snapshots) == 2
     assert len({s.summary[COMMIT_USER] for s in snapshots}) == 2
+    _assert_dictionaries_only_where_values_repeat(lake_table(server, table.path))
 
 
 def test_tier_into_an_s3_warehouse(spark: Any, server_factory: Callable[..., ServerProcess], moto_s3: MotoS3) -> None:
@@ -127,3 +131,19 @@ def test_rounds_with_a_budget_tier_every_lake_table_and_survive_a_broken_one(
                 pass
         for table in (orders, returns):
             assert_lake_holds_log(server, table.path)
+
+
+def _assert_dictionaries_only_where_values_repeat(lake: Any) -> None:
+    """A column chunk's dictionary is dropped for plain pages once it reaches 128 KB, as the lake
+    table's property says: a dictionary of distinct values (ids, names, offsets) is pages of
+    indices zstd cannot shrink. The proof: a tiered file against the same rows written with Arrow's
+    default dictionary limit (1 MB, a whole row group of 8-byte values)."""
+    assert lake.properties["write.parquet.dict-size-bytes"] == "131072"
+    files = lake.inspect.files()
+    largest = pc.index(files.column("record_count"), pc.max(files.column("record_count"))).as_py()
+    path, size = files.column("file_path")[largest].as_py(), files.column("file_size_in_bytes")[largest].as_py()
+    with lake.io.new_input(path).open() as stream:
+        rows = pq.read_table(stream)
+    default = pa.BufferOutputStream()
+    pq.write_table(rows, default, compression="zstd", write_page_checksum=True)
+    assert size < default.getvalue().size * 0.7, (size, default.getvalue().size)

@@ -22,6 +22,7 @@ from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.client.scanner.offset_range import read_offset_range
 from lakelog.errors import LakeError
 from lakelog.lake.schema_mapping import to_lake_rows
+from lakelog.lake.table_layout import DICTIONARY_PAGE_BYTES
 from lakelog.metadata import LakeBucketKey, lake_bucket_key
 from lakelog.record.meta_columns import TIMESTAMP_COLUMN
 from lakelog.spark_worker_heap import freeze_worker_heap
@@ -99,7 +100,9 @@ def write_split(conn: Connection, settings: WriterSettings, split: TieringSplit)
         scanner = (table.partition(split.partition_name) if split.partition_id is not None else table).new_scan().create_log_scanner()
         with scanner, io.new_output(split.file_path).create(overwrite=True) as out:
             # Page checksums: a damaged lake file must fail its read, not decode into other values.
-            with pq.ParquetWriter(out, target, compression="zstd", write_page_checksum=True) as writer:  # type: ignore[arg-type]
+            with pq.ParquetWriter(  # type: ignore[arg-type]
+                out, target, compression="zstd", write_page_checksum=True, dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES
+            ) as writer:
                 for rows in _row_groups(scanner, split):
                     max_timestamp = max(max_timestamp, pc.max(rows.column(TIMESTAMP_COLUMN)).as_py())
                     writer.write_table(to_lake_rows(rows, target), row_group_size=ROW_GROUP_ROWS)
