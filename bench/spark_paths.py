@@ -164,12 +164,15 @@ def _connect_reads(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         "each of the two workers a scan (two fifths compressing) and 0.4 s in the client decompressing: tasks now "
         "fetch the wanted column chunks of each row group as the file holds them and the client decodes them "
         "(lake/spark_file_task.py, lake/fetched_row_groups.py), and the tiering job keeps a column chunk's "
-        "dictionary only up to 128 KB (lake/table_layout.py: these 5 M records in 67 MB of Parquet, not 162 MB), "
-        "1.16-1.30 s a scan. Measured and not kept: LZ4 or other zstd levels for re-encoded batches (the JVM's "
+        "dictionary only up to 128 KB (tiering/split_writer.py: these 5 M records in 67 MB of Parquet, not 162 MB), "
+        "1.2-1.4 s a scan. Measured and not kept: LZ4 or other zstd levels for re-encoded batches (the JVM's "
         "time grows with the bytes it carries, the tasks' with the level), 32 MB G1 regions and "
-        "spark.task.maxDirectResultSize=100m (within the noise), C2 with fetched bytes (1.59 s against 1.18 s). "
-        "Next: the JVM's copies of each byte (from the Python worker into rows, into Connect's Arrow answer), the "
-        "one cost PyIceberg's own read does not have",
+        "spark.task.maxDirectResultSize (within the noise, also with fetched bytes), C2 with fetched bytes (1.59 s "
+        "against 1.18 s). "
+        "What is left per scan (thread CPU from /proc): the client 1.2 s, most of it decoding Parquet as "
+        "PyIceberg's read does; the JVM 0.9-1.0 s (task threads 0.44 s moving the bytes into rows and Connect's "
+        "answer, C1 0.12-0.2 s, gRPC 0.1 s, task results through the block manager 0.15 s); each Python worker "
+        "0.07 s. Next: the JVM's copies of each byte, the one cost PyIceberg's own read does not have",
     )
     return [first, warm]
 

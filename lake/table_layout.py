@@ -25,20 +25,10 @@ DATA_FILE_SUFFIX = ".parquet"
 # PyIceberg would otherwise retry a refused append on top of the new snapshot: the same offsets twice.
 COMMIT_RETRIES = "commit.retry.num-retries"
 
-# A column chunk's dictionary is kept while it holds at most this much, then the column is written
-# plain. A dictionary pays when values repeat; Arrow's default limit (1 MB) is a whole row group of
-# 128k 8-byte values, so every column of distinct values (offsets, ids, timestamps, measurements)
-# was dictionary-encoded, into pages of 17-bit indices zstd cannot shrink. On 5 M records of the
-# benchmark's 10 numeric columns: 162 MB of Parquet written with 6.0 s of CPU, against 67 MB and
-# 1.6 s with this limit, decoded with a fifth less CPU. Declared on the table too, so that other
-# writers of it (PyIceberg's append reads this property) write the same.
-DICTIONARY_PAGE_BYTES = 128 * 1024
-
 TABLE_PROPERTIES = {
     "format-version": "2",
     COMMIT_RETRIES: "0",
     "write.parquet.compression-codec": "zstd",
-    "write.parquet.dict-size-bytes": str(DICTIONARY_PAGE_BYTES),
 }
 
 
