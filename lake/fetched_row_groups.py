@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from lakelog.errors import LakeDataError
 from lakelog.lake.iceberg_file_reader import RowGroupRead, decode_row_group, reading
-from lakelog.lake.spark_file_task import FOOTER_GROUP, FilePart
+from lakelog.lake.spark_file_task import DAMAGED_GROUP, FOOTER_GROUP, FilePart
 
 
 class FilePieces:
@@ -91,6 +91,8 @@ def decode_fetched(
         try:
             for index, group, position, data, last in pieces:
                 file = parts[index].file
+                if group == DAMAGED_GROUP:
+                    raise LakeDataError(bytes(data).decode())
                 if group == FOOTER_GROUP:
                     with reading(file.path):
                         footers[index] = pq.read_metadata(pa.BufferReader(data))

@@ -30,10 +30,13 @@ from lakelog.lake.iceberg_file_reader import FileRange, reading, row_group_reads
 from lakelog.spark_worker_heap import freeze_worker_heap
 
 # One row per piece: bytes [position, position + len(bytes)) of the part's data file, for row group
-# ``row_group`` (FOOTER_GROUP: the file's footer, sent first when the client has not read it);
-# ``last`` marks a row group's (or the footer's) last piece.
+# ``row_group`` (FOOTER_GROUP: the file's footer, sent first when the client has not read it;
+# DAMAGED_GROUP: why the file is damaged, in UTF-8, so that the client raises LakeDataError, as
+# for a page failing its checksum, not the retriable error of a failed Spark job); ``last`` marks a
+# row group's (or the footer's) last piece.
 PIECE_DDL = "part int, row_group int, position long, bytes binary, last boolean"
 FOOTER_GROUP = -1
+DAMAGED_GROUP = -2
 # A row group's bytes are cut into pieces of at most this size, so that a row stays well inside
 # Spark Connect's answers (4 MB Arrow batches, 128 MB messages) whatever size the writer gave its
 # row groups.
@@ -90,19 +93,26 @@ def fetch_parts_in_task(read: LakeRead, indexes: Iterator[pa.RecordBatch]) -> It
     freeze_worker_heap()
     for numbers in indexes:
         for index in numbers.column(0).to_pylist():
-            part = read.parts[index]
-            path = part.file.path
-            with reading(path), load_file_io(dict(read.io_properties), path).new_input(path).open() as stream:
-                footer = part.footer
-                if footer is None:
-                    position, tail = _footer(stream, path)
-                    yield _piece(index, FOOTER_GROUP, position, tail, True)
-                    footer = pq.read_metadata(pa.BufferReader(tail))
-                for unit in wanted_row_groups(part.file, footer):
-                    if part.row_groups is None or unit.group in part.row_groups:
-                        ranges = column_chunk_ranges(footer, unit.group, read.columns)
-                        for number, (start, end) in enumerate(ranges, 1):
-                            yield from _range_pieces(index, unit.group, stream, start, end, path, number == len(ranges))
+            try:
+                yield from _part_pieces(read, index)
+            except LakeDataError as damaged:
+                yield _piece(index, DAMAGED_GROUP, 0, str(damaged).encode(), True)
+
+
+def _part_pieces(read: LakeRead, index: int) -> Iterator[pa.RecordBatch]:
+    part = read.parts[index]
+    path = part.file.path
+    with reading(path), load_file_io(dict(read.io_properties), path).new_input(path).open() as stream:
+        footer = part.footer
+        if footer is None:
+            position, tail = _footer(stream, path)
+            yield _piece(index, FOOTER_GROUP, position, tail, True)
+            footer = pq.read_metadata(pa.BufferReader(tail))
+        for unit in wanted_row_groups(part.file, footer):
+            if part.row_groups is None or unit.group in part.row_groups:
+                ranges = column_chunk_ranges(footer, unit.group, read.columns)
+                for number, (start, end) in enumerate(ranges, 1):
+                    yield from _range_pieces(index, unit.group, stream, start, end, path, number == len(ranges))
 
 
 def column_chunk_ranges(metadata: pq.FileMetaData, group: int, columns: Sequence[str]) -> list[tuple[int, int]]:
@@ -133,12 +143,12 @@ def _footer(stream: InputStream, path: str) -> tuple[int, bytes]:
     stream.seek(0, 2)
     size = stream.tell()
     if size < _FOOTER_TAIL:
-        raise LakeDataError(f"lake data file {path} is not Parquet: {size} bytes")
+        raise LakeDataError(f"cannot read lake data file {path}: {size} bytes, too short for Parquet")
     stream.seek(size - _FOOTER_TAIL)
     length_and_magic = _read_exactly(stream, _FOOTER_TAIL, path)
     length = struct.unpack("<i", length_and_magic[:4])[0]
     if length_and_magic[4:] != b"PAR1" or not 0 < length <= size - _FOOTER_TAIL:
-        raise LakeDataError(f"lake data file {path} is not Parquet: it does not end with a Parquet footer")
+        raise LakeDataError(f"cannot read lake data file {path}: it does not end with a Parquet footer")
     stream.seek(size - _FOOTER_TAIL - length)
     return size - _FOOTER_TAIL - length, _read_exactly(stream, length, path) + length_and_magic
 
@@ -146,7 +156,7 @@ def _footer(stream: InputStream, path: str) -> tuple[int, bytes]:
 def _read_exactly(stream: InputStream, size: int, path: str) -> bytes:
     data = stream.read(size)
     if len(data) != size:
-        raise LakeDataError(f"lake data file {path} is shorter than its footer says: {len(data)} of {size} bytes read")
+        raise LakeDataError(f"cannot read lake data file {path}: shorter than its footer says ({len(data)} of {size} bytes read)")
     return data
 
 

@@ -89,13 +89,14 @@ def test_corrupt_remote_manifest_names_the_manifest_and_local_keeps_serving(serv
         assert tail == list(range(hw - 50, hw)), "the local tail of the damaged bucket still serves"
 
 
+@pytest.mark.parametrize("source", ["iceberg-arrow", "iceberg"])
 @pytest.mark.parametrize("damage", ["flipped", "truncated"])
-def test_corrupt_lake_data_file_names_the_file(server_factory, tmp_path: Path, spark, damage: str) -> None:
+def test_corrupt_lake_data_file_names_the_file(server_factory, tmp_path: Path, spark, damage: str, source: str) -> None:
     from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 
     conf = {**BASE_CONF, "remote.data.dir": (tmp_path / "remote").as_uri()}
     server = server_factory(tmp_path / "data", **conf)
-    with lakelog.connect(server.address, {"client.lake.source": "iceberg-arrow"}) as conn:
+    with lakelog.connect(server.address, {"client.lake.source": source}) as conn:
         table = create_table(conn, buckets=2, properties={**LAKE_TABLE, "table.log.ttl": "1d"})
         produce(table, 60)
         manager = remote_manager(server)

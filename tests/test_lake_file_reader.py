@@ -18,7 +18,7 @@ from lakelog.errors import LakeDataError
 from lakelog.lake.iceberg_file_reader import FileRange, read_lake_file, read_lake_files
 from lakelog.lake import spark_file_task
 from lakelog.lake.fetched_row_groups import decode_fetched
-from lakelog.lake.spark_file_task import FOOTER_GROUP, PIECE_BYTES, FilePart, LakeRead, fetch_parts_in_task, plan_parts
+from lakelog.lake.spark_file_task import DAMAGED_GROUP, FOOTER_GROUP, PIECE_BYTES, FilePart, LakeRead, fetch_parts_in_task, plan_parts
 from lakelog.record.meta_columns import with_meta_fields
 
 LOG_SCHEMA = with_meta_fields(pa.schema([("id", pa.int32())]))
@@ -156,6 +156,21 @@ def test_a_damaged_page_fetched_by_spark_fails_on_the_client_naming_the_file(fil
     pieces = [(part, group, position, bytes(damaged), last) if piece[1] == 0 else piece for piece in pieces]
     with pytest.raises(LakeDataError, match="1.parquet"):
         list(decode_fetched(pieces, parts, LOG_SCHEMA, 100, 2))
+
+
+def test_a_file_damaged_past_its_footer_read_by_spark_is_lake_data_error_naming_it(files: list[str]) -> None:
+    """A task that finds a later file truncated (its footer gone) says so in its answer: the client
+    raises LakeDataError naming the file, after the earlier file's rows, as the iceberg-arrow
+    LogSource does, not the retriable error of a failed Spark job."""
+    Path(files[1]).write_bytes(Path(files[1]).read_bytes()[:300])
+    ranges = [FileRange(files[0], 0, 1000), FileRange(files[1], 1000, 2000)]
+    parts = plan_parts(PyArrowFileIO(), ranges, part_rows=10_000)
+    pieces = _fetched(parts, LOG_SCHEMA.names)
+    assert [piece[1] for piece in pieces][-1] == DAMAGED_GROUP
+    rows = decode_fetched(pieces, parts, LOG_SCHEMA, 1000, 1)
+    assert next(rows).column("__offset").to_pylist() == list(range(0, 128))
+    with pytest.raises(LakeDataError, match=f"^cannot read lake data file {files[1]}: it does not end with a Parquet footer"):
+        list(rows)
 
 
 def test_a_spark_lake_task_leaves_the_workers_imported_modules_out_of_pysparks_collection_after_it(files: list[str]) -> None:
