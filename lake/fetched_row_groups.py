@@ -91,7 +91,9 @@ def decode_fetched(
         try:
             for index, group, position, data, last in pieces:
                 file = parts[index].file
-                if group == DAMAGED_GROUP:
+                if group == DAMAGED_GROUP:  # after the rows before it, as a reader of the files in order fails
+                    while pending:
+                        yield from pending.popleft().result()
                     raise LakeDataError(bytes(data).decode())
                 if group == FOOTER_GROUP:
                     with reading(file.path):
