@@ -1,7 +1,8 @@
 """Reading the data files of a lake table, row group by row group, as log rows.
 
-Both Iceberg LogSources read files here: in-process (``iceberg-arrow``, row groups in parallel, see
-:func:`read_lake_files`) or inside a Spark task (``iceberg``, one file, :func:`read_lake_file`).
+Both Iceberg LogSources decode files here: ``iceberg-arrow`` reads them in-process, row groups in
+parallel (:func:`read_lake_files`); ``iceberg`` decodes the bytes its Spark tasks fetched
+(:func:`decode_row_group`, see :mod:`lakelog.lake.fetched_row_groups`).
 Only the wanted columns are read, row groups wholly outside the offset range are skipped by their
 Parquet statistics, rows are filtered only in the row groups at a range's edges (a file's rows are
 sorted by offset), and each batch is cast once, into the log's schema.
