@@ -49,12 +49,11 @@ class FilePieces:
         parts = []
         position = start
         while position < end:
-            index = bisect.bisect_right(self._starts, position) - 1
-            piece = self._pieces[index] if index >= 0 else memoryview(b"")
-            offset = position - self._starts[index]
-            if not 0 <= offset < len(piece):
+            index = bisect.bisect_right(self._starts, position) - 1  # the last piece starting at or before position
+            offset = position - self._starts[index] if index >= 0 else -1
+            if not 0 <= offset < len(self._pieces[index]):
                 raise LakeDataError(f"lake data file {self._path}: bytes {position}-{end} were not fetched with its row group")
-            parts.append(piece[offset : offset + end - position])
+            parts.append(self._pieces[index][offset : offset + end - position])
             position += len(parts[-1])
         self._position = position
         return parts[0] if len(parts) == 1 else b"".join(parts)  # b"" at the end

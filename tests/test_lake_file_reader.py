@@ -17,7 +17,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from lakelog.errors import LakeDataError
 from lakelog.lake.iceberg_file_reader import FileRange, read_lake_file, read_lake_files
 from lakelog.lake import spark_file_task
-from lakelog.lake.fetched_row_groups import decode_fetched
+from lakelog.lake.fetched_row_groups import FilePieces, decode_fetched
 from lakelog.lake.spark_file_task import DAMAGED_GROUP, FOOTER_GROUP, PIECE_BYTES, FilePart, LakeRead, fetch_parts_in_task, plan_parts
 from lakelog.record.meta_columns import with_meta_fields
 
@@ -142,6 +142,20 @@ def test_a_spark_task_sends_only_the_wanted_columns_bytes(tmp_path: Path) -> Non
     assert sent < Path(path).stat().st_size / 5  # the payloads, 85% of the file, stay behind
     table = pa.Table.from_batches(list(decode_fetched(pieces, parts, projected, 1000, 1)), schema=projected)
     assert table.column("id").to_pylist() == list(range(rows))
+
+
+def test_a_read_outside_the_fetched_pieces_is_lake_data_error_naming_the_file() -> None:
+    """Bytes the tasks did not send (before the first piece, in a gap between pieces) are never
+    read as zeros or as another piece's bytes."""
+    pieces = FilePieces("s3://lake/f.parquet")
+    pieces.add(100, b"abcd")
+    pieces.add(110, b"efgh")
+    pieces.seek(101)
+    assert bytes(pieces.read(3)) == b"bcd"
+    for position in (0, 99, 104, 109):
+        pieces.seek(position)
+        with pytest.raises(LakeDataError, match="s3://lake/f.parquet"):
+            pieces.read(2)
 
 
 def test_a_damaged_page_fetched_by_spark_fails_on_the_client_naming_the_file(files: list[str]) -> None:
