@@ -48,6 +48,9 @@ class Result:
     tier: str = ""  # set for the throughput chart
     next_step: str = ""  # what would close the gap, should the target be missed
     profile: list[str] = field(default_factory=list)
+    profile_heading: str = (
+        "Where the time goes (py-spy, every thread of the benchmark process and its children, top frames by self time):"
+    )
 
     @property
     def met(self) -> bool:
@@ -152,7 +155,7 @@ def _top_self_frames(raw: str, top: int) -> list[str]:
         if stack and count.isdigit() and leaf.split(" (", 1)[0] not in WAITING_FUNCTIONS:
             counts[leaf] += int(count)
     total = sum(counts.values()) or 1
-    return [f"{frame} {count / total:.0%}" for frame, count in counts.most_common(top)]
+    return [f"`{frame} {count / total:.0%}`" for frame, count in counts.most_common(top)]
 
 
 def profile_if_missed(result: Result, run: Callable[[], object]) -> Result:

@@ -13,6 +13,7 @@ from pathlib import Path
 from bench import data
 from bench.cluster import LAKE_PROPERTIES, BenchCluster
 from bench.measure import Result, progress
+from bench.memory_client import SAMPLE_S
 from bench.sizes import Sizes
 
 LIMIT_MB = 400.0
@@ -50,6 +51,7 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
     progress(f"memory: the same scan with {PURGE_LABEL} (README, Client memory)")
     purged = client(total, PURGE_NOW)
     cluster.drop(table)
+    at_peak = read["at_peak"]
     return [
         Result(
             "8", "Memory: peak RSS of a scanning client", peak_mb, "MB", None, "", peak_mb, LIMIT_MB,
@@ -57,31 +59,37 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             detail=f"{read['records']:,.0f} records, {sizes.memory_bytes / 1e9:.2f} GB of log data over three tiers; "
             f"Arrow pool peak {read['arrow_pool_peak_mb']:.0f} MB; a client that only connects: {idle_mb:.0f} MB; "
             f"the same scan with {PURGE_LABEL} in its environment: {purged['rss_peak_mb']:.0f} MB",
-            next_step="RSS sampled every 0.1 s through one scan: up to 402 MB in the lake third, 514-546 MB in the remote "
-            "third, 546-574 MB in the local one, while Arrow's pool held at most 162 MB, and 1 MB at the peak, when "
-            "/proc/self/smaps showed 254-369 MB resident in mimalloc's arena (four scans) and 70-130 MB in glibc's heaps "
-            "(gRPC's receive buffers, answers as Python bytes). mimalloc, pyarrow's default pool, keeps what a thread "
-            "freed in that thread's heap until it allocates again, and a scanner's "
-            "threads (fetches, downloads, lake row groups, Arrow's Parquet decoding) take turns going idle. Measured "
-            "on one prepared table, a client each: defaults 547-626 MB; MIMALLOC_PURGE_DELAY=0 368 MB and "
-            "ARROW_DEFAULT_MEMORY_POOL=jemalloc 397-549 MB, that scan as fast, both read by Arrow when it loads, so a "
-            "process sets them before it imports pyarrow (README, Client memory); pyarrow.set_memory_pool(jemalloc) at connect "
-            "time only reached 494-516 MB (Arrow's C++ readers keep the pool they started with), so lakelog has no "
-            "config key for it; client.lake.read-threads=1 561 MB, client.scanner.max-buffered-bytes=32mb 542 MB. "
-            "Tried since: collecting a thread's heap (MemoryPool.release_unused) after every poll that waits and every "
-            "lake row group read: 342-359 MB, but the lake read fell from 0.96x to 0.76x and the file:// remote read from "
-            "0.75x to 0.63x (the next read faults the pages in again); at most once a second per thread: 420-466 MB. "
-            "MIMALLOC_PURGE_DELAY=0 costs the same kind of speed (lake 0.90x, file:// 0.40-0.60x). One row-group pool of "
-            "two threads for the whole process instead of one per bucket: 507 MB against 517-525 MB, so the lake threads "
-            "are not where it is kept; glibc's mmap threshold fixed at 4 MB (MALLOC_MMAP_THRESHOLD_, so answers are "
-            "unmapped when freed): 480-592 MB against 541-604 MB, no change. Measured since, one prepared table: the peak "
-            "comes in the local third, when Arrow's pool holds 0-2 MB and mimalloc's arena 173-271 MB freed in the lake "
-            "and remote thirds; the lake reader thread collecting its heap as it ends: 457 and 573 MB; remote GETs into "
-            "buffers outside Arrow's pool (numpy, unmapped when freed): the local third fell to about 345 MB in two scans "
-            "of three, but the peak moved to the remote third (558-621 MB, two 64 MB GETs in flight); "
-            "jemalloc with pyarrow.jemalloc_set_decay_ms(0) "
-            "352-382 MB, but the lake read 38% and the file:// remote read 45% slower (bench --only local remote lake, "
-            "twice each). Next: mimalloc's purge options set by the client for its own threads, which pyarrow does not "
-            "expose (libarrow exports only arrow_mi_collect)",
+            next_step="the profile above says where: most of the RSS over Arrow's own use is memory Arrow's pool freed "
+            "and mimalloc kept. pyarrow 26 bundles mimalloc 3.4.1 with a purge_delay of 1000 ms (MIMALLOC_VERBOSE=1), and "
+            "memory one thread allocated and another freed (a scanner's reader threads allocate, the consumer frees) "
+            "stays committed until a later allocation or a collect returns it: 800 MB allocated by four threads that had ended and "
+            "freed by the main one were still resident 1.5 s later, 55 MB after one MemoryPool.release_unused() on the "
+            "main thread. Measured on one prepared table, a client each, RSS per third sampled every 20 ms: defaults "
+            "592-694 MB; MIMALLOC_PURGE_DELAY=0 384-403 MB, =1 456-480, =5 410-497, =10 411-547, =50 489-532, =100 "
+            "451-463, =0 with MIMALLOC_ALLOW_LARGE_OS_PAGES=1 399-473; ARROW_DEFAULT_MEMORY_POOL=system 482-531, "
+            "=jemalloc 436-531; client.scanner.max-buffered-bytes=64mb 444-550 (the scan about 8% slower), with "
+            "MIMALLOC_PURGE_DELAY=0 347-406; Parquet decoded on lakelog's own threads (use_threads off) 660-735; "
+            "release_unused() on the consumer's thread whenever RSS less Arrow's allocated bytes grew 64-128 MB past its "
+            "level at the start 367-527 MB, but with 380-735 collects a scan and the scan 5-15% slower, and with that "
+            "level moved up after each collect 7-24 collects and 534-604 MB. Earlier stops: release_unused() after "
+            "every poll that waits and every lake row group 342-359 MB, but the lake read at 0.76x instead of 0.96x and "
+            "the file:// remote read at 0.63x instead of 0.75x; MIMALLOC_PURGE_DELAY=0 alone the lake read at 0.90x "
+            "and the file:// read at 0.40-0.60x; jemalloc with pyarrow.jemalloc_set_decay_ms(0) 352-382 MB, the lake "
+            "read 38% and the file:// read 45% slower; pyarrow.set_memory_pool(jemalloc) at connect time 494-516 MB "
+            "(Arrow's C++ readers keep the pool they started with). Every way under 400 MB gives freed pages back at "
+            "once and faults them in again on the next read. Next: buffers reused rather than freed for the reads' "
+            "large allocations (remote GETs, Parquet column chunks), which needs a memory pool handed to pyarrow's "
+            "Parquet reader (it takes none today), or mimalloc's options settable at run time (pyarrow exports none: "
+            "only arrow_mi_collect), so a client could shorten the purge delay for itself",
+            profile=[
+                f"mimalloc's arenas (Arrow's default pool): {at_peak['arena_mb']:.0f} MB resident, of which Arrow's pool "
+                f"had {at_peak['arrow_allocated_mb']:.0f} MB allocated: the rest is freed memory mimalloc had not yet "
+                "returned (this build's purge_delay: 1000 ms, MIMALLOC_VERBOSE=1 shows it)",
+                f"other anonymous memory (glibc's heaps: gRPC's receive buffers, answers, Python objects; thread stacks): "
+                f"{at_peak['other_anonymous_mb']:.0f} MB",
+                f"code and data of the interpreter and its libraries: {at_peak['files_mb']:.0f} MB",
+            ],
+            profile_heading=f"Where the memory is (/proc/self/smaps of the scanning client at its highest RSS sample, "
+            f"{at_peak['rss_mb']:.0f} MB, sampled every {SAMPLE_S * 1000:.0f} ms):",
         )
     ]

@@ -154,9 +154,9 @@ def write(
             f"Reached {result.score:.2f}{'x' if result.baseline is not None else ' ' + result.unit} "
             f"against a target of {result.target_text}.",
             "",
-            "Where the time goes (py-spy, every thread of the benchmark process and its children, top frames by self time):",
+            result.profile_heading,
             "",
-            *([f"1. `{frame}`" for frame in result.profile] or ["(no profile: this row is not a throughput path, or py-spy could not attach)"]),
+            *([f"1. {line}" for line in result.profile] or ["(no profile: this row is not a throughput path, or py-spy could not attach)"]),
             "",
         ]
     lines += ["## Next steps", ""]
