@@ -10,8 +10,7 @@ decoded; never a whole file or range.
 from __future__ import annotations
 
 import bisect
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
@@ -19,6 +18,7 @@ import pyarrow.parquet as pq
 
 from lakelog.errors import LakeDataError
 from lakelog.lake.iceberg_file_reader import RowGroupRead, decode_row_group, reading
+from lakelog.lake.row_group_queue import RowGroupQueue
 from lakelog.lake.spark_file_task import DAMAGED_GROUP, FOOTER_GROUP, FilePart
 
 
@@ -85,14 +85,13 @@ def decode_fetched(
     last) as batches of ``log_schema``: each row group decoded once its last piece is in."""
     footers = {index: part.footer for index, part in enumerate(parts) if part.footer is not None}
     received: FilePieces | None = None
-    pending: deque[Future[list[pa.RecordBatch]]] = deque()
+    queue = RowGroupQueue(workers)
     with ThreadPoolExecutor(max(workers, 1), thread_name_prefix="lake-row-group") as pool:
         try:
             for index, group, position, data, last in pieces:
                 file = parts[index].file
                 if group == DAMAGED_GROUP:  # after the rows before it, as a reader of the files in order fails
-                    while pending:
-                        yield from pending.popleft().result()
+                    yield from queue.drain()
                     raise LakeDataError(bytes(data).decode())
                 if group == FOOTER_GROUP:
                     with reading(file.path):
@@ -103,15 +102,11 @@ def decode_fetched(
                 received.add(position, data)
                 if last:
                     unit = RowGroupRead(file, footers[index], group)
-                    pending.append(pool.submit(_decoded, received, unit, log_schema, batch_rows))
+                    yield from queue.push(pool.submit(_decoded, received, unit, log_schema, batch_rows))
                     received = None
-                    while len(pending) >= workers:
-                        yield from pending.popleft().result()
-            while pending:
-                yield from pending.popleft().result()
+            yield from queue.drain()
         finally:
-            for future in pending:
-                future.cancel()
+            queue.cancel()
 
 
 def _decoded(received: FilePieces, unit: RowGroupRead, log_schema: pa.Schema, batch_rows: int) -> list[pa.RecordBatch]:

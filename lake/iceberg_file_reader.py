@@ -23,6 +23,7 @@ from pyiceberg.io import FileIO
 
 from lakelog.errors import LakeDataError, LakeError
 from lakelog.lake.log_rows import to_log_rows
+from lakelog.lake.row_group_queue import RowGroupQueue
 from lakelog.record.meta_columns import OFFSET_COLUMN
 
 
@@ -82,7 +83,7 @@ def read_lake_files(
         for file in files:
             yield from read_lake_file(io, file.path, log_schema, file.start, file.end, batch_rows)
         return
-    pending: deque[Future[list[pa.RecordBatch]]] = deque()
+    queue = RowGroupQueue(workers)
     footers: deque[Future[list[RowGroupRead]]] = deque()
     remaining = iter(files)
     with ThreadPoolExecutor(workers, thread_name_prefix="lake-row-group") as pool:
@@ -98,13 +99,11 @@ def read_lake_files(
                 units = footers.popleft().result()
                 read_footers_ahead()
                 for unit in units:
-                    pending.append(pool.submit(read_row_group_batches, io, unit, log_schema, batch_rows))
-                    while len(pending) >= workers:
-                        yield from pending.popleft().result()
-            while pending:
-                yield from pending.popleft().result()
+                    yield from queue.push(pool.submit(read_row_group_batches, io, unit, log_schema, batch_rows))
+            yield from queue.drain()
         finally:
-            for future in (*pending, *footers):
+            queue.cancel()
+            for future in footers:
                 future.cancel()
 
 
