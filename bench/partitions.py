@@ -111,8 +111,11 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             "cProfile: the take that groups a drain's rows by partition 55-66 ms (160 MB gathered at about 2.5 GB/s; "
             "memory-bound: two threads took 51 ms, a take per input 55 ms), the partition lookups (index_in, unique) "
             "22 ms, the rest Python per piece and lock waits; gRPC's call creation, 0.74 ms per 1 MB request, is the "
-            "largest cost of both kinds alike. Next: the gather fused into each batch's encoding (its IPC body written "
-            "straight from the input rows), for which pyarrow has no call",
+            "largest cost of both kinds alike. Tried since: each drain's split on a thread of its own, overlapping the "
+            "previous drain's encoding and gRPC calls: the client's CPU rose from 0.40-0.42 s to 0.48-0.49 s and the "
+            "ratio stayed 0.64-0.71 (0.66-0.71 without), so not kept; full runs of make bench give 0.69-0.90x. Next: "
+            "the gather fused into each batch's encoding (its IPC body written straight from the input rows), for "
+            "which pyarrow has no call",
         ),
         Result(
             "8b", "Scan: 30 partitions x 4 buckets", records / part_scan, "records/s", records / plain_scan,
