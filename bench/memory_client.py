@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import threading
@@ -21,6 +22,7 @@ from bench.scan import drain
 
 SAMPLE_S = 0.05
 MB = 1 << 20  # as peak_rss_mb counts them
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 # mimalloc (Arrow's default pool) reserves its arenas in anonymous mappings of 1 GiB and more; glibc's
 # heaps and large mallocs (gRPC's buffers, Python's objects) and thread stacks are smaller ones.
 ARENA_BYTES = 1 << 30
@@ -78,7 +80,7 @@ class PeakSampler:
     def _run(self) -> None:
         while not self._stop.wait(SAMPLE_S):
             with open("/proc/self/statm") as statm:
-                rss_mb = int(statm.read().split()[1]) * 4096 / MB
+                rss_mb = int(statm.read().split()[1]) * PAGE_BYTES / MB
             if rss_mb > self.peak.rss_mb + 1:
                 self.peak = ResidentMemory.now()
 

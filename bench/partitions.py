@@ -59,6 +59,10 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
     create_s: list[float] = []
     seconds: dict[bool, dict[str, list[float]]] = {kind: {"produce": [], "scan": []} for kind in (False, True)}
 
+    def wait_visible(table: lakelog.Table) -> None:
+        while _visible(conn, table) < records:
+            time.sleep(0.05)
+
     def new_table(partitioned: bool) -> lakelog.Table:
         nonlocal made
         made += 1
@@ -75,8 +79,7 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         after, so the server's disk holds one run's data, whichever kind comes later."""
         table = new_table(partitioned)
         seconds[partitioned]["produce"].append(timed(lambda: _write(table, batches)))
-        while _visible(conn, table) < records:
-            time.sleep(0.05)
+        wait_visible(table)
         seconds[partitioned]["scan"].append(timed(lambda: _scan(table, records)))
         conn.admin.drop_table(table.path)
 
@@ -89,8 +92,7 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             profile_if_missed(result, lambda: _write(table, batches))
         else:
             _write(table, batches)
-            while _visible(conn, table) < records:
-                time.sleep(0.05)
+            wait_visible(table)
             profile_if_missed(result, lambda: _scan(table, records))
         conn.admin.drop_table(table.path)
         return result
