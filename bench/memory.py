@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,21 @@ PURGE_NOW = {"MIMALLOC_PURGE_DELAY": "0"}
 PURGE_LABEL = " ".join(f"{key}={value}" for key, value in PURGE_NOW.items())
 REPO = Path(__file__).resolve().parents[1]
 TIERS = ("lake", "remote", "local")
+_MIMALLOC_VERSION = re.compile(r"^v(\d+\.\d+\.\d+)", re.MULTILINE)
+_PURGE_DELAY = re.compile(r"option 'purge_delay': (-?\d+)")
+
+
+def mimalloc_purge_setting() -> str:
+    """The mimalloc this pyarrow bundles and how long it keeps freed memory, as it prints them
+    itself at start-up (MIMALLOC_VERBOSE=1): what the memory row's profile is explained by."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import pyarrow; pyarrow.allocate_buffer(1)"],
+        env={**os.environ, "MIMALLOC_VERBOSE": "1"}, stderr=subprocess.PIPE, text=True, check=True,
+    )
+    version, delay = _MIMALLOC_VERSION.search(done.stderr), _PURGE_DELAY.search(done.stderr)
+    if version is None or delay is None:
+        return "Arrow's pool is not mimalloc here, or it printed no options"
+    return f"pyarrow's mimalloc {version[1]} gives freed memory back after a purge_delay of {delay[1]} ms (MIMALLOC_VERBOSE=1)"
 
 
 def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
@@ -84,7 +100,7 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             profile=[
                 f"mimalloc's arenas (Arrow's default pool): {at_peak['arena_mb']:.0f} MB resident, of which Arrow's pool "
                 f"had {at_peak['arrow_allocated_mb']:.0f} MB allocated: the rest is freed memory mimalloc had not yet "
-                "returned (this build's purge_delay: 1000 ms, MIMALLOC_VERBOSE=1 shows it)",
+                f"returned: {mimalloc_purge_setting()}",
                 f"other anonymous memory (glibc's heaps: gRPC's receive buffers, answers, Python objects; thread stacks): "
                 f"{at_peak['other_anonymous_mb']:.0f} MB",
                 f"code and data of the interpreter and its libraries: {at_peak['files_mb']:.0f} MB",
