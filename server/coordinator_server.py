@@ -43,6 +43,7 @@ class CoordinatorRole:
             timeout_ms,
             conf.get("max.partition.num"),
             conf.get("coordinator.auto-partition.check-interval"),
+            conf.get("default.replication.factor"),
         )
         self.coordinator.auto_partitioner.start()
         self._check_interval_s = min(LIVENESS_CHECK_S, timeout_ms / 4000)

@@ -18,7 +18,6 @@ from lakelog.errors import (
     DatabaseNotExistError,
     InvalidRequestError,
     LakeSnapshotNotExistError,
-    NoTabletServerError,
     PartitionNotInLakeError,
     StaleLakeSnapshotError,
     TableAlreadyExistError,
@@ -44,7 +43,13 @@ from lakelog.metadata import (
 from lakelog.server.coordinator.auto_partitioning import AutoPartitioner, auto_partition_spec
 from lakelog.server.coordinator.bucket_describer import BucketDescriber, describe_assignment
 from lakelog.server.coordinator.lake_tables import LakeTables
-from lakelog.server.coordinator.table_properties import check_comment, validate_table_properties
+from lakelog.server.coordinator.replica_placement import Placement, place_buckets
+from lakelog.server.coordinator.table_properties import (
+    REPLICATION_FACTOR,
+    check_comment,
+    server_defaulted_property,
+    validate_table_properties,
+)
 from lakelog.server.coordinator.metadata_store import MetadataStore
 from lakelog.server.coordinator.partitions import PartitionCatalog
 from lakelog.server.coordinator.tablet_liveness import TabletLiveness
@@ -79,8 +84,10 @@ class Coordinator:
         heartbeat_timeout_ms: int,
         max_partitions: int = 1000,
         auto_partition_interval_ms: int = 60_000,
+        default_replication_factor: int = 1,
     ) -> None:
         """``auto_partitioner`` is started by the caller (the coordinator role), which also closes it."""
+        self._default_replication_factor = default_replication_factor
         self._store = store
         self.partitions = PartitionCatalog(store, max_partitions)
         self.auto_partitioner = AutoPartitioner(self, auto_partition_interval_ms)
@@ -160,22 +167,28 @@ class Coordinator:
                     return existing.table_id
                 raise TableAlreadyExistError(f"table {path} already exists")
             # A partitioned table's buckets are its partitions': it has none of its own to lead.
-            leaders = {} if descriptor.partition_keys else self._place(f"table {path}", descriptor.buckets, self._store.table_count())
+            placement = (
+                Placement({})
+                if descriptor.partition_keys
+                else self._place(f"table {path}", descriptor.buckets, self._store.table_count(), descriptor.properties)
+            )
             if descriptor.lake_enabled:
                 self._lake.create_table(path, descriptor.schema, descriptor.partition_keys)
-            info = self._store.insert_table(path, descriptor, leaders)
-        log.info("created table %s (id %d, %d buckets, leaders %s)", path, info.table_id, info.buckets, leaders)
-        if leaders:
-            self._tell_leaders([TableAssignment(info, leaders)], [])
+            info = self._store.insert_table(path, descriptor, placement.leaders, placement.replicas)
+        log.info(
+            "created table %s (id %d, %d buckets, leaders %s%s)", path, info.table_id, info.buckets, placement.leaders, _copies(placement)
+        )
+        if placement.leaders:
+            self._tell_leaders([TableAssignment(info, placement.leaders, placement.replicas)], [])
         self.auto_partitioner.check(info)
         return info.table_id
 
-    def _place(self, what: str, buckets: int, start: int) -> dict[int, int]:
-        """Leaders for ``buckets`` buckets, round robin over the tablet servers from ``start``."""
-        servers = self._store.tablet_servers()
-        if not servers:
-            raise NoTabletServerError(f"cannot create {what}: no tablet server has registered yet")
-        return {b: servers[(start + b) % len(servers)].server_id for b in range(buckets)}
+    def _place(self, what: str, buckets: int, start: int, properties: Mapping[str, str]) -> Placement:
+        """Replicas for ``buckets`` buckets, leaders round robin over the tablet servers from ``start``."""
+        factor = server_defaulted_property(what, properties, REPLICATION_FACTOR, self._default_replication_factor)
+        servers = [node.server_id for node in self._store.tablet_servers()]
+        down = self.liveness.down()
+        return place_buckets(what, buckets, start, servers, [s for s in servers if s not in down], factor)
 
     # partitions
 
@@ -184,14 +197,16 @@ class Coordinator:
         with self._lock:
             info = self.table(path)
             name = self.partitions.name_of(info, spec)
-            partition, leaders = self.partitions.create(
+            partition, placement = self.partitions.create(
                 info,
                 name,
-                lambda: self._place(f"partition {name} of {path}", info.buckets, self._store.partition_count() + info.table_id),
+                lambda: self._place(
+                    f"partition {name} of {path}", info.buckets, self._store.partition_count() + info.table_id, info.properties
+                ),
                 ignore_if_exists,
             )
-        if leaders is not None:
-            self._tell_leaders([TableAssignment(info.for_partition(partition), leaders)], [])
+        if placement is not None:
+            self._tell_leaders([TableAssignment(info.for_partition(partition), placement.leaders, placement.replicas)], [])
         return partition
 
     def drop_partition(self, path: TablePath, spec: Mapping[str, object], ignore_if_not_exists: bool = False) -> None:
@@ -216,7 +231,7 @@ class Coordinator:
         """Fence the partition's writes, then raise :class:`PartitionNotInLakeError` (fence lifted)
         unless the lake holds every bucket of it up to the high watermark its leader reports."""
         leaders = self._store.partition_leaders(info.table_id).get(partition.partition_id, {})
-        assignment = TableAssignment(info.for_partition(partition), leaders)
+        assignment = TableAssignment(info.for_partition(partition), leaders, self._store.bucket_replicas(partition.partition_id))
         nodes = {node.server_id: node for node in self._store.tablet_servers()}
         try:
             unfenced = self._tell_bucket_leaders(assignment, nodes, fenced_leaders(leaders))
@@ -239,10 +254,11 @@ class Coordinator:
         for server_id in sorted(set(assignment.leaders.values())):
             node = nodes.get(server_id)
             mine = {b: leaders[b] for b, leader in assignment.leaders.items() if leader == server_id}
+            copies = {b: assignment.replicas[b] for b in mine if b in assignment.replicas}
             try:
                 if node is None:
                     raise InvalidRequestError(f"tablet server {server_id} never registered")
-                self._notifier.notify_leaders(node, [TableAssignment(assignment.info, mine)], [])
+                self._notifier.notify_leaders(node, [TableAssignment(assignment.info, mine, copies)], [])
             except Exception as exc:  # noqa: BLE001 - reported to the caller, who refuses the drop
                 failures.append(f"buckets {sorted(mine)}: their leader {server_id} could not be told ({exc})")
         return failures
@@ -309,7 +325,7 @@ class Coordinator:
         return info
 
     def assignment(self, info: TableInfo) -> TableAssignment:
-        return TableAssignment(info, self._store.leaders(info.table_id))
+        return TableAssignment(info, self._store.leaders(info.table_id), self._store.bucket_replicas(info.table_id))
 
     def assignments(self, info: TableInfo) -> list[TableAssignment]:
         """The table's own buckets, and for a partitioned table each partition's, with their leaders."""
@@ -317,7 +333,8 @@ class Coordinator:
             return [self.assignment(info)]
         leaders = self._store.partition_leaders(info.table_id)
         return [self.assignment(info)] + [
-            TableAssignment(info.for_partition(p), leaders.get(p.partition_id, {})) for p in self._store.partitions(info.table_id)
+            TableAssignment(info.for_partition(p), leaders.get(p.partition_id, {}), self._store.bucket_replicas(p.partition_id))
+            for p in self._store.partitions(info.table_id)
         ]
 
     def assignment_by_id(self, physical_id: int) -> TableAssignment:
@@ -330,7 +347,7 @@ class Coordinator:
             raise TableNotExistError(f"no table or partition has id {physical_id}")
         table_id, partition = found
         leaders = self._store.partition_leaders(table_id).get(physical_id, {})
-        return TableAssignment(self.table_by_id(table_id).for_partition(partition), leaders)
+        return TableAssignment(self.table_by_id(table_id).for_partition(partition), leaders, self._store.bucket_replicas(physical_id))
 
     def tablet_servers(self) -> list[ServerNode]:
         return self._store.tablet_servers()
@@ -425,7 +442,7 @@ class Coordinator:
         lake: list[LakeOffsets] = []
         for info in self._store.all_tables():
             assignments = self.assignments(info)
-            led += [a for a in assignments[1:] + assignments[:1] if node.server_id in a.leaders.values()]
+            led += [a for a in assignments[1:] + assignments[:1] if node.server_id in _servers_of(a)]
             snapshot = self._store.lake_snapshot(info.table_id) if info.lake_enabled else None
             if snapshot is not None:
                 lake += _led_by(node.server_id, info.table_id, snapshot, self._log_leaders(info))
@@ -435,7 +452,7 @@ class Coordinator:
     def _tell_leaders(self, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None:
         """Best effort: a tablet server that misses this learns its buckets on its next request or restart."""
         for node in self._store.tablet_servers():
-            mine = [t for t in tables if node.server_id in t.leaders.values()]
+            mine = [t for t in tables if node.server_id in _servers_of(t)]
             if not mine and not dropped:
                 continue
             try:
@@ -453,6 +470,15 @@ def _led_by(server_id: int, table_id: int, snapshot: LakeSnapshot, leaders: Mapp
         if leaders.get(partition_id, {}).get(bucket) == server_id:
             by_log.setdefault(partition_id, {})[bucket] = offsets
     return [LakeOffsets(table_id, LakeSnapshot(snapshot.snapshot_id, buckets), pid) for pid, buckets in by_log.items()]
+
+
+def _servers_of(assignment: TableAssignment) -> set[int]:
+    """The servers that lead or copy a bucket of ``assignment``."""
+    return {*assignment.leaders.values(), *(server for r in assignment.replicas.values() for server in r.replicas)}
+
+
+def _copies(placement: Placement) -> str:
+    return f", replicas {({b: r.replicas for b, r in placement.replicas.items()})}" if placement.replicas else ""
 
 
 def _records_added(before: LakeSnapshot, after: LakeSnapshot) -> int:

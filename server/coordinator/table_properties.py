@@ -25,6 +25,8 @@ AUTO_PARTITION_TIME_ZONE = "table.auto-partition.time-zone"
 # Partition names of auto-partitioning per time unit, as Fluss names them.
 TIME_UNIT_FORMATS = {"year": "%Y", "month": "%Y%m", "day": "%Y%m%d", "hour": "%Y%m%d%H"}
 TTL = "table.log.ttl"
+REPLICATION_FACTOR = "table.replication.factor"
+MIN_IN_SYNC_REPLICAS = "table.log.replica.min-in-sync-replicas"
 MAX_COMMENT_BYTES = 64 << 10
 MAX_PROPERTIES = 256
 MAX_KEY_BYTES = 256
@@ -95,6 +97,22 @@ TABLE_PROPERTIES: Mapping[str, TableProperty] = {
     AUTO_PARTITION_NUM_RETENTION: TableProperty(_non_negative_int, "7"),
     AUTO_PARTITION_TIME_ZONE: TableProperty(_time_zone, "UTC"),
 }
+# Properties whose default is a server setting: unset, they are not checked here.
+SERVER_DEFAULTED: Mapping[str, Callable[[str], Any]] = {
+    REPLICATION_FACTOR: _positive_int,
+    MIN_IN_SYNC_REPLICAS: _positive_int,
+}
+
+
+def server_defaulted_property(where: str, properties: Mapping[str, str], key: str, default: int) -> int:
+    """The parsed value of a property whose default is a server setting (``default`` when unset)."""
+    value = properties.get(key)
+    if value is None:
+        return default
+    try:
+        return SERVER_DEFAULTED[key](value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidTableError(f"{where}: table property {key}={value!r}: {exc}") from None
 
 
 def table_property(where: str, properties: Mapping[str, str], key: str) -> Any:
@@ -118,10 +136,13 @@ def validate_table_properties(where: str, properties: Mapping[str, str], comment
             raise InvalidTableError(
                 f"{where}: table property {key[:64]!r} is too large (keys up to {MAX_KEY_BYTES} bytes, values up to {MAX_VALUE_BYTES})"
             )
-        if key.startswith("table.") and key not in TABLE_PROPERTIES:
-            raise InvalidTableError(f"{where}: unknown table property {key!r} (known: {', '.join(sorted(TABLE_PROPERTIES))})")
+        if key.startswith("table.") and key not in TABLE_PROPERTIES and key not in SERVER_DEFAULTED:
+            known = ", ".join(sorted([*TABLE_PROPERTIES, *SERVER_DEFAULTED]))
+            raise InvalidTableError(f"{where}: unknown table property {key!r} (known: {known})")
     for key in TABLE_PROPERTIES:
         table_property(where, properties, key)
+    for key in SERVER_DEFAULTED:
+        server_defaulted_property(where, properties, key, 1)
 
 
 def check_comment(where: str, comment: str) -> None:

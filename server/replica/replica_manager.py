@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -37,6 +37,7 @@ from lakelog.errors import (
 )
 from lakelog.metadata import (
     BucketInfo,
+    BucketReplicas,
     LakeLogFetchInfo,
     OffsetSpec,
     OffsetType,
@@ -129,6 +130,7 @@ class ReplicaManager:
         self._tables: dict[int, TableInfo] = {}
         self._led: dict[int, set[int]] = {}
         self._fenced: dict[int, set[int]] = {}  # led buckets that take no writes (see lakelog.write_fence)
+        self._copies: dict[int, Mapping[int, BucketReplicas]] = {}  # per physical id: buckets kept on several servers
         # (table id, schema id) -> the schema message of batches already checked against that schema
         self._accepted_schemas: dict[tuple[int, int], bytes] = {}
         self._lock = threading.Lock()
@@ -163,6 +165,7 @@ class ReplicaManager:
             with self._lock:
                 self._tables[info.physical_id] = info
                 self._led[info.physical_id] = mine
+                self._copies[info.physical_id] = assignment.replicas
                 newly_fenced = fenced - self._fenced.get(info.physical_id, set())
                 self._fenced[info.physical_id] = fenced
             partition_of = None if info.partition_id is None else info.table_id
@@ -198,6 +201,7 @@ class ReplicaManager:
                 info = self._tables.pop(table_id, None)
                 self._led.pop(table_id, None)
                 self._fenced.pop(table_id, None)
+                self._copies.pop(table_id, None)
                 if info is not None:
                     self._accepted_schemas.pop((table_id, info.schema_id), None)
             self._remote.drop_table(table_id)
@@ -460,8 +464,13 @@ class ReplicaManager:
         _, tablet = self._tablet(table_id, bucket)
         manifest = self._remote.manifest(table_id, bucket)
         lake = self.lake.get(table_id, bucket)
+        with self._lock:
+            copies = self._copies.get(table_id, {}).get(bucket) or BucketReplicas((self.server_id,), (self.server_id,))
         info = BucketInfo(
             leader=self.server_id,
+            replicas=copies.replicas,
+            isr=copies.isr,
+            leader_epoch=copies.leader_epoch,
             high_watermark=tablet.high_watermark,
             local_log_start_offset=tablet.log_start_offset,
             remote_log_start_offset=manifest.start_offset,

@@ -85,7 +85,7 @@ class CoordinatorService(CoordinatorServiceServicer):
         return pb.MetadataResponse(
             coordinator_server=codec.node_to_pb(self._node),
             tablet_servers=[codec.node_to_pb(node) for node in self._coordinator.tablet_servers()],
-            table_metadata=[codec.table_metadata_to_pb(a.info, a.leaders) for a in assignments],
+            table_metadata=[codec.table_metadata_to_pb(a) for a in assignments],
             unavailable_server_ids=sorted(self._coordinator.liveness.down()),
         )
 
@@ -105,7 +105,7 @@ class CoordinatorService(CoordinatorServiceServicer):
             raise InvalidRequestError(f"RegisterTabletServer needs an id >= 0, a host and a port, got {node}")
         assignments, lake_offsets = self._coordinator.register_tablet_server(node)
         return pb.RegisterTabletServerResponse(
-            table_metadata=[codec.table_metadata_to_pb(a.info, a.leaders) for a in assignments],
+            table_metadata=[codec.table_metadata_to_pb(a) for a in assignments],
             lake_offsets=codec.lake_offsets_to_pb(lake_offsets),
         )
 

@@ -32,7 +32,7 @@ class GrpcTabletNotifier:
 
     def notify_leaders(self, node: ServerNode, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None:
         request = pb.NotifyLeaderAndIsrRequest(
-            table_metadata=[codec.table_metadata_to_pb(t.info, t.leaders) for t in tables],
+            table_metadata=[codec.table_metadata_to_pb(t) for t in tables],
             dropped_table_id=list(dropped),
         )
         self._stub(node).NotifyLeaderAndIsr(request, timeout=NOTIFY_TIMEOUT_S)
