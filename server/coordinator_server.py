@@ -17,7 +17,6 @@ from lakelog.security.tokens import TokenStore
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore
-from lakelog.server.coordinator.tablet_liveness import TabletLiveness
 from lakelog.server.metrics.metrics_endpoint import WsgiApp
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.rpc.coordinator_service import CoordinatorService
@@ -54,10 +53,10 @@ class CoordinatorRole:
 
     def _check_liveness(self) -> None:
         while not self._stop.wait(self._check_interval_s):
-            self.coordinator.liveness.check()
+            self.coordinator.check_liveness()
 
     def service(self, node: ServerNode, metrics: ServerMetrics) -> CoordinatorService:
-        metrics.registry.register(_LivenessCollector(self.coordinator.liveness))
+        metrics.registry.register(_LivenessCollector(self.coordinator))
         return CoordinatorService(self.coordinator, node, metrics)
 
     def status_pages(self, tokens: TokenStore | None) -> dict[str, WsgiApp]:
@@ -77,13 +76,18 @@ class CoordinatorRole:
 
 
 class _LivenessCollector(Collector):
-    """``lakelog_tablet_server_up{server_id}``: 1 while a tablet server heartbeats, 0 once it is down."""
+    """``lakelog_tablet_server_up{server_id}``: 1 while a tablet server heartbeats, 0 once it is down;
+    ``lakelog_offline_buckets``: buckets whose leader is down (no live in-sync replica could take over)."""
 
-    def __init__(self, liveness: TabletLiveness) -> None:
-        self._liveness = liveness
+    def __init__(self, coordinator: Coordinator) -> None:
+        self._coordinator = coordinator
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         up = GaugeMetricFamily("lakelog_tablet_server_up", "1 while a tablet server heartbeats the coordinator, 0 once it is down.", labels=["server_id"])
-        for server_id, alive in self._liveness.states().items():
+        for server_id, alive in self._coordinator.liveness.states().items():
             up.add_metric([str(server_id)], 1 if alive else 0)
         yield up
+        yield GaugeMetricFamily(
+            "lakelog_offline_buckets", "Buckets whose leader is down: they take no writes and serve no reads until it or an in-sync replica is back.",
+            value=self._coordinator.offline_buckets(),
+        )

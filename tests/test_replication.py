@@ -3,6 +3,8 @@ process (tests/harness/replica_cluster.py)."""
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Iterator
@@ -10,7 +12,7 @@ from typing import Iterator
 import pytest
 
 import lakelog
-from tests.conftest import create_table
+from tests.conftest import create_table, order_rows, scan_all, wait_until
 from tests.harness.replica_cluster import ReplicaCluster
 
 FACTOR_3 = {"table.replication.factor": "3"}
@@ -45,3 +47,75 @@ def test_a_factor_above_the_live_servers_is_refused(cluster: ReplicaCluster) -> 
         with pytest.raises(lakelog.InvalidTableError, match="table.replication.factor='0'"):
             create_table(conn, properties={"table.replication.factor": "0"})
         assert conn.admin.list_tables("shop") == []
+
+
+def append(table: lakelog.Table, start: int, count: int) -> None:
+    writer = table.new_append().create_writer()
+    writer.append_arrow(order_rows(start, count))
+    writer.flush()
+
+
+def fully_in_sync(conn: lakelog.Connection, path: lakelog.TablePath) -> dict[int, lakelog.BucketInfo] | None:
+    """The buckets, once every one's ISR holds all its replicas."""
+    described = conn.admin.describe_buckets(path)
+    return described if all(info.leader_available and len(info.isr) == len(info.replicas) for info in described.values()) else None
+
+
+def test_followers_copy_the_leaders_log_and_readers_see_what_every_isr_member_holds(cluster: ReplicaCluster) -> None:
+    with cluster.connect() as conn:
+        table = create_table(conn, buckets=3, properties=FACTOR_3)
+        writer = table.new_append().create_writer()
+        for start in range(0, 3000, 300):
+            writer.append_arrow(order_rows(start, 300))
+        writer.flush()
+        described = wait_until(lambda: fully_in_sync(conn, table.path), "every bucket's ISR holds all three replicas")
+        assert sum(info.high_watermark for info in described.values()) == 3000
+        scanner = table.new_scan().create_log_scanner()
+        scanner.subscribe_from_beginning()
+        assert sorted(scan_all(scanner, 3000).column("id").to_pylist()) == list(range(3000))
+    for server_id in (1, 2, 3):
+        copies = list(cluster.tablet_dir(server_id).glob("tablet-server/log/*/*/*.log"))
+        assert len(copies) == 3 and all(path.stat().st_size > 0 for path in copies), f"server {server_id} holds a copy of every bucket"
+
+
+def test_a_paused_follower_leaves_the_isr_after_the_lag_time_and_rejoins_after_sigcont(tmp_path: Path) -> None:
+    # The coordinator would drop a silent server too: its timeout is long here, so the leader's lag rule acts.
+    cluster = ReplicaCluster(tmp_path, tablet_settings={"log.replica.max-lag-time": "2s"}, coordinator_settings={"coordinator.tablet-server.heartbeat-timeout": "60s"})
+    cluster.start()
+    try:
+        with cluster.connect() as conn:
+            table = create_table(conn, properties=FACTOR_3)
+            append(table, 0, 10)
+            leader = wait_until(lambda: fully_in_sync(conn, table.path), "all in sync")[0].leader
+            follower = next(s for s in (1, 2, 3) if s != leader)
+            cluster.tablets[follower].signal(signal.SIGSTOP)
+            acked = threading.Event()
+            threading.Thread(target=lambda: (append(table, 10, 10), acked.set()), daemon=True).start()
+            seen_while_waiting = set()
+            while not acked.wait(0.05):
+                seen_while_waiting.add(conn.admin.list_offsets(table.path)[0])
+            assert seen_while_waiting == {10}, "readers never see past what every ISR member holds"
+            after = conn.admin.describe_buckets(table.path)[0]
+            assert follower not in after.isr and len(after.isr) == 2 and after.high_watermark == 20
+            cluster.tablets[follower].signal(signal.SIGCONT)
+            rejoined = wait_until(lambda: fully_in_sync(conn, table.path), "the follower back in the ISR")
+            assert rejoined[0].high_watermark == 20 and rejoined[0].leader == leader
+    finally:
+        cluster.stop()
+
+
+def test_acks_all_is_refused_with_fewer_in_sync_replicas_than_the_minimum_and_acks_1_is_not(cluster: ReplicaCluster) -> None:
+    with cluster.connect() as conn:
+        table = create_table(conn, properties={**FACTOR_3, "table.log.replica.min-in-sync-replicas": "3"})
+        append(table, 0, 10)
+        leader = wait_until(lambda: fully_in_sync(conn, table.path), "all in sync")[0].leader
+        follower = next(s for s in (1, 2, 3) if s != leader)
+        cluster.tablets[follower].signal(signal.SIGKILL)
+        wait_until(lambda: len(conn.admin.describe_buckets(table.path)[0].isr) == 2, "the dead follower out of the ISR")
+    with cluster.connect({"client.writer.delivery-timeout": "1s"}) as conn:
+        with pytest.raises(lakelog.DeliveryTimeoutError, match=r"NotEnoughReplicasError|in-sync replicas \[.*\] are fewer than min-in-sync-replicas 3"):
+            append(conn.get_table(table.path), 10, 5)
+        assert conn.admin.list_offsets(table.path)[0] == 10, "nothing was appended"
+    with cluster.connect({"client.writer.acks": "1"}) as conn:
+        append(conn.get_table(table.path), 10, 5)
+        wait_until(lambda: conn.admin.list_offsets(table.path)[0] == 15, "the followers copy what the leader acknowledged alone")

@@ -18,6 +18,7 @@ from lakelog.errors import (
     DatabaseNotExistError,
     InvalidRequestError,
     LakeSnapshotNotExistError,
+    NotLeaderError,
     PartitionNotInLakeError,
     StaleLakeSnapshotError,
     TableAlreadyExistError,
@@ -26,6 +27,7 @@ from lakelog.errors import (
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
     BucketInfo,
+    BucketReplicas,
     LakeBucketKey,
     LakeBucketOffset,
     LakeOffsets,
@@ -43,6 +45,7 @@ from lakelog.metadata import (
 from lakelog.server.coordinator.auto_partitioning import AutoPartitioner, auto_partition_spec
 from lakelog.server.coordinator.bucket_describer import BucketDescriber, describe_assignment
 from lakelog.server.coordinator.lake_tables import LakeTables
+from lakelog.server.coordinator.replica_election import without_server
 from lakelog.server.coordinator.replica_placement import Placement, place_buckets
 from lakelog.server.coordinator.table_properties import (
     REPLICATION_FACTOR,
@@ -94,6 +97,7 @@ class Coordinator:
         self._notifier = notifier
         self._lake = lake
         self.liveness = TabletLiveness(heartbeat_timeout_ms, (node.server_id for node in store.tablet_servers()))
+        self._handled_down: set[int] = set()  # servers whose buckets check_liveness moved already
         self._lock = threading.Lock()
         # Lake notifications go out one at a time, each with what is stored when it is sent, so
         # two commits racing cannot leave a tablet server with the older offsets.
@@ -435,8 +439,11 @@ class Coordinator:
 
     def register_tablet_server(self, node: ServerNode) -> tuple[list[TableAssignment], list[LakeOffsets]]:
         """Record a (re)starting tablet server; return, in one pass over the tables, every bucket it
-        leads and what of them the lake already holds."""
+        leads or copies and what of them the lake already holds. A restarted server may have lost
+        what it had not flushed (or its whole disk): it leaves every ISR first, and its buckets get
+        new leaders (see :mod:`replica_election`); it rejoins each ISR once it has caught up."""
         self._store.upsert_tablet_server(node)
+        self._server_lost(node.server_id, returning=True)
         self.liveness.heartbeat(node.server_id)
         led: list[TableAssignment] = []
         lake: list[LakeOffsets] = []
@@ -448,6 +455,108 @@ class Coordinator:
                 lake += _led_by(node.server_id, info.table_id, snapshot, self._log_leaders(info))
         log.info("tablet server %d registered at %s, leading buckets of %d table(s)", node.server_id, node.address, len(led))
         return led, lake
+
+    # replication
+
+    def adjust_isr(self, leader_id: int, physical_id: int, bucket: int, leader_epoch: int, isr_version: int, isr: Sequence[int]) -> BucketReplicas:
+        """A leader's ISR change: accepted only from the bucket's current leader naming the current
+        leader epoch and ISR version (anything else is stale: NotLeaderError); the new ISR keeps
+        the leader, names only replicas, and adds no server that is down."""
+        with self._lock:
+            assignment = self.assignment_by_id(physical_id)
+            current = assignment.replicas.get(bucket)
+            where = f"{assignment.info.label} bucket {bucket}"
+            if current is None:
+                raise InvalidRequestError(f"{where} has no replicas to change the ISR of")
+            leader = assignment.leaders.get(bucket)
+            if leader != leader_id or current.leader_epoch != leader_epoch or current.isr_version != isr_version:
+                raise NotLeaderError(
+                    f"{where}: ISR change from server {leader_id} in leader epoch {leader_epoch} (ISR version {isr_version}) is stale:"
+                    f" the leader is {leader} in epoch {current.leader_epoch} (ISR version {current.isr_version})"
+                )
+            wanted = tuple(r for r in current.replicas if r in set(isr))
+            down = self.liveness.down() & (set(wanted) - set(current.isr))
+            if leader_id not in wanted or len(wanted) != len(set(isr)) or down:
+                raise InvalidRequestError(f"{where}: ISR {list(isr)} must hold the leader {leader_id} and live replicas of {list(current.replicas)}")
+            updated = BucketReplicas(current.replicas, wanted, current.leader_epoch, current.isr_version + 1)
+            self._store.update_bucket(physical_id, bucket, leader_id, updated)
+        log.info("%s: ISR %s -> %s (leader %d, epoch %d)", where, list(current.isr), list(wanted), leader_id, current.leader_epoch)
+        return updated
+
+    def offline_buckets(self) -> int:
+        """Buckets (of tables and partitions) whose leader is down now."""
+        down = self.liveness.down()
+        if not down:
+            return 0
+        return sum(leader in down for info in self._store.all_tables() for a in self.assignments(info) for leader in a.leaders.values())
+
+    def check_liveness(self) -> None:
+        """Log servers going down or coming back, and take each newly down server out of every ISR
+        at once, electing new leaders for the buckets it led (called periodically)."""
+        down = self.liveness.check()
+        for server_id in sorted(down - self._handled_down):
+            self._server_lost(server_id, returning=False)
+        for server_id in sorted(self._handled_down - down):
+            self._server_back(server_id)
+        self._handled_down = down
+
+    def _server_back(self, server_id: int) -> None:
+        """A server heartbeats again without having restarted (it was paused, or cut off): it missed
+        the changes made while it was down, so it is told its replicated buckets as they are now. A
+        replaced leader learns it follows, so it cuts what it appended alone and copies the rest."""
+        with self._lock:
+            held = [
+                a for info in self._store.all_tables() for a in self.assignments(info)
+                if any(server_id in copies.replicas for copies in a.replicas.values())
+            ]
+        node = next((n for n in self._store.tablet_servers() if n.server_id == server_id), None)
+        if node is None or not held:
+            return
+        try:
+            self._notifier.notify_leaders(node, held, [])
+        except Exception as exc:  # noqa: BLE001 - it learns them when it registers again
+            log.warning("could not tell tablet server %d, back, its buckets: %s", server_id, exc)
+
+    def _server_lost(self, server_id: int, returning: bool) -> None:
+        """Move every replicated bucket off ``server_id`` (see :mod:`replica_election`) and tell the
+        servers that still hold it."""
+        changed: list[TableAssignment] = []
+        with self._lock:
+            live = {node.server_id for node in self._store.tablet_servers()} - self.liveness.down() - {server_id}
+            if returning:
+                live.add(server_id)
+            for info in self._store.all_tables():
+                for assignment in self.assignments(info):
+                    leaders, replicas = dict(assignment.leaders), dict(assignment.replicas)
+                    for bucket, copies in assignment.replicas.items():
+                        moved = without_server(leaders[bucket], copies, server_id, live, returning)
+                        if moved is not None:
+                            leaders[bucket], replicas[bucket] = moved
+                            self._store.update_bucket(assignment.info.physical_id, bucket, *moved)
+                    if replicas != assignment.replicas:
+                        changed.append(TableAssignment(assignment.info, leaders, replicas))
+        skip = set() if returning else {server_id}
+        for assignment in changed:
+            log.info(
+                "tablet server %d %s: %s now led by %s, ISR %s", server_id, "restarted" if returning else "lost", assignment.info.label,
+                dict(assignment.leaders), {b: r.isr for b, r in assignment.replicas.items()},
+            )
+            self._tell_replicas(assignment, skip)
+
+    def _tell_replicas(self, assignment: TableAssignment, skip: set[int]) -> None:
+        """Tell every server holding a bucket of ``assignment`` (leaders first, so a follower's
+        first question finds its leader ready), except ``skip`` and servers down."""
+        nodes = {node.server_id: node for node in self._store.tablet_servers()}
+        leaders = set(assignment.leaders.values())
+        order = sorted(_servers_of(assignment) - skip - self.liveness.down(), key=lambda s: (s not in leaders, s))
+        for server_id in order:
+            node = nodes.get(server_id)
+            if node is None:
+                continue
+            try:
+                self._notifier.notify_leaders(node, [assignment], [])
+            except Exception as exc:  # noqa: BLE001 - a server that misses this learns its buckets when it registers
+                log.warning("could not tell tablet server %d at %s about %s: %s", server_id, node.address, assignment.info.label, exc)
 
     def _tell_leaders(self, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None:
         """Best effort: a tablet server that misses this learns its buckets on its next request or restart."""

@@ -43,5 +43,5 @@ def place_buckets(what: str, buckets: int, start: int, servers: Sequence[int], l
     for b in range(buckets):
         first = (start + b) % len(candidates)
         copies = tuple(candidates[(first + i) % len(candidates)] for i in range(factor))
-        replicas[b] = BucketReplicas(copies, (copies[0],))
+        replicas[b] = BucketReplicas(copies, copies)  # all in sync: every log is empty
     return Placement({b: r.replicas[0] for b, r in replicas.items()}, replicas)

@@ -35,6 +35,7 @@ from lakelog.record.batch import HEADER_SIZE, BatchHeader, read_header, stamp, v
 from lakelog.record.projection import BatchProjection
 from lakelog.server.log.acknowledged_offset import AcknowledgedOffset
 from lakelog.server.log.durable_files import fsync_directory, write_atomically
+from lakelog.server.log.leader_epochs import LeaderEpochs
 from lakelog.server.log.quarantine import QuarantinedRange, find_holes
 from lakelog.server.log.segment import LogSegment
 from lakelog.server.log.writer_state import WriterBatches, WriterState
@@ -135,6 +136,7 @@ class LogTablet:
         self._flushing = False
         self._closed = False
         self._acknowledged = AcknowledgedOffset(directory)
+        self.epochs = LeaderEpochs(directory)
         self._writers = WriterState(name)
         self._segments, self._log_start_offset, self._holes = self._recover()
         self._durable_mark = self._end_mark()  # recovery flushed what it kept
@@ -367,10 +369,11 @@ class LogTablet:
             else:
                 self._advance(self._local_mark())
 
-    def append_as_follower(self, records: bytes | memoryview) -> int:
+    def append_as_follower(self, records: bytes | memoryview, leader_epoch: int) -> int:
         """Append the leader's batches as they are: offsets, commit timestamps and writer headers
-        kept, so writer (idempotence) state is rebuilt here as on the leader. The first batch must
-        start at this log's end. Returns the new log end, durable in ``sync`` mode."""
+        kept, so writer (idempotence) state is rebuilt here as on the leader; ``leader_epoch`` is the
+        epoch they were appended in. The first batch must start at this log's end. Returns the new
+        log end, durable in ``sync`` mode."""
         buffer = memoryview(records).cast("B")
         headers = [header for _, header in self._validate(buffer, None)]
         with self._lock:
@@ -382,6 +385,7 @@ class LogTablet:
                 expected = header.next_offset
             if self._should_roll(self._clock(), len(buffer), expected - self.log_end_offset):
                 self._roll()
+            self.epochs.assign(leader_epoch, headers[0].base_offset)
             self._segments[-1].append_batches([buffer], headers)
             self._writers.replay(headers)
             self._last_timestamp = max(self._last_timestamp, headers[-1].commit_timestamp)
@@ -408,6 +412,7 @@ class LogTablet:
             fsync_directory(self.directory)
             self._reset_after_cut(tuple(kept))
             end = self.log_end_offset
+            self.epochs.truncate_from_end(end)
         logger.warning("%s: truncated from offset %d to %d to match its leader's log", self.name, before, end)
         return end
 
@@ -424,6 +429,7 @@ class LogTablet:
             fresh = LogSegment(self.directory, offset, self.config.index_interval_bytes)
             fsync_directory(self.directory)
             self._reset_after_cut((fresh,))
+            self.epochs.clear()
         logger.warning("%s: emptied and restarted at offset %d, its leader's earliest local offset", self.name, offset)
 
     def _reset_after_cut(self, segments: tuple[LogSegment, ...]) -> None:
@@ -676,13 +682,38 @@ class LogTablet:
         """Whole batches of one segment from the batch holding ``fetch_offset``, up to the HW, at
         most ``max_bytes`` of them but at least one; with ``projection``, those batches projected
         onto its columns, ``max_bytes`` counting the projected bytes."""
+        segments, high_watermark, start = self._snapshot()
+        return self._read_to(segments, high_watermark, high_watermark.offset, start, fetch_offset, max_bytes, projection)
+
+    def read_for_follower(self, fetch_offset: int, max_bytes: int) -> tuple[ReadResult, int]:
+        """What a follower copies: whole batches from ``fetch_offset`` past the HW up to the log end,
+        but not past the end of the leader epoch they were appended in, and that epoch (the
+        follower records it, see :mod:`leader_epochs`)."""
+        with self._lock:
+            self._check_open()
+            epoch, next_start = self.epochs.epoch_at(fetch_offset)
+            end = self._end_mark() if next_start is None or next_start >= self.log_end_offset else self._mark_at(next_start)
+            segments, high_watermark, start = self._segments, self._high_watermark, self._log_start_offset
+        return self._read_to(segments, end, high_watermark.offset, start, fetch_offset, max_bytes, None), epoch
+
+    def _read_to(
+        self,
+        segments: tuple[LogSegment, ...],
+        limit: _Mark,
+        high_watermark: int,
+        start: int,
+        fetch_offset: int,
+        max_bytes: int,
+        projection: BatchProjection | None,
+    ) -> ReadResult:
         if max_bytes < 0:
             raise InvalidRequestError(f"{self.name}: max bytes {max_bytes} is negative")
-        segments, high_watermark, start = self._snapshot()
-        if not start <= fetch_offset <= high_watermark.offset:
+        if not start <= fetch_offset <= max(limit.offset, segments[-1].next_offset):
             raise OffsetOutOfRangeError(self.bucket, fetch_offset, start)
-        if fetch_offset == high_watermark.offset:
-            return ReadResult(b"", high_watermark.offset, start)
+        if fetch_offset >= limit.offset:
+            # Past the HW but held here: a new leader's HW catches up with what a reader saw from the
+            # one before once its followers fetch, so the reader waits, it is not out of range.
+            return ReadResult(b"", high_watermark, start)
         for hole in self._holes:
             if fetch_offset in hole:
                 raise CorruptRecordError(f"{hole.describe(self.name)}; offset {fetch_offset} cannot be read locally")
@@ -690,10 +721,10 @@ class LogTablet:
         found = segment.find_position(fetch_offset)
         if found is None:
             raise CorruptRecordError(f"{segment.path}: offset {fetch_offset} of {self.name} is not in the segment")
-        end = high_watermark.position if segment is high_watermark.segment else segment.size
+        end = limit.position if segment is limit.segment else segment.size
         if projection is None:
-            return ReadResult(segment.read(found[0], max_bytes, end, fetch_offset), high_watermark.offset, start)
-        return ReadResult(segment.read_projected(found[0], max_bytes, end, fetch_offset, projection), high_watermark.offset, start)
+            return ReadResult(segment.read(found[0], max_bytes, end, fetch_offset), high_watermark, start)
+        return ReadResult(segment.read_projected(found[0], max_bytes, end, fetch_offset, projection), high_watermark, start)
 
     def lookup_offset_by_timestamp(self, timestamp: int) -> int | None:
         """The first offset whose commit timestamp is >= ``timestamp``, None if all are older.

@@ -55,6 +55,7 @@ from lakelog.server.replica.barrier_holds import BarrierHolds
 from lakelog.server.replica.fetch_waiters import FetchWaiters
 from lakelog.server.replica.lake_offsets import LakeRanges
 from lakelog.server.replica.projection import check_projection
+from lakelog.server.replica.replication import ACKS_ALL, IsrChange, Replication, ReplicationConfig
 from lakelog.write_fence import fenced_leader
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class BucketFetch:
     bucket: int
     fetch_offset: int
     max_bytes: int
+    leader_epoch: int = -1  # a follower's: the epoch it follows
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class FetchParams:
     min_bytes: int = 1
     max_wait_ms: int = 0
     enable_lake: bool = False
+    follower_id: int = -1  # >= 0: a follower copying the buckets, which reads past the high watermark
 
     def answer_bound(self) -> int:
         """The most record bytes an answer to this fetch can hold."""
@@ -114,13 +117,21 @@ class BucketFetchResult:
     error: LakelogError | None = None
     remote_log_fetch_info: RemoteLogFetchInfo | None = None
     lake_log_fetch_info: LakeLogFetchInfo | None = None
+    leader_epoch: int = -1  # to a follower: the epoch its records were appended in
 
 
 class ReplicaManager:
     def __init__(
-        self, server_id: int, logs: LogManager, resolve: TableResolver, remote: RemoteLogManager, max_parked_polls: int = 1000
+        self,
+        server_id: int,
+        logs: LogManager,
+        resolve: TableResolver,
+        remote: RemoteLogManager,
+        max_parked_polls: int = 1000,
+        replication: Replication | None = None,
     ) -> None:
         self.server_id = server_id
+        self.replication = replication or Replication(server_id, ReplicationConfig(), None)
         self._logs = logs
         self._remote = remote
         self.lake = LakeRanges()
@@ -156,12 +167,15 @@ class ReplicaManager:
     # leadership
 
     def become_leader(self, assignments: Sequence[TableAssignment]) -> None:
-        """Lead the buckets assigned here; each assignment is a table's or a partition's, keyed by
-        its physical id (see ``TableInfo.physical_id``)."""
+        """Lead the buckets assigned here, and copy those of which this server is a follower; each
+        assignment is a table's or a partition's, keyed by its physical id (see ``TableInfo.physical_id``)."""
         for assignment in assignments:
             info = assignment.info
             fenced = {b for b, leader in assignment.leaders.items() if leader == fenced_leader(self.server_id)}
             mine = {b for b, leader in assignment.leaders.items() if leader == self.server_id} | fenced
+            followed = {
+                b for b, copies in assignment.replicas.items() if self.server_id in copies.replicas and b not in mine and b in assignment.leaders
+            }
             with self._lock:
                 self._tables[info.physical_id] = info
                 self._led[info.physical_id] = mine
@@ -172,9 +186,16 @@ class ReplicaManager:
             tablets = {bucket: self._logs.get_or_create(info.physical_id, bucket, info.label, partition_of) for bucket in sorted(mine)}
             for bucket in sorted(newly_fenced):  # the coordinator reads the high watermark next: make it final
                 tablets[bucket].settle()
+            for bucket, tablet in tablets.items():
+                self.replication.lead(info, bucket, tablet, assignment.replicas.get(bucket))
+            for bucket in sorted(followed):
+                copy = self._logs.get_or_create(info.physical_id, bucket, info.label, partition_of)
+                self.replication.follow(info, bucket, copy, assignment.leaders[bucket], assignment.replicas[bucket])
             self._remote.lead(info, list(tablets.values()))
             if mine:
                 log.info("leading %s buckets %s", info.label, sorted(mine))
+            if followed:
+                log.info("following %s buckets %s", info.label, {b: assignment.leaders[b] for b in sorted(followed)})
 
     def knows(self, physical_id: int) -> bool:
         """Whether the table or partition is known here: looking it up asks no one."""
@@ -204,6 +225,9 @@ class ReplicaManager:
                 self._copies.pop(table_id, None)
                 if info is not None:
                     self._accepted_schemas.pop((table_id, info.schema_id), None)
+            if info is not None:
+                for bucket in range(info.buckets):
+                    self.replication.let_go((table_id, bucket))
             self._remote.drop_table(table_id)
             self.lake.drop_table(table_id)
             self._logs.drop_table(table_id)
@@ -261,14 +285,24 @@ class ReplicaManager:
 
     # produce
 
-    def produce(self, table_id: int, bucket: int, records: bytes | memoryview, hold_id: str = "") -> AppendResult:
-        """``hold_id``: the append is made under this barrier hold, which must be open here."""
+    def produce(
+        self, table_id: int, bucket: int, records: bytes | memoryview, hold_id: str = "", acks: int = ACKS_ALL, timeout_ms: int = 30_000
+    ) -> AppendResult:
+        """``hold_id``: the append is made under this barrier hold, which must be open here. With
+        ``acks=all`` (-1) it returns once every in-sync replica holds the records, else once this
+        log does."""
         info, tablet = self._tablet(table_id, bucket)
         if hold_id:
             self.holds.check(hold_id)
-        return tablet.append(
+        tracker = self.replication.admit(info, bucket, acks)
+        result = tablet.append(
             records, lambda buffer, pos, header: self._check_schema(info, bucket, buffer, pos, header), lambda: self._refuse_if_fenced(info, bucket)
         )
+        if tracker is not None:
+            self.waiters.notify((table_id, bucket))  # the followers' parked fetches
+        if tracker is not None and acks == ACKS_ALL:
+            self.replication.await_replicated(info, bucket, tablet, tracker, result.next_offset, max(timeout_ms, 1) / 1000)
+        return result
 
     def _refuse_if_fenced(self, info: TableInfo, bucket: int) -> None:
         """Checked under the log's append lock, so a fence that :meth:`become_leader` settled
@@ -330,13 +364,18 @@ class ReplicaManager:
             return projections[table_id]
 
         for request in params.buckets:
-            result = self._read_one(request, projection_of, budget, params.enable_lake)
+            result = self._read_one(request, projection_of, budget, params.enable_lake, params.follower_id)
             budget = max(budget - len(result.records), 0)
             results.append(result)
         return results
 
     def _read_one(
-        self, request: BucketFetch, projection_of: Callable[[int, TableInfo], BatchProjection | None], budget: int, enable_lake: bool
+        self,
+        request: BucketFetch,
+        projection_of: Callable[[int, TableInfo], BatchProjection | None],
+        budget: int,
+        enable_lake: bool,
+        follower_id: int,
     ) -> BucketFetchResult:
         try:
             if request.fetch_offset < 0 or request.max_bytes <= 0:
@@ -345,6 +384,8 @@ class ReplicaManager:
                     f"{request.fetch_offset} and {request.max_bytes}"
                 )
             info, tablet = self._tablet(request.table_id, request.bucket)
+            if follower_id >= 0:
+                return self._read_for_follower(request, info, tablet, follower_id, budget)
             columns = projection_of(request.table_id, info)
             if request.fetch_offset < tablet.log_start_offset:
                 return self._read_below_local(request, tablet, enable_lake)
@@ -366,6 +407,30 @@ class ReplicaManager:
             return BucketFetchResult(request.table_id, request.bucket, read.records, read.high_watermark, earliest)
         except LakelogError as error:
             return self._failed(request, error, enable_lake)
+
+    def _read_for_follower(self, request: BucketFetch, info: TableInfo, tablet: LogTablet, follower_id: int, budget: int) -> BucketFetchResult:
+        """A follower's fetch: its progress counted, then the leader's batches past the high
+        watermark, up to the end of one leader epoch. Below the local log start it is told where
+        the local log starts (it copies from there: remote storage is not copied back)."""
+        self.replication.follower_fetched(info, request.bucket, follower_id, request.leader_epoch, request.fetch_offset, tablet)
+        read, epoch = tablet.read_for_follower(request.fetch_offset, min(request.max_bytes, budget) if budget > 0 else 0)
+        return BucketFetchResult(request.table_id, request.bucket, read.records, read.high_watermark, read.log_start_offset, leader_epoch=epoch)
+
+    def end_offset_for_epoch(self, table_id: int, bucket: int, epoch: int) -> tuple[int, int]:
+        info, tablet = self._tablet(table_id, bucket)
+        return self.replication.end_offset_for_epoch(info, bucket, tablet, epoch)
+
+    def isr_changes(self) -> list[IsrChange]:
+        def high_watermark(key: tuple[int, int]) -> int | None:
+            tablet = self._logs.get(*key)
+            return None if tablet is None else tablet.high_watermark
+
+        return self.replication.isr_changes(high_watermark)
+
+    def apply_isr(self, change: IsrChange, copies: BucketReplicas) -> None:
+        tablet = self._logs.get(change.info.physical_id, change.bucket)
+        if tablet is not None:
+            self.replication.apply_isr(change, copies, tablet)
 
     def _read_below_local(self, request: BucketFetch, tablet: LogTablet, enable_lake: bool) -> BucketFetchResult:
         """A fetch below the local log start: the remote segments holding it, else (when the
@@ -465,7 +530,8 @@ class ReplicaManager:
         manifest = self._remote.manifest(table_id, bucket)
         lake = self.lake.get(table_id, bucket)
         with self._lock:
-            copies = self._copies.get(table_id, {}).get(bucket) or BucketReplicas((self.server_id,), (self.server_id,))
+            known = self._copies.get(table_id, {}).get(bucket)
+        copies = self.replication.copies((table_id, bucket)) or known or BucketReplicas((self.server_id,), (self.server_id,))
         info = BucketInfo(
             leader=self.server_id,
             replicas=copies.replicas,

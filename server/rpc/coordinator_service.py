@@ -182,6 +182,14 @@ class CoordinatorService(CoordinatorServiceServicer):
         return pb.GetTieringJobsResponse(jobs=jobs)
 
     @rpc_method
+    def AdjustIsr(self, request: pb.AdjustIsrRequest, context: grpc.ServicerContext) -> pb.AdjustIsrResponse:
+        copies = self._coordinator.adjust_isr(
+            request.leader_id, request.table_id, request.bucket_id, request.leader_epoch, request.isr_version, tuple(request.isr)
+        )
+        leader = request.leader_id
+        return pb.AdjustIsrResponse(bucket=codec.bucket_metadata_to_pb(request.bucket_id, leader, copies))
+
+    @rpc_method
     def InitWriter(self, request: pb.InitWriterRequest, context: grpc.ServicerContext) -> pb.InitWriterResponse:
         return pb.InitWriterResponse(writer_id=self._coordinator.init_writer())
 

@@ -17,7 +17,13 @@ SECRET = "replica-cluster-secret"
 
 
 class ReplicaCluster:
-    def __init__(self, root: Path, servers: Iterable[int] = (1, 2, 3), tablet_settings: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        servers: Iterable[int] = (1, 2, 3),
+        tablet_settings: dict[str, str] | None = None,
+        coordinator_settings: dict[str, str] | None = None,
+    ) -> None:
         self.root = root
         self.coordinator_port = free_port()
         self.tablet_settings = {
@@ -26,7 +32,8 @@ class ReplicaCluster:
             **(tablet_settings or {}),
         }
         self.coordinator = self._process(
-            "coordinator", "coordinator", root / "c", self.coordinator_port, {"coordinator.tablet-server.heartbeat-timeout": "2s"}
+            "coordinator", "coordinator", root / "c", self.coordinator_port,
+            {"coordinator.tablet-server.heartbeat-timeout": "2s", **(coordinator_settings or {})},
         )
         self.tablets = {
             server_id: self._process(
@@ -60,6 +67,10 @@ class ReplicaCluster:
         before = self.coordinator.log_path.read_text().count(marker) if self.coordinator.log_path.exists() else 0
         self.tablets[server_id].start()
         wait_until(lambda: self.coordinator.log_path.read_text().count(marker) > before, marker)
+
+    def leaders(self, path: lakelog.TablePath) -> dict[int, int]:
+        with self.connect() as conn:
+            return {bucket: info.leader for bucket, info in conn.admin.describe_buckets(path).items()}
 
     def wipe(self, server_id: int) -> None:
         """The server's disk as a new one: its data directory gone (the server id is given again)."""
