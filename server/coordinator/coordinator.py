@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from lakelog.errors import (
     DatabaseAlreadyExistError,
@@ -45,7 +45,7 @@ from lakelog.metadata import (
 from lakelog.server.coordinator.auto_partitioning import AutoPartitioner, auto_partition_spec
 from lakelog.server.coordinator.bucket_describer import BucketDescriber, describe_assignment
 from lakelog.server.coordinator.lake_tables import LakeTables
-from lakelog.server.coordinator.replica_election import without_server
+from lakelog.server.coordinator.replica_election import preferred_leader, without_server
 from lakelog.server.coordinator.replica_placement import Placement, place_buckets
 from lakelog.server.coordinator.table_properties import (
     REPLICATION_FACTOR,
@@ -98,6 +98,7 @@ class Coordinator:
         self._lake = lake
         self.liveness = TabletLiveness(heartbeat_timeout_ms, (node.server_id for node in store.tablet_servers()))
         self._handled_down: set[int] = set()  # servers whose buckets check_liveness moved already
+        self._isr_grew = threading.Event()  # an ISR took a replica back: its preferred leader may return
         self._lock = threading.Lock()
         # Lake notifications go out one at a time, each with what is stored when it is sent, so
         # two commits racing cannot leave a tablet server with the older offsets.
@@ -480,6 +481,8 @@ class Coordinator:
                 raise InvalidRequestError(f"{where}: ISR {list(isr)} must hold the leader {leader_id} and live replicas of {list(current.replicas)}")
             updated = BucketReplicas(current.replicas, wanted, current.leader_epoch, current.isr_version + 1)
             self._store.update_bucket(physical_id, bucket, leader_id, updated)
+            if len(wanted) > len(current.isr):
+                self._isr_grew.set()
         log.info("%s: ISR %s -> %s (leader %d, epoch %d)", where, list(current.isr), list(wanted), leader_id, current.leader_epoch)
         return updated
 
@@ -499,6 +502,17 @@ class Coordinator:
         for server_id in sorted(self._handled_down - down):
             self._server_back(server_id)
         self._handled_down = down
+        if self._isr_grew.is_set():
+            self._isr_grew.clear()
+            self._return_preferred_leaders(down)
+
+    def _return_preferred_leaders(self, down: set[int]) -> None:
+        """Hand every replicated bucket back to its first replica once that one is in sync again, so
+        leaders stay spread as placed (Kafka's preferred leader election)."""
+        live = {node.server_id for node in self._store.tablet_servers()} - down
+        for assignment in self._move_buckets(lambda leader, copies: preferred_leader(leader, copies, live)):
+            log.info("%s: leaders back on their preferred servers: %s", assignment.info.label, dict(assignment.leaders))
+            self._tell_replicas(assignment, set())
 
     def _server_back(self, server_id: int) -> None:
         """A server heartbeats again without having restarted (it was paused, or cut off): it missed
@@ -520,21 +534,10 @@ class Coordinator:
     def _server_lost(self, server_id: int, returning: bool) -> None:
         """Move every replicated bucket off ``server_id`` (see :mod:`replica_election`) and tell the
         servers that still hold it."""
-        changed: list[TableAssignment] = []
-        with self._lock:
-            live = {node.server_id for node in self._store.tablet_servers()} - self.liveness.down() - {server_id}
-            if returning:
-                live.add(server_id)
-            for info in self._store.all_tables():
-                for assignment in self.assignments(info):
-                    leaders, replicas = dict(assignment.leaders), dict(assignment.replicas)
-                    for bucket, copies in assignment.replicas.items():
-                        moved = without_server(leaders[bucket], copies, server_id, live, returning)
-                        if moved is not None:
-                            leaders[bucket], replicas[bucket] = moved
-                            self._store.update_bucket(assignment.info.physical_id, bucket, *moved)
-                    if replicas != assignment.replicas:
-                        changed.append(TableAssignment(assignment.info, leaders, replicas))
+        live = {node.server_id for node in self._store.tablet_servers()} - self.liveness.down() - {server_id}
+        if returning:
+            live.add(server_id)
+        changed = self._move_buckets(lambda leader, copies: without_server(leader, copies, server_id, live, returning))
         skip = set() if returning else {server_id}
         for assignment in changed:
             log.info(
@@ -542,6 +545,23 @@ class Coordinator:
                 dict(assignment.leaders), {b: r.isr for b, r in assignment.replicas.items()},
             )
             self._tell_replicas(assignment, skip)
+
+    def _move_buckets(self, decide: Callable[[int, BucketReplicas], tuple[int, BucketReplicas] | None]) -> list[TableAssignment]:
+        """Apply ``decide(leader, copies)`` (a new leader and replicas, or None) to every replicated
+        bucket, store what changed; the tables and partitions changed, as they are now."""
+        changed: list[TableAssignment] = []
+        with self._lock:
+            for info in self._store.all_tables():
+                for assignment in self.assignments(info):
+                    leaders, replicas = dict(assignment.leaders), dict(assignment.replicas)
+                    for bucket, copies in assignment.replicas.items():
+                        moved = decide(leaders[bucket], copies)
+                        if moved is not None:
+                            leaders[bucket], replicas[bucket] = moved
+                            self._store.update_bucket(assignment.info.physical_id, bucket, *moved)
+                    if replicas != assignment.replicas:
+                        changed.append(TableAssignment(assignment.info, leaders, replicas))
+        return changed
 
     def _tell_replicas(self, assignment: TableAssignment, skip: set[int]) -> None:
         """Tell every server holding a bucket of ``assignment`` (leaders first, so a follower's

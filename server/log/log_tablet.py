@@ -97,11 +97,13 @@ class AppendResult:
 
 @dataclass(frozen=True)
 class ReadResult:
-    """Whole batches as stored (empty at the HW) and the bucket's bounds when they were read."""
+    """Whole batches as stored (empty at the HW) and the bucket's bounds when they were read;
+    ``starts_segment``: the records begin a segment."""
 
     records: bytes | memoryview
     high_watermark: int
     log_start_offset: int
+    starts_segment: bool = False
 
 
 @dataclass(frozen=True)
@@ -369,11 +371,12 @@ class LogTablet:
             else:
                 self._advance(self._local_mark())
 
-    def append_as_follower(self, records: bytes | memoryview, leader_epoch: int) -> int:
+    def append_as_follower(self, records: bytes | memoryview, leader_epoch: int, starts_segment: bool) -> int:
         """Append the leader's batches as they are: offsets, commit timestamps and writer headers
         kept, so writer (idempotence) state is rebuilt here as on the leader; ``leader_epoch`` is the
-        epoch they were appended in. The first batch must start at this log's end. Returns the new
-        log end, durable in ``sync`` mode."""
+        epoch they were appended in. Segments roll where the leader's do (``starts_segment``), so
+        the copy's rolled segments are the leader's, whoever uploads them. The first batch must
+        start at this log's end. Returns the new log end, durable in ``sync`` mode."""
         buffer = memoryview(records).cast("B")
         headers = [header for _, header in self._validate(buffer, None)]
         with self._lock:
@@ -383,7 +386,8 @@ class LogTablet:
                 if header.base_offset != expected:
                     raise InvalidRequestError(f"{self.name}: the leader's batch starts at offset {header.base_offset}, expected {expected}")
                 expected = header.next_offset
-            if self._should_roll(self._clock(), len(buffer), expected - self.log_end_offset):
+            active = self._segments[-1]
+            if active.size > 0 and (starts_segment or expected - active.base_offset > _MAX_RELATIVE_OFFSET):
                 self._roll()
             self.epochs.assign(leader_epoch, headers[0].base_offset)
             self._segments[-1].append_batches([buffer], headers)
@@ -722,9 +726,10 @@ class LogTablet:
         if found is None:
             raise CorruptRecordError(f"{segment.path}: offset {fetch_offset} of {self.name} is not in the segment")
         end = limit.position if segment is limit.segment else segment.size
+        starts = found[0] == 0
         if projection is None:
-            return ReadResult(segment.read(found[0], max_bytes, end, fetch_offset), high_watermark, start)
-        return ReadResult(segment.read_projected(found[0], max_bytes, end, fetch_offset, projection), high_watermark, start)
+            return ReadResult(segment.read(found[0], max_bytes, end, fetch_offset), high_watermark, start, starts)
+        return ReadResult(segment.read_projected(found[0], max_bytes, end, fetch_offset, projection), high_watermark, start, starts)
 
     def lookup_offset_by_timestamp(self, timestamp: int) -> int | None:
         """The first offset whose commit timestamp is >= ``timestamp``, None if all are older.

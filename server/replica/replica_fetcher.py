@@ -57,6 +57,7 @@ class LeaderAnswer:
     high_watermark: int
     log_start_offset: int
     leader_epoch: int = NO_EPOCH  # the epoch the records were appended in
+    starts_segment: bool = False  # the records begin a segment of the leader's log
     error: LakelogError | None = None
 
 
@@ -185,7 +186,7 @@ class ReplicaFetcher:
                 log.debug("leader %d refused %s: %s", self.leader.server_id, bucket.tablet.name, answer.error)
             else:
                 if answer.records:
-                    bucket.tablet.append_as_follower(answer.records, answer.leader_epoch)
+                    bucket.tablet.append_as_follower(answer.records, answer.leader_epoch, answer.starts_segment)
                 bucket.tablet.follow_high_watermark(answer.high_watermark)
         if refused:  # e.g. the leader does not know yet it leads this epoch: ask again shortly, not at once
             self._stop.wait(BACKOFF_S / 4)

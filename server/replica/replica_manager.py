@@ -118,6 +118,7 @@ class BucketFetchResult:
     remote_log_fetch_info: RemoteLogFetchInfo | None = None
     lake_log_fetch_info: LakeLogFetchInfo | None = None
     leader_epoch: int = -1  # to a follower: the epoch its records were appended in
+    starts_segment: bool = False  # to a follower: its records begin a segment of the leader's log
 
 
 class ReplicaManager:
@@ -414,7 +415,10 @@ class ReplicaManager:
         the local log starts (it copies from there: remote storage is not copied back)."""
         self.replication.follower_fetched(info, request.bucket, follower_id, request.leader_epoch, request.fetch_offset, tablet)
         read, epoch = tablet.read_for_follower(request.fetch_offset, min(request.max_bytes, budget) if budget > 0 else 0)
-        return BucketFetchResult(request.table_id, request.bucket, read.records, read.high_watermark, read.log_start_offset, leader_epoch=epoch)
+        return BucketFetchResult(
+            request.table_id, request.bucket, read.records, read.high_watermark, read.log_start_offset,
+            leader_epoch=epoch, starts_segment=read.starts_segment,
+        )
 
     def end_offset_for_epoch(self, table_id: int, bucket: int, epoch: int) -> tuple[int, int]:
         info, tablet = self._tablet(table_id, bucket)

@@ -66,7 +66,7 @@ class GrpcLeaderLink:
                 if key is None:
                     continue
                 error = error_from_code(b.error_code, b.error_message) if b.error_code else None
-                answers.append(LeaderAnswer(key, b.records, b.high_watermark, b.log_start_offset, b.leader_epoch, error))
+                answers.append(LeaderAnswer(key, b.records, b.high_watermark, b.log_start_offset, b.leader_epoch, b.starts_segment, error))
         return answers
 
     def end_offset_for_epoch(self, leader: ServerNode, bucket: FollowedBucket, epoch: int) -> tuple[int, int]:

@@ -195,6 +195,7 @@ class TabletService(TabletServiceServicer):
                 remote_log_fetch_info=codec.remote_fetch_info_to_pb(result.remote_log_fetch_info),
                 lake_log_fetch_info=codec.lake_fetch_info_to_pb(result.lake_log_fetch_info),
                 leader_epoch=result.leader_epoch,
+                starts_segment=result.starts_segment,
             )
             answers.append((table.table_id, answer, result.records))
         return answers
