@@ -71,6 +71,7 @@ class CoordinatorRole:
         self._stop.set()
         self._checker.join()
         self.coordinator.auto_partitioner.close()
+        self.coordinator.close()
         self.tablets.close()
         self.store.close()
 

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterator
 
+import pyarrow as pa
 import pytest
 
 import lakelog
@@ -20,11 +21,8 @@ FACTOR_3 = {"table.replication.factor": "3"}
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ReplicaCluster]:
-    cluster = ReplicaCluster(tmp_path).start()
-    try:
+    with ReplicaCluster(tmp_path) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def test_factor_3_places_copies_on_three_servers_with_leaders_spread_and_describe_shows_them(cluster: ReplicaCluster) -> None:
@@ -97,9 +95,13 @@ def test_a_paused_follower_leaves_the_isr_after_the_lag_time_and_rejoins_after_s
             assert seen_while_waiting == {10}, "readers never see past what every ISR member holds"
             after = conn.admin.describe_buckets(table.path)[0]
             assert follower not in after.isr and len(after.isr) == 2 and after.high_watermark == 20
+            assert cluster.metric(leader, "lakelog_under_replicated_buckets") == 1
+            assert cluster.metric(leader, "lakelog_isr_shrinks_total") == 1
             cluster.tablets[follower].signal(signal.SIGCONT)
             rejoined = wait_until(lambda: fully_in_sync(conn, table.path), "the follower back in the ISR")
             assert rejoined[0].high_watermark == 20 and rejoined[0].leader == leader
+            assert cluster.metric(leader, "lakelog_under_replicated_buckets") == 0
+            assert cluster.metric(leader, "lakelog_isr_expands_total") == 1
     finally:
         cluster.stop()
 
@@ -112,6 +114,7 @@ def test_acks_all_is_refused_with_fewer_in_sync_replicas_than_the_minimum_and_ac
         follower = next(s for s in (1, 2, 3) if s != leader)
         cluster.tablets[follower].signal(signal.SIGKILL)
         wait_until(lambda: len(conn.admin.describe_buckets(table.path)[0].isr) == 2, "the dead follower out of the ISR")
+        assert cluster.metric(0, "lakelog_offline_buckets") == 0, "a dead follower leaves no bucket offline"
     with cluster.connect({"client.writer.delivery-timeout": "1s"}) as conn:
         with pytest.raises(lakelog.DeliveryTimeoutError, match=r"NotEnoughReplicasError|in-sync replicas \[.*\] are fewer than min-in-sync-replicas 3"):
             append(conn.get_table(table.path), 10, 5)
@@ -119,3 +122,46 @@ def test_acks_all_is_refused_with_fewer_in_sync_replicas_than_the_minimum_and_ac
     with cluster.connect({"client.writer.acks": "1"}) as conn:
         append(conn.get_table(table.path), 10, 5)
         wait_until(lambda: conn.admin.list_offsets(table.path)[0] == 15, "the followers copy what the leader acknowledged alone")
+
+
+def test_a_leader_that_returns_and_catches_up_leads_its_buckets_again(cluster: ReplicaCluster) -> None:
+    with cluster.connect() as conn:
+        table = create_table(conn, buckets=3, properties=FACTOR_3)
+        append(table, 0, 30)
+        placed = wait_until(lambda: fully_in_sync(conn, table.path), "all in sync")
+        assert all(info.leader == info.replicas[0] for info in placed.values())
+        victim = placed[0].leader
+        cluster.tablets[victim].signal(signal.SIGKILL)
+        others = [s for s in (1, 2, 3) if s != victim]
+        moved = wait_until(lambda: (d := conn.admin.describe_buckets(table.path)) and d[0].leader_available and d[0].leader != victim and d, "a new leader")
+        assert moved[0].leader_epoch > placed[0].leader_epoch and victim not in moved[0].isr
+        append(table, 30, 30)
+        for other in others:  # every copy gone: the bucket's leader is down and nobody can take over
+            cluster.tablets[other].signal(signal.SIGSTOP)
+        wait_until(lambda: cluster.metric(0, "lakelog_offline_buckets") == 3, "all three buckets offline")
+        for other in others:
+            cluster.tablets[other].signal(signal.SIGCONT)
+        wait_until(lambda: cluster.metric(0, "lakelog_offline_buckets") == 0, "the buckets back")
+        cluster.start_tablet(victim)
+        back = wait_until(lambda: (d := fully_in_sync(conn, table.path)) and d[0].leader == victim and d, "the preferred leader back")
+        assert {b: info.leader for b, info in back.items()} == {b: info.leader for b, info in placed.items()}
+        assert sum(info.high_watermark for info in back.values()) == 60
+
+
+def test_a_partitioned_tables_partitions_are_replicated_like_a_table(cluster: ReplicaCluster) -> None:
+    schema = pa.schema([("dt", pa.string()), ("id", pa.int64())])
+    path = lakelog.TablePath("shop", "events")
+    with cluster.connect() as conn:
+        conn.admin.create_database("shop", ignore_if_exists=True)
+        conn.admin.create_table(path, lakelog.TableDescriptor(schema, 2, FACTOR_3, partition_keys=["dt"]))
+        writer = conn.get_table(path).new_append().create_writer()
+        writer.append_arrow(pa.table({"dt": ["2026-11-27"] * 100, "id": list(range(100))}))
+        writer.flush()
+
+        def partition_in_sync() -> dict[int, lakelog.BucketInfo] | None:
+            described = conn.admin.describe_buckets(path, partition_name="2026-11-27")
+            return described if all(len(info.isr) == 3 for info in described.values()) else None
+
+        described = wait_until(partition_in_sync, "the partition's buckets on three servers, in sync")
+        assert all(sorted(info.replicas) == [1, 2, 3] for info in described.values())
+        assert sum(info.high_watermark for info in described.values()) == 100

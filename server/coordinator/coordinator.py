@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Mapping, Protocol, Sequence
 
@@ -99,6 +100,9 @@ class Coordinator:
         self.liveness = TabletLiveness(heartbeat_timeout_ms, (node.server_id for node in store.tablet_servers()))
         self._handled_down: set[int] = set()  # servers whose buckets check_liveness moved already
         self._isr_grew = threading.Event()  # an ISR took a replica back: its preferred leader may return
+        # Replica changes go out on one queue per server: in order for each, and a paused server
+        # (whose calls time out) holds up no other server and not the liveness check.
+        self._replica_notices: dict[int, ThreadPoolExecutor] = {}
         self._lock = threading.Lock()
         # Lake notifications go out one at a time, each with what is stored when it is sent, so
         # two commits racing cannot leave a tablet server with the older offsets.
@@ -524,12 +528,8 @@ class Coordinator:
                 if any(server_id in copies.replicas for copies in a.replicas.values())
             ]
         node = next((n for n in self._store.tablet_servers() if n.server_id == server_id), None)
-        if node is None or not held:
-            return
-        try:
-            self._notifier.notify_leaders(node, held, [])
-        except Exception as exc:  # noqa: BLE001 - it learns them when it registers again
-            log.warning("could not tell tablet server %d, back, its buckets: %s", server_id, exc)
+        if node is not None and held:
+            self._notify_replicas(node, held)
 
     def _server_lost(self, server_id: int, returning: bool) -> None:
         """Move every replicated bucket off ``server_id`` (see :mod:`replica_election`) and tell the
@@ -571,12 +571,30 @@ class Coordinator:
         order = sorted(_servers_of(assignment) - skip - self.liveness.down(), key=lambda s: (s not in leaders, s))
         for server_id in order:
             node = nodes.get(server_id)
-            if node is None:
-                continue
+            if node is not None:
+                self._notify_replicas(node, [assignment])
+
+    def _notify_replicas(self, node: ServerNode, assignments: list[TableAssignment]) -> None:
+        """Queue a replica change for ``node`` (see ``_replica_notices``)."""
+
+        def send() -> None:
             try:
-                self._notifier.notify_leaders(node, [assignment], [])
-            except Exception as exc:  # noqa: BLE001 - a server that misses this learns its buckets when it registers
-                log.warning("could not tell tablet server %d at %s about %s: %s", server_id, node.address, assignment.info.label, exc)
+                self._notifier.notify_leaders(node, assignments, [])
+            except Exception as exc:  # noqa: BLE001 - a server that misses this learns its buckets when it is back or registers
+                log.warning("could not tell tablet server %d at %s about %s: %s", node.server_id, node.address, assignments[0].info.label, exc)
+
+        with self._lock:
+            queue = self._replica_notices.get(node.server_id)
+            if queue is None:
+                queue = self._replica_notices[node.server_id] = ThreadPoolExecutor(1, thread_name_prefix=f"notify-{node.server_id}")
+        queue.submit(send)
+
+    def close(self) -> None:
+        """Stop sending replica changes (what is queued is dropped: servers learn it when they register)."""
+        with self._lock:
+            queues, self._replica_notices = list(self._replica_notices.values()), {}
+        for queue in queues:
+            queue.shutdown(wait=False, cancel_futures=True)
 
     def _tell_leaders(self, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None:
         """Best effort: a tablet server that misses this learns its buckets on its next request or restart."""

@@ -11,6 +11,7 @@ from typing import Iterable
 import lakelog
 from tests.conftest import wait_until
 from tests.harness.os_process import Process, port_open
+from tests.metrics_scrape import metric_sum
 from tests.s3 import free_port
 
 SECRET = "replica-cluster-secret"
@@ -35,9 +36,12 @@ class ReplicaCluster:
             "coordinator", "coordinator", root / "c", self.coordinator_port,
             {"coordinator.tablet-server.heartbeat-timeout": "2s", **(coordinator_settings or {})},
         )
+        self.metrics_ports = {server_id: free_port() for server_id in [0, *servers]}  # 0: the coordinator's
+        self.coordinator.args += ["--set", f"metrics.port={self.metrics_ports[0]}"]
         self.tablets = {
             server_id: self._process(
-                f"tablet-{server_id}", "tablet-server", self.tablet_dir(server_id), free_port(), self.tablet_settings,
+                f"tablet-{server_id}", "tablet-server", self.tablet_dir(server_id), free_port(),
+                {**self.tablet_settings, "metrics.port": str(self.metrics_ports[server_id])},
                 "--coordinator", self.address, "--server-id", str(server_id),
             )
             for server_id in servers
@@ -68,9 +72,9 @@ class ReplicaCluster:
         self.tablets[server_id].start()
         wait_until(lambda: self.coordinator.log_path.read_text().count(marker) > before, marker)
 
-    def leaders(self, path: lakelog.TablePath) -> dict[int, int]:
-        with self.connect() as conn:
-            return {bucket: info.leader for bucket, info in conn.admin.describe_buckets(path).items()}
+    def metric(self, server_id: int, name: str) -> float:
+        """A metric of a tablet server (0: the coordinator), summed over its samples."""
+        return metric_sum(self.metrics_ports[server_id], name)
 
     def wipe(self, server_id: int) -> None:
         """The server's disk as a new one: its data directory gone (the server id is given again)."""
@@ -79,6 +83,16 @@ class ReplicaCluster:
     def stop(self) -> None:
         for process in [*self.tablets.values(), self.coordinator]:
             process.stop()
+
+    def __enter__(self) -> "ReplicaCluster":
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def connect(self, config: dict[str, str] | None = None) -> lakelog.Connection:
         return lakelog.connect(self.address, config or {})
