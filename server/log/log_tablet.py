@@ -139,6 +139,8 @@ class LogTablet:
         self._closed = False
         self._acknowledged = AcknowledgedOffset(directory)
         self.epochs = LeaderEpochs(directory)
+        # A follower's copy rolls where its leader's log does, never on its own clock.
+        self.following = False
         self._writers = WriterState(name)
         self._segments, self._log_start_offset, self._holes = self._recover()
         self._durable_mark = self._end_mark()  # recovery flushed what it kept
@@ -540,7 +542,7 @@ class LogTablet:
         """Roll the active segment if its first batch is older than the segment max age; a closed
         log (a bucket being dropped while a timer runs) just answers False."""
         with self._lock:
-            if self._closed or not self._aged(self._clock()):
+            if self._closed or self.following or not self._aged(self._clock()):
                 return False
             self._roll()
             return True

@@ -80,6 +80,7 @@ class Replication:
         key = (info.physical_id, bucket)
         if self._fetchers is not None:
             self._fetchers.unfollow(key)
+        tablet.following = False
         if copies is None or len(copies.replicas) == 1:
             with self._lock:
                 self._leading.pop(key, None)
@@ -111,6 +112,7 @@ class Replication:
             self._leading.pop(key, None)
         if self._fetchers is None:
             raise NotLeaderError(f"tablet server {self.server_id} cannot copy {info.label} bucket {bucket}: it runs no fetchers")
+        tablet.following = True
         followed = FollowedBucket(info.physical_id, info.table_id, info.partition_id or 0, bucket, copies.leader_epoch, tablet)
         self._fetchers.follow(followed, leader)
 

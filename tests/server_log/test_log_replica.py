@@ -117,3 +117,13 @@ def test_leader_epochs_answer_where_an_epoch_ends_and_survive_a_restart(tmp_path
     assert epochs.epoch_at(45) == (4, 90) and epochs.epoch_at(95) == (6, None)
     epochs.truncate_from_end(90)
     assert LeaderEpochs(tmp_path).entries == [(1, 0), (4, 40)]
+
+
+def test_a_followers_copy_never_rolls_on_its_own_clock(open_tablet: OpenTablet, make_batch: MakeBatch, clock) -> None:
+    copy = open_tablet(segment_max_age_ms=1000)
+    copy.append(make_batch(1))
+    clock.now += 5000
+    copy.following = True
+    assert not copy.maybe_roll_by_age() and len(copy.segments) == 1
+    copy.following = False
+    assert copy.maybe_roll_by_age() and len(copy.segments) == 2
