@@ -141,6 +141,9 @@ class LogTablet:
         self.epochs = LeaderEpochs(directory)
         # A follower's copy rolls where its leader's log does, never on its own clock.
         self.following = False
+        # Called after each append is written, before it is flushed: a leader wakes its followers'
+        # fetches there, so they copy while it flushes (None: no other replica).
+        self.on_append: Callable[[], None] | None = None
         self._writers = WriterState(name)
         self._segments, self._log_start_offset, self._holes = self._recover()
         self._durable_mark = self._end_mark()  # recovery flushed what it kept
@@ -335,6 +338,8 @@ class LogTablet:
             if self.config.flush_mode == "sync":
                 self._await_flush(duplicate.next_offset)
             return AppendResult(duplicate.base_offset, duplicate.next_offset, duplicate.commit_timestamp, count, duplicate=True)
+        if self.on_append is not None:
+            self.on_append()
         if self.config.flush_mode == "sync":
             self._await_flush(result.next_offset)
         elif advanced:

@@ -133,6 +133,7 @@ class ReplicaManager:
     ) -> None:
         self.server_id = server_id
         self.replication = replication or Replication(server_id, ReplicationConfig(), None)
+        self.replication.wake_followers = self.notify_high_watermark
         self._logs = logs
         self._remote = remote
         self.lake = LakeRanges()
@@ -299,8 +300,6 @@ class ReplicaManager:
         result = tablet.append(
             records, lambda buffer, pos, header: self._check_schema(info, bucket, buffer, pos, header), lambda: self._refuse_if_fenced(info, bucket)
         )
-        if tracker is not None:
-            self.waiters.notify((table_id, bucket))  # the followers' parked fetches
         if tracker is not None and acks == ACKS_ALL:
             self.replication.await_replicated(info, bucket, tablet, tracker, result.next_offset, max(timeout_ms, 1) / 1000)
         return result

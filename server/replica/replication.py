@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 from lakelog.config import Configuration
@@ -65,6 +66,8 @@ class Replication:
         self, server_id: int, config: ReplicationConfig, fetchers: FetcherPool | None, clock_ms: Callable[[], float] = monotonic_ms
     ) -> None:
         self.server_id = server_id
+        # wake_followers(physical id, bucket): answer the bucket's follower fetches parked here now.
+        self.wake_followers: Callable[[int, int], None] = lambda physical_id, bucket: None
         self.config = config
         self._fetchers = fetchers
         self._clock_ms = clock_ms
@@ -84,8 +87,10 @@ class Replication:
         if copies is None or len(copies.replicas) == 1:
             with self._lock:
                 self._leading.pop(key, None)
+            tablet.on_append = None
             tablet.set_replica_limit(None)
             return
+        tablet.on_append = partial(self.wake_followers, *key)
         with self._lock:
             known = self._leading.get(key)
             fresh = known is None or known[1].copies.leader_epoch != copies.leader_epoch
@@ -113,6 +118,7 @@ class Replication:
         if self._fetchers is None:
             raise NotLeaderError(f"tablet server {self.server_id} cannot copy {info.label} bucket {bucket}: it runs no fetchers")
         tablet.following = True
+        tablet.on_append = None
         followed = FollowedBucket(info.physical_id, info.table_id, info.partition_id or 0, bucket, copies.leader_epoch, tablet)
         self._fetchers.follow(followed, leader)
 
