@@ -283,5 +283,8 @@ def test_a_new_leader_carries_on_uploading_from_the_remote_manifest(tmp_path: Pa
                 scanner.subscribe_from_beginning()
                 rows = scan_all(scanner, 6000)
             assert sorted(zip(rows.column("__offset").to_pylist(), rows.column("id").to_pylist())) == [(i, i) for i in range(6000)]
+        for server_id in (1, 2, 3):
+            if server_id != first.leader:  # the follower too deleted what remote storage holds
+                wait_until(lambda: min(int(p.stem) for p in cluster.tablet_dir(server_id).glob("tablet-server/log/*/*/*.log")) > 0, f"server {server_id} trims its copy")
     finally:
         cluster.stop()

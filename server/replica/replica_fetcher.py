@@ -5,8 +5,9 @@ Before its first fetch under a leader epoch, a bucket is cut back to where its h
 leader's agree (:mod:`lakelog.server.log.leader_epochs`). The leader answers from its log end (not
 its high watermark): the batches as it stored them, up to the end of the leader epoch they were
 appended in, which this copy appends as they are (:meth:`LogTablet.append_as_follower`), and its
-high watermark, which this copy follows. A fetch from this copy's log end is also how the leader
-learns what this copy holds. The RPCs are behind :class:`LeaderLink` (gRPC in production).
+high watermark, which this copy follows, and its local log start: this copy deletes the segments
+below it as the leader did once they were uploaded. A fetch from this copy's log end is also how
+the leader learns what this copy holds. The RPCs are behind :class:`LeaderLink` (gRPC in production).
 """
 
 from __future__ import annotations
@@ -188,6 +189,8 @@ class ReplicaFetcher:
                 if answer.records:
                     bucket.tablet.append_as_follower(answer.records, answer.leader_epoch, answer.starts_segment)
                 bucket.tablet.follow_high_watermark(answer.high_watermark)
+                # The leader keeps locally only what remote storage does not hold yet, nor does this copy.
+                bucket.tablet.delete_segments_before(answer.log_start_offset)
         if refused:  # e.g. the leader does not know yet it leads this epoch: ask again shortly, not at once
             self._stop.wait(BACKOFF_S / 4)
 

@@ -61,6 +61,8 @@ from lakelog.write_fence import fenced_leader
 log = logging.getLogger(__name__)
 
 TableResolver = Callable[[int], TableAssignment]
+# How long a fenced bucket's leader waits for its followers to hold everything appended before the fence.
+FENCE_REPLICATION_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,8 @@ class ReplicaManager:
             tablets = {bucket: self._logs.get_or_create(info.physical_id, bucket, info.label, partition_of) for bucket in sorted(mine)}
             for bucket in sorted(newly_fenced):  # the coordinator reads the high watermark next: make it final
                 tablets[bucket].settle()
+                if len(assignment.replicas_of(bucket).replicas) > 1:  # and held by every in-sync replica
+                    tablets[bucket].wait_for_high_watermark(tablets[bucket].log_end_offset, FENCE_REPLICATION_WAIT_S, lambda: True)
             for bucket, tablet in tablets.items():
                 self.replication.lead(info, bucket, tablet, assignment.replicas.get(bucket))
             for bucket in sorted(followed):
