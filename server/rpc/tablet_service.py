@@ -100,8 +100,12 @@ class TabletService(TabletServiceServicer):
         its answer keeps comes back when the call ends (sent or not)."""
         self._replicas.check_ready()
         # Only a cluster member reads past the high watermark as a follower; anyone else naming a
-        # follower id (0 is protobuf's unset) reads as a client.
-        follower = request.follower_server_id >= 0 and presents_cluster_secret(context.invocation_metadata(), self._cluster_secret)
+        # follower id reads as a client.
+        follower = (
+            request.HasField("follower_server_id")
+            and request.follower_server_id >= 0
+            and presents_cluster_secret(context.invocation_metadata(), self._cluster_secret)
+        )
         loop = asyncio.get_running_loop()
         if self._asks_coordinator(request):
             plan = await loop.run_in_executor(None, self._plan, request, follower)
