@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterable, Mapping, TypeVar
 
+from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.errors import (
     DatabaseNotExistError,
     InvalidPartitionError,
@@ -354,9 +355,10 @@ class Admin:
             for bucket, hw in self.list_offsets(path, partition_name=partition.partition_name).items()
         }
 
-    def init_writer(self) -> int:
-        """A new idempotent writer id from the coordinator. Resending is safe: an id lost with
-        its answer is never handed out again, and none is needed back."""
+    def init_writer(self) -> WriterIdentity:
+        """A new idempotent writer id from the coordinator, with the token that proves it is this
+        caller's. Resending is safe: an id lost with its answer is never handed out again, and
+        none is needed back."""
         return self._read("init writer", self._coordinator.init_writer)
 
     def get_lake_config(self) -> LakeConfig:

@@ -140,6 +140,10 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("log.index.interval-bytes", parse_size, 4096, "Bytes of batches between two offset/time index entries."),
     ConfigOption("log.flush.mode", _choice("sync", "async"), "sync", "sync: fsync (group commit) before a produce is acknowledged."),
     ConfigOption("log.flush.interval", parse_duration_ms, 1000, "How often async mode fsyncs."),
+    ConfigOption(
+        "server.writer-id.expiration-time", parse_duration_ms, 7 * 86_400_000,
+        "A bucket forgets an idempotent writer that appended nothing for this long; a batch it resends later is appended again.",
+    ),
     ConfigOption("log.replica.max-append-bytes", parse_size, 64 << 20, "Largest produce request a tablet server accepts."),
     ConfigOption("remote.data.dir", str, "", "Remote log storage, file://... or s3://... (default <data-dir>/remote)."),
     ConfigOption("remote.fs.s3.endpoint", str, "", "S3 endpoint override (moto, MinIO)."),
