@@ -218,7 +218,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
         "",
         "Spark of the PySpark lake LogSource and the tiering job (sc://HOST:PORT, spark://..., local[*]); a coordinator advertises its own to clients and jobs that set none. Unset: local[*] when Spark is used.",
     ),
-    # partitioned tables (SPEC section 11)
+    # partitioned tables (docs/contract.md, "Partitioned tables and bucket keys")
     ConfigOption("max.partition.num", int, 1000, "Most partitions the coordinator keeps over all tables; one more is refused (TooManyPartitionsError)."),
     ConfigOption("coordinator.auto-partition.check-interval", parse_duration_ms, 60_000, "How often the coordinator pre-creates and expires partitions of auto-partitioned tables."),
     ConfigOption("client.writer.dynamic-create-partition.enabled", parse_bool, True, "A write to a missing partition creates it (false: PartitionNotExistError)."),

@@ -1,4 +1,4 @@
-"""Spark Connect as the way clients and the tiering job reach Spark (SPEC sections 6, 8 and 12).
+"""Spark Connect as the way clients and the tiering job reach Spark (docs/contract.md, "Client API", "Tiering, consistent cuts and cursors" and "Operations").
 
 Real parts: `lakelog spark-connect` (the session-shared ``spark_connect`` fixture, a JVM started
 from the installed pyspark), a coordinator started with ``lake.spark.master=sc://…``, and a tiering

@@ -4,7 +4,7 @@ Plain Python, no gRPC. A fetch reads with :meth:`ReplicaManager.read_fetch`; one
 bytes long-polls on :attr:`ReplicaManager.waiters` (parked on the RPC event loop, no thread held),
 which a high-watermark advance of one of its buckets wakes, until it has ``min_bytes`` or ``max_wait_ms``.
 
-Tiers (spec section 4): a fetch at or above the local log start reads the local log; below it, the
+Tiers (docs/contract.md, "Tiers"): a fetch at or above the local log start reads the local log; below it, the
 answer is where the records lie in remote storage (the client reads them itself), then, only for a
 request that sets ``enable_lake``, the lake snapshot that holds them, else OFFSET_OUT_OF_RANGE. The
 earliest readable offset everywhere (fetch responses, EARLIEST, errors) counts the remote tier, and
