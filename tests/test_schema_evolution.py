@@ -20,7 +20,16 @@ from lakelog.errors import InvalidAlterTableError, SchemaMismatchError, SchemaNo
 from lakelog.metadata import TableChange, TableInfo, TablePath
 from lakelog.schema_evolution import apply_changes, check_readable, conform
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import REMOTE_TIER, scan_all, wait_for_remote
+from tests.conftest import (
+    REMOTE_TIER,
+    TIERED_SERVER,
+    TIERED_TABLE,
+    expire_remote,
+    lake_table,
+    run_tier,
+    scan_all,
+    wait_for_remote,
+)
 
 V1 = pa.schema([("id", pa.int32()), ("name", pa.string()), ("dt", pa.string())])
 PATH = TablePath("shop", "events")
@@ -142,14 +151,6 @@ def test_a_refused_change_leaves_the_table_as_it_was(conn: lakelog.Connection) -
         conn.admin.get_table_schema(PATH, 2)
 
 
-def test_a_lake_enabled_table_is_not_altered_yet(conn: lakelog.Connection) -> None:
-    conn.admin.create_database("shop")
-    conn.admin.create_table(PATH, lakelog.TableDescriptor(V1, 1, {"table.datalake.enabled": "true"}))
-    with pytest.raises(InvalidAlterTableError, match="lake-enabled"):
-        conn.admin.alter_table(PATH, ALTER)
-    assert conn.admin.get_table_info(PATH).schema_id == 1
-
-
 def test_the_schema_history_survives_a_restart_and_the_cli_alters_and_describes(
     server_factory: Callable[..., ServerProcess], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -175,3 +176,42 @@ def test_the_schema_history_survives_a_restart_and_the_cli_alters_and_describes(
     assert "schema (id 2)" in described and "1: id:int32,name:string,dt:string" in described
     assert main(["table", "alter", "shop.events", "--widen-column", "name:int64", "--bootstrap", again.address]) != 0
     assert "column 'name' is string and cannot become int64" in capsys.readouterr().err
+
+
+def test_the_lake_follows_a_change_and_one_scan_reads_every_tier_in_the_newest_schema(
+    server_factory: Callable[..., ServerProcess],
+) -> None:
+    """Tiered before and after the change: the lake table gains the column and the wider type (plain
+    PyIceberg reads it so), files written before read null in it, and one scan from offset 0 reads
+    the lake, remote and local tiers in the newest schema."""
+    server = server_factory(**TIERED_SERVER)
+    with lakelog.connect(server.address, {"client.lake.source": "iceberg-arrow"}) as conn:
+        conn.admin.create_database("shop")
+        conn.admin.create_table(PATH, lakelog.TableDescriptor(V1, 1, TIERED_TABLE))
+        old_writer = conn.get_table(PATH).new_append().create_writer()
+        for first in range(0, 10_000, 1_000):
+            old_writer.append_arrow(rows(first, 1_000, amount=False))
+        old_writer.flush()
+        assert run_tier(server.address, "--table", str(PATH)).returncode == 0
+        conn.admin.alter_table(PATH, ALTER)
+        old_writer.append_arrow(rows(10_000, 100, amount=False))
+        old_writer.close()
+        table = conn.get_table(PATH)
+        with table.new_append().create_writer() as writer:
+            for first in range(10_100, 15_100, 1_000):
+                writer.append_arrow(rows(first, 1_000, amount=True))
+        tiered = run_tier(server.address, "--table", str(PATH))
+        assert tiered.returncode == 0, tiered.stderr[-3000:]
+        with table.new_append().create_writer() as writer:
+            writer.append_arrow(rows(15_100, 200, amount=True))
+        assert server.tablet is not None
+        expire_remote(server.tablet.remote)
+        total = 15_300
+        lake = lake_table(server, PATH).scan().to_arrow().sort_by("__offset")
+        assert lake.schema.field("id").type == pa.int64() and "amount" in lake.schema.names
+        assert lake.select(["id", "amount"]).to_pylist() == [{"id": r["id"], "amount": r["amount"]} for r in expected(lake.num_rows, 10_100)]
+        scanner = table.new_scan().create_log_scanner()
+        scanner.subscribe_from_beginning()
+        got = scan_all(scanner, total).sort_by("__offset").select(["id", "name", "dt", "amount"])
+        assert got.to_pylist() == expected(total, 10_100)
+        assert scanner.records_by_tier().get("lake", 0) > 0

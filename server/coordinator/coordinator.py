@@ -16,7 +16,6 @@ from lakelog.errors import (
     DatabaseAlreadyExistError,
     DatabaseNotEmptyError,
     DatabaseNotExistError,
-    InvalidAlterTableError,
     InvalidRequestError,
     LakeSnapshotNotExistError,
     NoTabletServerError,
@@ -307,19 +306,17 @@ class Coordinator:
     def alter_table(self, path: TablePath, changes: Sequence[TableChange], ignore_if_not_exists: bool = False) -> int:
         """Apply ``changes`` as one new schema version and tell the leaders; its id (0 when the
         table does not exist and that is to be ignored). Every older version is kept: batches
-        written under it stay valid, and readers conform them to the newest."""
+        written under it stay valid, and readers conform them to the newest. A lake-enabled
+        table's lake table is evolved first, so the next tiering round writes the new columns."""
         with self._lock:
             info = self._store.table_by_path(path)
             if info is None:
                 if ignore_if_not_exists:
                     return 0
                 raise TableNotExistError(f"table {path} does not exist")
-            if info.lake_enabled:
-                raise InvalidAlterTableError(
-                    f"altering {path}: the table is lake-enabled, and evolving its Iceberg table with the log is not "
-                    "supported yet; only tables without a lake can be altered"
-                )
             schema = apply_changes(info, changes)
+            if info.lake_enabled:  # the lake first: a lake that cannot follow leaves the table as it was
+                self._lake.evolve_table(path, schema)
             schema_id = self._store.alter_schema(info.table_id, schema)
             altered = self.table(path)
         log.info("altered table %s: schema %d is %s", path, schema_id, ", ".join(f"{c.kind} {c.name} {c.type}" for c in changes))
