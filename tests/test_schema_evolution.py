@@ -8,13 +8,15 @@ table as it was; the history survives a coordinator restart; the CLI alters and 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pyarrow as pa
 import pytest
 
 import lakelog
+import lakelog.spark
 from lakelog.cli.main import main
 from lakelog.errors import InvalidAlterTableError, SchemaMismatchError, SchemaNotExistError
 from lakelog.metadata import TableChange, TableInfo, TablePath
@@ -129,11 +131,12 @@ def test_one_scan_reads_local_and_remote_records_of_every_schema_in_the_newest(s
         assert table.info.schema_id == 2 and table.info.schema.names == ["id", "name", "dt", "amount"]
         with table.new_append().create_writer() as writer:
             writer.append_arrow(rows(20_100, 5_000, amount=True))
+            writer.append({"id": 2**40, "name": "past int32", "dt": "d", "amount": 1.5})
         wait_for_remote(conn, PATH)
-        total = 25_100
-        assert read_all(table, total) == expected(total, 20_100)
-        assert [row["amount"] for row in read_all(table, total, ["amount"])] == [r["amount"] for r in expected(total, 20_100)]
-        assert read_all(table, total, ["amount", "id"]) == [{"amount": r["amount"], "id": r["id"]} for r in expected(total, 20_100)]
+        total = 25_101
+        assert read_all(table, total) == [*expected(25_100, 20_100), {"id": 2**40, "name": "past int32", "dt": "d", "amount": 1.5}]
+        assert [row["amount"] for row in read_all(table, total, ["amount"])] == [r["amount"] for r in expected(25_100, 20_100)] + [1.5]
+        assert read_all(table, total, ["amount", "id"])[:-1] == [{"amount": r["amount"], "id": r["id"]} for r in expected(25_100, 20_100)]
         scanner = table.new_scan().create_log_scanner()
         scanner.subscribe(0, 19_999)
         polled = [record.row for record in scanner.poll(timeout_ms=5000)]
@@ -171,6 +174,10 @@ def test_the_schema_history_survives_a_restart_and_the_cli_alters_and_describes(
         with table.new_append().create_writer() as writer:
             writer.append_arrow(rows(10, 10, amount=True))
         assert read_all(table, 20) == expected(20, 10)
+    capsys.readouterr()
+    assert main(["scan", "shop.events", "--columns", "id,amount", "--output", "jsonl", "--bootstrap", again.address]) == 0
+    scanned = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["id"], r["amount"]) for r in scanned] == [(r["id"], r["amount"]) for r in expected(20, 10)]
     assert main(["table", "describe", "shop.events", "--bootstrap", again.address]) == 0
     described = capsys.readouterr().out
     assert "schema (id 2)" in described and "1: id:int32,name:string,dt:string" in described
@@ -179,11 +186,12 @@ def test_the_schema_history_survives_a_restart_and_the_cli_alters_and_describes(
 
 
 def test_the_lake_follows_a_change_and_one_scan_reads_every_tier_in_the_newest_schema(
-    server_factory: Callable[..., ServerProcess],
+    server_factory: Callable[..., ServerProcess], spark: Any
 ) -> None:
     """Tiered before and after the change: the lake table gains the column and the wider type (plain
     PyIceberg reads it so), files written before read null in it, and one scan from offset 0 reads
-    the lake, remote and local tiers in the newest schema."""
+    the lake, remote and local tiers in the newest schema, through either LogSource; so does
+    Spark's ``format("lakelog")``."""
     server = server_factory(**TIERED_SERVER)
     with lakelog.connect(server.address, {"client.lake.source": "iceberg-arrow"}) as conn:
         conn.admin.create_database("shop")
@@ -215,3 +223,14 @@ def test_the_lake_follows_a_change_and_one_scan_reads_every_tier_in_the_newest_s
         got = scan_all(scanner, total).sort_by("__offset").select(["id", "name", "dt", "amount"])
         assert got.to_pylist() == expected(total, 10_100)
         assert scanner.records_by_tier().get("lake", 0) > 0
+    with lakelog.connect(server.address, {"client.lake.source": "iceberg", "lake.spark.master": "local[2]"}) as conn:
+        scanner = conn.get_table(PATH).new_scan().project(["amount", "id"]).create_log_scanner()
+        scanner.subscribe_from_beginning()
+        got = scan_all(scanner, total).sort_by("__offset").select(["amount", "id"])
+        assert got.to_pylist() == [{"amount": r["amount"], "id": r["id"]} for r in expected(total, 10_100)]
+        assert scanner.records_by_tier().get("lake", 0) > 0
+    lakelog.spark.register(spark)
+    frame = spark.read.format("lakelog").option("bootstrap", server.address).option("table", str(PATH)).load()
+    assert frame.schema["id"].dataType.simpleString() == "bigint" and "amount" in frame.columns
+    read = sorted((row["id"], row["amount"]) for row in frame.select("id", "amount").collect())
+    assert read == [(r["id"], r["amount"]) for r in expected(total, 10_100)]
