@@ -31,6 +31,7 @@ from bench import (
     replication,
     report,
     scaling,
+    schema_evolution,
     spark_paths,
     tiering,
     timestamp_lookup,
@@ -53,6 +54,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "hostile": hostile_clients,
     "spark": spark_paths,
     "replication": replication,
+    "evolution": schema_evolution,
 }
 
 

@@ -27,6 +27,7 @@ class Sizes:
     hostile_polls: int = 200
     hostile_streams: int = 60
     failover_kills: int = 20
+    evolution_records: int = 5_000_000
 
 
 FULL = Sizes()
@@ -49,4 +50,5 @@ QUICK = Sizes(
     hostile_polls=50,
     hostile_streams=20,
     failover_kills=3,
+    evolution_records=300_000,
 )
