@@ -114,9 +114,13 @@ def read_all(table: lakelog.Table, count: int, columns: list[str] | None = None)
 ALTER = [TableChange.widen_column("id", pa.int64()), TableChange.add_column("amount", pa.float64())]
 
 
-def test_one_scan_reads_local_and_remote_records_of_every_schema_in_the_newest(server_factory: Callable[..., ServerProcess]) -> None:
-    server = server_factory(**REMOTE_TIER)
-    with lakelog.connect(server.address) as conn:
+@pytest.mark.parametrize("remote", ["file", "s3"])
+def test_one_scan_reads_local_and_remote_records_of_every_schema_in_the_newest(
+    server_factory: Callable[..., ServerProcess], moto_s3: Any, remote: str
+) -> None:
+    s3 = {"remote.data.dir": f"s3://{moto_s3.create_bucket()}/lakelog", **moto_s3.settings()} if remote == "s3" else {}
+    server = server_factory(**REMOTE_TIER, **s3)
+    with lakelog.connect(server.address, moto_s3.settings() if remote == "s3" else {}) as conn:
         conn.admin.create_database("shop")
         conn.admin.create_table(PATH, lakelog.TableDescriptor(V1, 1, {"table.log.tiered.local-segments": "1"}))
         table = conn.get_table(PATH)
