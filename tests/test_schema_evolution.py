@@ -15,8 +15,14 @@ from typing import Any, Callable
 import pyarrow as pa
 import pytest
 
+import grpc
+
 import lakelog
 import lakelog.spark
+from lakelog.client.rpc.messages import ProduceRequest
+from lakelog.client.rpc.tablet_gateway import encode_produce_request
+from lakelog.record.batch import encode_batch
+from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.cli.main import main
 from lakelog.errors import InvalidAlterTableError, SchemaMismatchError, SchemaNotExistError
 from lakelog.metadata import TableChange, TableInfo, TablePath
@@ -156,6 +162,19 @@ def test_a_refused_change_leaves_the_table_as_it_was(conn: lakelog.Connection) -
     assert conn.admin.get_table_info(PATH) == before
     with pytest.raises(SchemaNotExistError, match="has no schema 2"):
         conn.admin.get_table_schema(PATH, 2)
+
+
+def test_a_batch_of_a_schema_id_the_table_never_had_is_refused(server: ServerProcess, conn: lakelog.Connection) -> None:
+    conn.admin.create_database("shop")
+    conn.admin.create_table(PATH, lakelog.TableDescriptor(V1, 1))
+    table = conn.get_table(PATH)
+    produce = grpc.insecure_channel(server.address).unary_unary(
+        "/lakelog.rpc.TabletService/ProduceLog", response_deserializer=pb.ProduceLogResponse.FromString
+    )
+    batch = encode_batch(rows(0, 3, amount=False), schema_id=7)
+    answer = produce(encode_produce_request(ProduceRequest(table.info.table_id, 0, [batch], 10_000)), timeout=30).buckets_resp[0]
+    assert answer.error_code == SchemaMismatchError.code
+    assert "batch has schema id 7; the table's are 1..1" in answer.error_message
 
 
 def test_the_schema_history_survives_a_restart_and_the_cli_alters_and_describes(
