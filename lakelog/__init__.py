@@ -50,6 +50,7 @@ from lakelog.errors import (
     TableAlreadyExistError,
     TableNotExistError,
     TlsError,
+    TooManyBucketsError,
     TooManyPartitionsError,
     UnknownBucketError,
 )
@@ -121,6 +122,7 @@ __all__ = [
     "PartitionInfo",
     "PartitionNotExistError",
     "TooManyPartitionsError",
+    "TooManyBucketsError",
     "__version__",
     "connect",
 ]

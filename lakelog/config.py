@@ -215,6 +215,11 @@ OPTIONS: dict[str, ConfigOption] = _options(
         "Spark of the PySpark lake LogSource and the tiering job (sc://HOST:PORT, spark://..., local[*]); a coordinator advertises its own to clients and jobs that set none. Unset: local[*] when Spark is used.",
     ),
     # partitioned tables (SPEC section 11)
+    ConfigOption(
+        "coordinator.max-buckets-per-tablet-server", int, 0,
+        "Buckets the coordinator places on one tablet server at most; a table or partition that would pass it is refused (TooManyBucketsError). "
+        "0: as many as the open-file limit holds (raised to its hard limit at start), 9 files a bucket (3 per local segment) with a quarter kept for connections.",
+    ),
     ConfigOption("max.partition.num", int, 1000, "Most partitions the coordinator keeps over all tables; one more is refused (TooManyPartitionsError)."),
     ConfigOption("coordinator.auto-partition.check-interval", parse_duration_ms, 60_000, "How often the coordinator pre-creates and expires partitions of auto-partitioned tables."),
     ConfigOption("client.writer.dynamic-create-partition.enabled", parse_bool, True, "A write to a missing partition creates it (false: PartitionNotExistError)."),

@@ -289,6 +289,14 @@ class PartitionNotInLakeError(LakelogError):
     retriable = True
 
 
+class TooManyBucketsError(LakelogError):
+    """Creating a table or partition would place more buckets on a tablet server than
+    ``coordinator.max-buckets-per-tablet-server`` allows (by default as many as its open-file
+    limit holds): refused before anything is created, so no table exists that cannot be led."""
+
+    code = 80
+
+
 _BY_CODE: dict[int, type[LakelogError]] = {}
 
 

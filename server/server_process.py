@@ -23,6 +23,7 @@ from lakelog.server.log.log_tablet import wall_clock_ms
 from lakelog.server.metrics.metrics_endpoint import MetricsEndpoint
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.metrics.tablet_collector import TabletStateCollector
+from lakelog.server.open_file_limit import raise_open_file_limit
 from lakelog.security.tls import server_credentials
 from lakelog.server.rpc.auth_interceptor import AuthInterceptor
 from lakelog.server.rpc.cluster_secret import ClusterMemberInterceptor, cluster_secret
@@ -89,6 +90,7 @@ class ServerProcess:
         auth = AuthInterceptor.from_configuration(self.conf, self.metrics)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         keep_buffers_on_heap(self.conf.get("server.malloc.mmap-threshold"))
+        raise_open_file_limit()  # a tablet server keeps every local segment of its buckets open
         self._lock = DataDirLock(self.data_dir)  # before anything in the directory is opened
         try:
             self._start(credentials, auth)

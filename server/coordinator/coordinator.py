@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping, Protocol, Sequence
 
@@ -23,6 +24,7 @@ from lakelog.errors import (
     StaleLakeSnapshotError,
     TableAlreadyExistError,
     TableNotExistError,
+    TooManyBucketsError,
 )
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
@@ -77,11 +79,13 @@ class Coordinator:
         notifier: TabletNotifier,
         lake: LakeTables,
         heartbeat_timeout_ms: int,
+        max_buckets_per_server: int,
         max_partitions: int = 1000,
         auto_partition_interval_ms: int = 60_000,
     ) -> None:
         """``auto_partitioner`` is started by the caller (the coordinator role), which also closes it."""
         self._store = store
+        self.max_buckets_per_server = max_buckets_per_server
         self.partitions = PartitionCatalog(store, max_partitions)
         self.auto_partitioner = AutoPartitioner(self, auto_partition_interval_ms)
         self._notifier = notifier
@@ -171,11 +175,22 @@ class Coordinator:
         return info.table_id
 
     def _place(self, what: str, buckets: int, start: int) -> dict[int, int]:
-        """Leaders for ``buckets`` buckets, round robin over the tablet servers from ``start``."""
+        """Leaders for ``buckets`` buckets, round robin over the tablet servers from ``start``;
+        refused when a server would lead more than ``max_buckets_per_server``. Lock held."""
         servers = self._store.tablet_servers()
         if not servers:
             raise NoTabletServerError(f"cannot create {what}: no tablet server has registered yet")
-        return {b: servers[(start + b) % len(servers)].server_id for b in range(buckets)}
+        leaders = {b: servers[(start + b) % len(servers)].server_id for b in range(buckets)}
+        led = self._store.buckets_per_leader()
+        for server_id, added in sorted(Counter(leaders.values()).items()):
+            if led.get(server_id, 0) + added > self.max_buckets_per_server:
+                log.warning("refused to create %s: tablet server %d leads %d buckets of at most %d", what, server_id, led.get(server_id, 0), self.max_buckets_per_server)
+                raise TooManyBucketsError(
+                    f"cannot create {what}: {added} more buckets on tablet server {server_id}, which leads"
+                    f" {led.get(server_id, 0)}, would pass coordinator.max-buckets-per-tablet-server ="
+                    f" {self.max_buckets_per_server}; drop tables or partitions, or add tablet servers"
+                )
+        return leaders
 
     # partitions
 
