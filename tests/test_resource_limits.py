@@ -3,17 +3,25 @@ a limit is refused with an error naming the limit, and the server keeps serving 
 
 - Tables past what the open-file limit holds: refused (TooManyBucketsError naming
   ``coordinator.max-buckets-per-tablet-server``), never answered OK and then unwritable.
+- A FetchLog naming 100,000 buckets: refused (INVALID_ARGUMENT naming the count and the cap) before
+  any bucket is read; lakelog's own scanner fetches a table of the most buckets there are.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import grpc
 import pytest
 
 import lakelog
+from bench.hostile_clients import fetch_request
+from lakelog.metadata import MAX_BUCKETS
+from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.server.open_file_limit import buckets_within
-from tests.conftest import ServerSubprocess, order_rows, scan_all
+from lakelog.server.rpc.tablet_service import MAX_FETCH_BUCKETS
+from tests.conftest import ServerSubprocess, create_table, order_rows, scan_all
 
 TABLES = 1200
 BUCKETS = 8
@@ -91,3 +99,36 @@ def test_partitions_and_tables_past_a_configured_cap_are_refused(server_factory)
         assert conn.admin.list_tables("capped") == ["by_name", "small"]
         conn.admin.drop_partition(partitioned, {"name": "a"})
         conn.admin.create_partition(partitioned, {"name": "c"})
+
+
+def test_a_fetch_of_100000_buckets_is_refused_and_the_next_fetch_is_served(server, conn: lakelog.Connection) -> None:  # noqa: ANN001
+    table = create_table(conn)
+    writer = table.new_append().create_writer()
+    writer.append_arrow(order_rows(0, 10))
+    writer.flush()
+    huge = fetch_request(table.info.table_id, 0, 1024, 0)
+    bucket = huge.tables_req[0].buckets_req[0]
+    huge.tables_req[0].buckets_req.extend([bucket] * 99_999)
+    with grpc.insecure_channel(server.address) as channel:
+        stub = TabletServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.FetchLog(huge, timeout=60)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert f"names 100000 buckets, at most {MAX_FETCH_BUCKETS}" in refused.value.details()
+        answer = stub.FetchLog(fetch_request(table.info.table_id, 0, 1 << 20, 0), timeout=60)
+    (served,) = answer.tables_resp[0].buckets_resp
+    assert served.error_code == 0 and served.high_watermark == 10 and served.records
+
+
+def test_a_scanner_of_a_table_of_the_most_buckets_fetches_within_the_cap(server, conn: lakelog.Connection) -> None:  # noqa: ANN001
+    """Every bucket of the widest table on one server, subscribed by one scanner: its fetches are
+    served (none names more buckets than the server takes)."""
+    table = create_table(conn, buckets=MAX_BUCKETS)
+    writer = table.new_append().create_writer()
+    for bucket in range(MAX_BUCKETS):
+        writer.append({"id": bucket, "name": "n", "amount": 0.5}, bucket=bucket)
+    writer.flush()
+    with table.new_scan().project(["id"]).create_log_scanner() as scanner:
+        scanner.subscribe_from_beginning()
+        ids = scan_all(scanner, MAX_BUCKETS).column("id").to_pylist()
+    assert sorted(ids) == list(range(MAX_BUCKETS))

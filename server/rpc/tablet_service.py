@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import grpc
 
 from lakelog.errors import InvalidRequestError, LakelogError
-from lakelog.metadata import OffsetSpec, OffsetType
+from lakelog.metadata import MAX_BUCKETS, OffsetSpec, OffsetType
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceServicer
@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 
 # Bytes of an answer besides its records, per bucket (error message, remote segment list): reserved too.
 ANSWER_OVERHEAD = 4096
+# Buckets one FetchLog may name: a table's most. Each costs a read and an answer's overhead, so a
+# request naming 100,000 took a minute of server time; lakelog's client fetches each table (or
+# partition) apart, so its fetches stay within this.
+MAX_FETCH_BUCKETS = MAX_BUCKETS
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,9 @@ class TabletService(TabletServiceServicer):
         event loop: it waits for answer budget and for data there, holding no thread; it resolves
         partitions (which may ask the coordinator), reads and encodes in an RPC thread. The budget
         its answer keeps comes back when the call ends (sent or not)."""
+        asked = sum(len(table.buckets_req) for table in request.tables_req)
+        if asked > MAX_FETCH_BUCKETS:
+            raise InvalidRequestError(f"FetchLog names {asked} buckets, at most {MAX_FETCH_BUCKETS}: split it into fetches of fewer")
         self._replicas.check_ready()
         loop = asyncio.get_running_loop()
         plan = await loop.run_in_executor(None, self._plan, request) if self._asks_coordinator(request) else self._plan(request)
