@@ -151,7 +151,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("datalake.format", _choice("iceberg"), "iceberg", "Lake format of lake-enabled tables."),
     # bounded server memory (issue 15)
     ConfigOption("server.rpc.max-concurrent-streams", int, 100, "Calls one client connection may have open at once (HTTP/2 streams); more wait in the client."),
-    ConfigOption("server.fetch.max-inflight-bytes", parse_size, 256 << 20, "FetchLog answer bytes a tablet server holds at once, until each call ends; a fetch waits for room."),
+    ConfigOption("server.fetch.max-inflight-bytes", parse_size, 256 << 20, "FetchLog answer bytes a tablet server holds at once, until each call ends, a client connection an eighth of them at most; a fetch waits for room."),
     ConfigOption("server.fetch.max-parked-polls", int, 1000, "Long polls (FetchLog waiting for data) parked at once; one more is answered at once with what there is."),
     ConfigOption(
         "server.malloc.mmap-threshold", parse_size, 32 << 20,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import grpc
 
@@ -43,12 +43,20 @@ class _FetchPlan:
     refused: dict[int, BucketFetchResult]
 
 
+def _within(plan: _FetchPlan, record_bytes: int) -> _FetchPlan:
+    """The fetch reading at most ``record_bytes`` (what its connection's share of the answer budget
+    allows), though never less than one batch: a fetch makes progress whatever its budget."""
+    if plan.params.max_bytes <= record_bytes:
+        return plan
+    return replace(plan, params=replace(plan.params, max_bytes=max(record_bytes, 1)))
+
+
 class TabletService(TabletServiceServicer):
     def __init__(self, replicas: ReplicaManager, metrics: ServerMetrics, budget: AnswerBudget) -> None:
         self._replicas = replicas
         self.metrics = metrics
         self.budget = budget
-        metrics.watch_fetch_limits(lambda: budget.in_use, lambda: budget.waiting, lambda: replicas.waiters.parked)
+        metrics.watch_fetch_limits(lambda: budget.in_use, lambda: budget.waiting, lambda: budget.connections, lambda: replicas.waiters.parked)
 
     def register(self, server: RpcServer) -> None:
         add_servicer(server, self, "TabletService", serialized={"FetchLog"}, parsers={"ProduceLog": parse_produce_request})
@@ -105,21 +113,23 @@ class TabletService(TabletServiceServicer):
         params = plan.params
         self._replicas.check_fetch(params)
         deadline = loop.time() + params.max_wait_ms / 1000
-        bound = params.answer_bound() + ANSWER_OVERHEAD * (len(plan.asked) + 1)
+        overhead = ANSWER_OVERHEAD * (len(plan.asked) + 1)
+        bound = params.answer_bound() + overhead
         keys = [(b.table_id, b.bucket) for b in params.buckets]
         may_park = not plan.refused  # a refused bucket is an answer already: waiting would not change it
+        connection = context.peer()
         while True:
             seen = self._replicas.waiters.arrivals()
-            reserved = await self.budget.acquire(bound)
+            reserved = await self.budget.acquire(bound, connection)
             kept = 0
             try:
                 final = not may_park or loop.time() >= deadline
-                results, answer = await loop.run_in_executor(None, self._read, plan, final)
+                results, answer = await loop.run_in_executor(None, self._read, _within(plan, reserved - overhead), final)
                 if answer is not None:
                     kept = min(reserved, len(answer))
-                    context.add_done_callback(lambda _, kept=kept: self.budget.release(kept))
+                    context.add_done_callback(lambda _, kept=kept: self.budget.release(kept, connection))
             finally:
-                self.budget.release(reserved - kept)
+                self.budget.release(reserved - kept, connection)
             if answer is not None:
                 break
             may_park = await self._replicas.waiters.park(keys, seen, deadline - loop.time())
