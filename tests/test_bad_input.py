@@ -258,3 +258,30 @@ def test_lake_offsets_that_are_not_ranges_or_name_no_table_are_refused(server, c
     assert unknown.error_code == lakelog.TableNotExistError.code and "table id 99" in unknown.error_message
     with pytest.raises(lakelog.LakeSnapshotNotExistError):
         conn.admin.get_lake_snapshot(table.path)
+
+
+def test_names_of_100000_characters_are_refused_as_invalid_with_the_name_cut(server) -> None:  # noqa: ANN001
+    """The name is echoed cut (its start, its end and how much was cut), so the answer is the
+    INVALID_ARGUMENT of a bad name, not a status too large for the client to read."""
+    import grpc
+
+    from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
+
+    long_name = "n" * 100_000
+    with grpc.insecure_channel(server.address) as channel:
+        stub = CoordinatorServiceStub(channel)
+        for call, request in (
+            (stub.CreateDatabase, pb.CreateDatabaseRequest(database_name=long_name)),
+            (stub.CreateTable, pb.CreateTableRequest(table_path=pb.PbTablePath(database_name="shop", table_name=long_name))),
+            (stub.GetTableInfo, pb.GetTableInfoRequest(table_path=pb.PbTablePath(database_name=long_name, table_name="t"))),
+        ):
+            with pytest.raises(grpc.RpcError) as info:
+                call(request, timeout=30)
+            assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
+            details = info.value.details()
+            assert "name 'nnnn" in details and "bytes cut]" in details and "names match [A-Za-z0-9_]" in details
+            assert len(details) <= lakelog.errors.MAX_MESSAGE_BYTES
+        stub.CreateDatabase(pb.CreateDatabaseRequest(database_name="shop"), timeout=30)  # the server goes on
+    with pytest.raises(lakelog.InvalidNameError, match=r"bytes cut\].*names match") as refused:
+        lakelog.TablePath("shop", long_name)
+    assert len(refused.value.message) <= lakelog.errors.MAX_MESSAGE_BYTES
