@@ -188,7 +188,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ),
     # metrics
     ConfigOption("metrics.port", int, -1, "Port of the Prometheus endpoint, http://HOST:PORT/metrics (-1: off, 0 picks a free one).", low=-1, high=65535),
-    ConfigOption("metrics.host", str, "127.0.0.1", "Address the Prometheus endpoint binds to (it has no TLS or token: loopback unless set)."),
+    ConfigOption("metrics.host", str, "127.0.0.1", "Address the Prometheus endpoint binds to (open to anyone who reaches it unless TLS and token authentication are on: loopback unless set)."),
     # security (README "Security"); servers calling each other and the tiering job use the client keys too
     ConfigOption("security.tls.enabled", parse_bool, False, "Serve (server) or dial (client) every gRPC call over TLS."),
     ConfigOption("security.tls.cert-file", str, "", "PEM certificate chain a server presents; must name its advertised host."),

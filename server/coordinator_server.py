@@ -14,7 +14,6 @@ from prometheus_client.registry import Collector
 from lakelog.config import Configuration
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import ServerNode
-from lakelog.security.tokens import TokenStore
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore
@@ -74,11 +73,11 @@ class CoordinatorRole:
         metrics.registry.register(_LivenessCollector(self.coordinator.liveness))
         return CoordinatorService(self.coordinator, node, metrics)
 
-    def status_pages(self, tokens: TokenStore | None) -> dict[str, WsgiApp]:
-        """The status page's routes (``tokens``: ``None`` when auth is off); sampling the lake lag
-        for its line starts here, so a coordinator without the page does not sample."""
+    def status_pages(self) -> dict[str, WsgiApp]:
+        """The status page's routes; sampling the lake lag for its line starts here, so a
+        coordinator without the page does not sample."""
         self._status = ClusterStatus(self.coordinator, self.tablets).start()
-        return StatusPage(self._status, tokens).routes()
+        return StatusPage(self._status).routes()
 
     def close(self) -> None:
         if self._status is not None:
