@@ -23,6 +23,12 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
+async def _full_budget() -> tuple[AnswerBudget, list[int]]:
+    """A budget all held, a share each by connections ``c0``, ``c1``, ...; what each holds."""
+    budget = AnswerBudget(CAPACITY)
+    return budget, [await budget.acquire(SHARE, f"c{n}") for n in range(CONNECTION_SHARES)]
+
+
 def test_connections_that_never_release_hold_their_share_and_another_connection_is_served() -> None:
     async def scenario() -> None:
         budget = AnswerBudget(CAPACITY)
@@ -69,8 +75,7 @@ def test_a_reservation_is_at_most_a_connections_share() -> None:
 
 def test_a_large_waiter_is_not_starved_by_smaller_ones_behind_it() -> None:
     async def scenario() -> None:
-        budget = AnswerBudget(CAPACITY)
-        held = [await budget.acquire(SHARE, f"c{n}") for n in range(CONNECTION_SHARES)]
+        budget, held = await _full_budget()
         large = asyncio.ensure_future(budget.acquire(SHARE, "large"))
         await _settle()
         small = asyncio.ensure_future(budget.acquire(1, "small"))
@@ -88,8 +93,7 @@ def test_a_large_waiter_is_not_starved_by_smaller_ones_behind_it() -> None:
 
 def test_a_cancelled_waiter_gives_its_place_and_its_bytes_back() -> None:
     async def scenario() -> None:
-        budget = AnswerBudget(CAPACITY)
-        held = [await budget.acquire(SHARE, f"c{n}") for n in range(CONNECTION_SHARES)]
+        budget, held = await _full_budget()
         gone = asyncio.ensure_future(budget.acquire(SHARE, "gone"))
         behind = asyncio.ensure_future(budget.acquire(SHARE, "behind"))
         await _settle()

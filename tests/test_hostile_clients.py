@@ -39,6 +39,15 @@ def _never_read_shares_held(metrics_port: int) -> bool:
     return metric_sum(metrics_port, "lakelog_fetch_budget_bytes_in_use") >= connections * (share - (1 << 20))
 
 
+def _budgeted_server(tmp_path: Path) -> tuple[ServerSubprocess, int]:
+    """A server process with an answer budget of ``BUDGET_MB`` and its metrics on, and their port."""
+    metrics_port = free_port()
+    server = ServerSubprocess(
+        tmp_path / "data", "--set", f"server.fetch.max-inflight-bytes={BUDGET_MB}mb", "--set", f"metrics.port={metrics_port}"
+    ).start()
+    return server, metrics_port
+
+
 def _held_polls(metrics_port: int) -> float:
     """Fetches the server holds without a thread: parked for data, or waiting for answer budget
     (the never-read streams beyond the budget among them)."""
@@ -46,10 +55,7 @@ def _held_polls(metrics_port: int) -> float:
 
 
 def test_control_rpcs_and_produce_go_on_under_hostile_clients_and_memory_stays_bounded(tmp_path: Path) -> None:
-    metrics_port = free_port()
-    server = ServerSubprocess(
-        tmp_path / "data", "--set", f"server.fetch.max-inflight-bytes={BUDGET_MB}mb", "--set", f"metrics.port={metrics_port}"
-    ).start()
+    server, metrics_port = _budgeted_server(tmp_path)
     assert server.proc is not None
     try:
         with lakelog.connect(server.address) as conn:
@@ -146,10 +152,7 @@ def test_a_reader_is_served_while_never_read_streams_on_six_connections_hold_the
     from lakelog.record.batch import iter_headers
     from lakelog.rpc import lakelog_api_pb2 as pb
 
-    metrics_port = free_port()
-    server = ServerSubprocess(
-        tmp_path / "data", "--set", f"server.fetch.max-inflight-bytes={BUDGET_MB}mb", "--set", f"metrics.port={metrics_port}"
-    ).start()
+    server, metrics_port = _budgeted_server(tmp_path)
     assert server.proc is not None
     try:
         with lakelog.connect(server.address) as conn:

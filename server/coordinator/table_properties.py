@@ -49,24 +49,16 @@ def _iceberg(text: str) -> str:
     return text
 
 
-def _int_between(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text)
+def _between(parse: Callable[[str], int], low: int, high: int, shown: Callable[[int], str] = str) -> Callable[[str], int]:
+    """``parse``, refusing a value outside ``[low, high]`` (each bound as ``shown`` writes it)."""
+
+    def checked(text: str) -> int:
+        value = parse(text)
         if not low <= value <= high:
-            raise ValueError(f"must be between {low} and {high}")
+            raise ValueError(f"must be between {shown(low)} and {shown(high)}")
         return value
 
-    return parse
-
-
-def _duration_between(low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = parse_duration_ms(text)
-        if not low <= value <= high:
-            raise ValueError(f"must be between {format_duration_ms(low)} and {format_duration_ms(high)}")
-        return value
-
-    return parse
+    return checked
 
 
 def _time_unit(text: str) -> str:
@@ -92,12 +84,12 @@ class TableProperty:
 TABLE_PROPERTIES: Mapping[str, TableProperty] = {
     DATALAKE_ENABLED: TableProperty(_boolean, "false"),
     DATALAKE_FORMAT: TableProperty(_iceberg, "iceberg"),
-    LOCAL_SEGMENTS: TableProperty(_int_between(1, MAX_LOCAL_SEGMENTS), "2"),
-    TTL: TableProperty(_duration_between(1, MAX_TTL_MS), "7d"),
+    LOCAL_SEGMENTS: TableProperty(_between(int, 1, MAX_LOCAL_SEGMENTS), "2"),
+    TTL: TableProperty(_between(parse_duration_ms, 1, MAX_TTL_MS, format_duration_ms), "7d"),
     AUTO_PARTITION_ENABLED: TableProperty(_boolean, "false"),
     AUTO_PARTITION_TIME_UNIT: TableProperty(_time_unit, "day"),
-    AUTO_PARTITION_NUM_PRECREATE: TableProperty(_int_between(0, MAX_PRECREATE), "2"),
-    AUTO_PARTITION_NUM_RETENTION: TableProperty(_int_between(0, MAX_RETENTION), "7"),
+    AUTO_PARTITION_NUM_PRECREATE: TableProperty(_between(int, 0, MAX_PRECREATE), "2"),
+    AUTO_PARTITION_NUM_RETENTION: TableProperty(_between(int, 0, MAX_RETENTION), "7"),
     AUTO_PARTITION_TIME_ZONE: TableProperty(_time_zone, "UTC"),
 }
 
