@@ -164,6 +164,11 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("log.index.interval-bytes", parse_size, 4096, "Bytes of batches between two offset/time index entries."),
     ConfigOption("log.flush.mode", _choice("sync", "async"), "sync", "sync: fsync (group commit) before a produce is acknowledged."),
     ConfigOption("log.flush.interval", parse_duration_ms, 1000, "How often async mode fsyncs.", low=1),
+    ConfigOption(
+        "server.writer-id.expiration-time", parse_duration_ms, 7 * 86_400_000,
+        "A bucket forgets an idempotent writer that appended nothing for this long; a batch it resends later is appended again.",
+        low=1,
+    ),
     ConfigOption("log.replica.max-append-bytes", parse_size, 64 << 20, "Largest produce request a tablet server accepts.", low=1 << 10),
     ConfigOption("remote.data.dir", str, "", "Remote log storage, file://... or s3://... (default <data-dir>/remote)."),
     ConfigOption("remote.fs.s3.endpoint", str, "", "S3 endpoint override (moto, MinIO)."),
@@ -237,12 +242,12 @@ OPTIONS: dict[str, ConfigOption] = _options(
         "",
         "Spark of the PySpark lake LogSource and the tiering job (sc://HOST:PORT, spark://..., local[*]); a coordinator advertises its own to clients and jobs that set none. Unset: local[*] when Spark is used.",
     ),
-    # partitioned tables (SPEC section 11)
     ConfigOption(
         "coordinator.max-buckets-per-tablet-server", int, 0,
         "Buckets the coordinator places on one tablet server at most; a table or partition that would pass it is refused (TooManyBucketsError). "
         "0: as many as the open-file limit holds (raised to its hard limit at start), 9 files a bucket (3 per local segment) with a quarter kept for connections.",
     ),
+    # partitioned tables (docs/contract.md, "Partitioned tables and bucket keys")
     ConfigOption("max.partition.num", int, 1000, "Most partitions the coordinator keeps over all tables; one more is refused (TooManyPartitionsError)."),
     ConfigOption("coordinator.auto-partition.check-interval", parse_duration_ms, 60_000, "How often the coordinator pre-creates and expires partitions of auto-partitioned tables.", low=1),
     ConfigOption("client.writer.dynamic-create-partition.enabled", parse_bool, True, "A write to a missing partition creates it (false: PartitionNotExistError)."),

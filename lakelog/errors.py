@@ -265,12 +265,37 @@ class PartitionNotExistError(LakelogError):
     code = 61
 
 
+class InvalidRecordError(InvalidRequestError):
+    """A produced batch whose body disagrees with its header (record count, more than one Arrow
+    record batch, buffers or values that do not decode): refused before it is stored, since every
+    reader of the bucket would fail on it."""
+
+    code = 66
+
+
+class UnknownWriterError(LakelogError):
+    """A produced batch of a writer id that the coordinator did not issue to the caller: the
+    writer token sent with it does not match the id and the caller's principal. Refused, so no
+    client can append under another writer's id and turn that writer's real batch into a
+    "duplicate". Not retriable: the writer must get an id of its own (a new writer)."""
+
+    code = 67
+
+
 class OutOfOrderSequenceError(LakelogError):
     """An idempotent writer's batch whose sequence is not the next one the bucket expects for that
     writer (a gap, or an epoch older than the one the bucket has seen): appending it could reorder
     or duplicate records, so it is refused. Not retriable: the writer must start a new epoch."""
 
     code = 64
+
+
+class WriterSequenceConflictError(OutOfOrderSequenceError):
+    """A batch whose writer, epoch and sequence match one the bucket appended, but whose bytes do
+    not (another CRC): it is not a resend of that batch, so it is neither appended nor answered
+    with that batch's offsets. Names the writer, the sequence and where the appended one lies."""
+
+    code = 68
 
 
 class DeliveryTimeoutError(LakelogError):

@@ -1,4 +1,4 @@
-"""The lake plugin interface (SPEC section 6): a :class:`LakeStorage`, found through the entry-point
+"""The lake plugin interface (docs/contract.md, "Client API"): a :class:`LakeStorage`, found through the entry-point
 group ``lakelog.lake_storage`` by a table's ``table.datalake.format`` (see
 :mod:`lakelog.lake_plugins`), creates the lake table for the coordinator and a :class:`LogSource`
 that serves a client the offsets only the lake holds.

@@ -301,7 +301,7 @@ class LakeBucketOffset:
 
 
 # How a lake snapshot keys a bucket: its number in a table without partitions, else
-# ``(partition_id, bucket)`` (SPEC section 11).
+# ``(partition_id, bucket)`` (docs/contract.md, "Partitioned tables and bucket keys").
 LakeBucketKey = Union[int, tuple[int, int]]
 
 
@@ -345,7 +345,7 @@ class LakeOffsets:
 
 @dataclass(frozen=True)
 class TieringJobInfo:
-    """A tiering job as the coordinator last heard of it (SPEC section 9, freshness and lineage)."""
+    """A tiering job as the coordinator last heard of it (docs/contract.md, "Tiering, consistent cuts and cursors", freshness and lineage)."""
 
     job_id: str
     tables: tuple[TablePath, ...]

@@ -21,6 +21,7 @@ from lakelog.server.coordinator.tablet_liveness import TabletLiveness
 from lakelog.server.metrics.metrics_endpoint import WsgiApp
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.open_file_limit import buckets_within, open_file_limit
+from lakelog.server.rpc.auth_interceptor import CallerName
 from lakelog.server.rpc.coordinator_service import CoordinatorService
 from lakelog.server.rpc.tablet_client import GrpcTabletNotifier
 from lakelog.server.status.cluster_status import ClusterStatus
@@ -69,9 +70,9 @@ class CoordinatorRole:
         while not self._stop.wait(self._check_interval_s):
             self.coordinator.liveness.check()
 
-    def service(self, node: ServerNode, metrics: ServerMetrics) -> CoordinatorService:
+    def service(self, node: ServerNode, metrics: ServerMetrics, caller: CallerName) -> CoordinatorService:
         metrics.registry.register(_LivenessCollector(self.coordinator.liveness))
-        return CoordinatorService(self.coordinator, node, metrics)
+        return CoordinatorService(self.coordinator, node, metrics, caller)
 
     def status_pages(self) -> dict[str, WsgiApp]:
         """The status page's routes; sampling the lake lag for its line starts here, so a

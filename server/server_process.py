@@ -26,7 +26,7 @@ from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.metrics.tablet_collector import TabletStateCollector
 from lakelog.server.open_file_limit import raise_open_file_limit
 from lakelog.security.tls import server_credentials
-from lakelog.server.rpc.auth_interceptor import AuthInterceptor
+from lakelog.server.rpc.auth_interceptor import AuthInterceptor, anonymous_caller
 from lakelog.server.rpc.cluster_secret import ClusterMemberInterceptor, cluster_secret
 from lakelog.server.rpc.grpc_server import bind_server, start_server
 from lakelog.server.tablet_server import TabletServerRole
@@ -122,13 +122,14 @@ class ServerProcess:
         if "tablet-server" in self.roles:
             self.tablet = TabletServerRole(self.conf, self.data_dir, secret, self._clock)
         node_id = self.tablet.server_id if self.tablet else -1
+        caller = auth.caller_name if auth else anonymous_caller
         registrations, names = [], []
         if self.tablet:
-            registrations.append(self.tablet.service(self.metrics).register)
+            registrations.append(self.tablet.service(self.metrics, caller).register)
             self.metrics.registry.register(TabletStateCollector(self.tablet.replicas, self.tablet.logs, self.tablet.remote))
             names.append("TabletService")
         if self.coordinator:
-            registrations.append(self.coordinator.service(ServerNode(-1, self.host, self.port), self.metrics).register)
+            registrations.append(self.coordinator.service(ServerNode(-1, self.host, self.port), self.metrics, caller).register)
             names.append("CoordinatorService")
         start_server(self._server, registrations, names)
         log.info("lakelog %s listening on %s (data dir %s)", "+".join(self.roles), self.address, self.data_dir)

@@ -1,4 +1,4 @@
-"""Which LogSource, if any, reads a table's lake for this connection (SPEC section 6, fallback).
+"""Which LogSource, if any, reads a table's lake for this connection (docs/contract.md, "Client API", fallback).
 
 A table gets one when it is lake-enabled, ``client.lake.enabled`` is true and a plugin for its
 ``table.datalake.format`` loads. Otherwise the client never sets ``enable_lake`` and behaves as a
@@ -136,7 +136,7 @@ class LakeSources:
 
     def barrier_snapshots(self, path: TablePath) -> dict[int, int]:
         """``{barrier: snapshot id}`` of every committed lake snapshot of ``path`` that carries a
-        timestamp barrier (SPEC section 9), read from the lake's own snapshot history."""
+        timestamp barrier (docs/contract.md, "Tiering, consistent cuts and cursors"), read from the lake's own snapshot history."""
         from lakelog.lake.snapshot_summary import barrier_snapshots
 
         return barrier_snapshots(self.lake_catalog().load_table(path))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
+from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.errors import InvalidConfigError, NetworkError, RequestTimeoutError, error_from_code
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
@@ -143,8 +144,9 @@ class CoordinatorGateway:
 
     # idempotent writers
 
-    def init_writer(self) -> int:
-        return int(self._call(lambda stub: stub.InitWriter, pb.InitWriterRequest()).writer_id)
+    def init_writer(self) -> WriterIdentity:
+        response = self._call(lambda stub: stub.InitWriter, pb.InitWriterRequest())
+        return WriterIdentity(response.writer_id, response.writer_token)
 
     # tiering jobs
 

@@ -64,6 +64,7 @@ class ProduceRequest:
     timeout_ms: int
     hold_id: str = ""
     partition_id: int = 0  # > 0: the bucket of this partition of table_id
+    writer_token: bytes = b""  # proof of the batches' writer id (see lakelog.security.writer_tokens)
 
 
 @dataclass(frozen=True)

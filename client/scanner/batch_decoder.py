@@ -15,7 +15,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.errors import SchemaMismatchError
+from lakelog.errors import CorruptRecordError, SchemaMismatchError
 from lakelog.record import batch as rb
 
 _META_COLUMNS = 3  # __bucket, __offset, __timestamp: the last fields of every output schema
@@ -75,6 +75,11 @@ class BatchDecoder:
         if skip >= header.record_count:
             return header
         data = self._bodies.decode(buf, pos, header)
+        if data.num_rows != header.record_count:
+            raise CorruptRecordError(
+                f"{where}: batch at offset {header.base_offset} says it holds {header.record_count} records, "
+                f"its Arrow body holds {data.num_rows}"
+            )
         if self._projection:
             data = data.select(self._projection)
         if data.schema.types != self._types:

@@ -232,12 +232,14 @@ class TabletServerHeartbeatResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class RegisterTabletServerResponse(_message.Message):
-    __slots__ = ("table_metadata", "lake_offsets")
+    __slots__ = ("table_metadata", "lake_offsets", "writer_key")
     TABLE_METADATA_FIELD_NUMBER: _ClassVar[int]
     LAKE_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    WRITER_KEY_FIELD_NUMBER: _ClassVar[int]
     table_metadata: _containers.RepeatedCompositeFieldContainer[PbTableMetadata]
     lake_offsets: NotifyLakeTableOffsetRequest
-    def __init__(self, table_metadata: _Optional[_Iterable[_Union[PbTableMetadata, _Mapping]]] = ..., lake_offsets: _Optional[_Union[NotifyLakeTableOffsetRequest, _Mapping]] = ...) -> None: ...
+    writer_key: bytes
+    def __init__(self, table_metadata: _Optional[_Iterable[_Union[PbTableMetadata, _Mapping]]] = ..., lake_offsets: _Optional[_Union[NotifyLakeTableOffsetRequest, _Mapping]] = ..., writer_key: _Optional[bytes] = ...) -> None: ...
 
 class ProduceLogRequest(_message.Message):
     __slots__ = ("acks", "table_id", "timeout_ms", "buckets_req", "hold_id")
@@ -254,14 +256,16 @@ class ProduceLogRequest(_message.Message):
     def __init__(self, acks: _Optional[int] = ..., table_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., buckets_req: _Optional[_Iterable[_Union[PbProduceLogReqForBucket, _Mapping]]] = ..., hold_id: _Optional[str] = ...) -> None: ...
 
 class PbProduceLogReqForBucket(_message.Message):
-    __slots__ = ("partition_id", "bucket_id", "records")
+    __slots__ = ("partition_id", "bucket_id", "records", "writer_token")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    WRITER_TOKEN_FIELD_NUMBER: _ClassVar[int]
     partition_id: int
     bucket_id: int
     records: bytes
-    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
+    writer_token: bytes
+    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., records: _Optional[bytes] = ..., writer_token: _Optional[bytes] = ...) -> None: ...
 
 class ProduceLogResponse(_message.Message):
     __slots__ = ("buckets_resp",)
@@ -714,10 +718,12 @@ class InitWriterRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class InitWriterResponse(_message.Message):
-    __slots__ = ("writer_id",)
+    __slots__ = ("writer_id", "writer_token")
     WRITER_ID_FIELD_NUMBER: _ClassVar[int]
+    WRITER_TOKEN_FIELD_NUMBER: _ClassVar[int]
     writer_id: int
-    def __init__(self, writer_id: _Optional[int] = ...) -> None: ...
+    writer_token: bytes
+    def __init__(self, writer_id: _Optional[int] = ..., writer_token: _Optional[bytes] = ...) -> None: ...
 
 class PbPartitionSpec(_message.Message):
     __slots__ = ("partition_key_values",)

@@ -242,7 +242,7 @@ class CoordinatorServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CreatePartition(self, request, context):
-        """Partitions of a partitioned table (SPEC section 11): ids are assigned here and never reused.
+        """Partitions of a partitioned table (docs/contract.md, "Partitioned tables and bucket keys"): ids are assigned here and never reused.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

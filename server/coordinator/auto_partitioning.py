@@ -1,4 +1,4 @@
-"""Auto-partitioning (SPEC section 11): the coordinator keeps time partitions ahead and drops old ones.
+"""Auto-partitioning (docs/contract.md, "Partitioned tables and bucket keys"): the coordinator keeps time partitions ahead and drops old ones.
 
 For a table with ``table.auto-partition.enabled=true`` (one partition key), every check
 (``coordinator.auto-partition.check-interval``, and once when the table is created) makes sure the

@@ -43,6 +43,7 @@ from lakelog.metadata import (
     split_lake_bucket_key,
     validate_name,
 )
+from lakelog.security.writer_tokens import WriterIdentity, WriterTokens, new_writer_key
 from lakelog.server.coordinator.auto_partitioning import AutoPartitioner, auto_partition_spec
 from lakelog.server.coordinator.bucket_describer import BucketDescriber, describe_assignment
 from lakelog.server.coordinator.lake_tables import LakeTables
@@ -86,6 +87,7 @@ class Coordinator:
         """``auto_partitioner`` is started by the caller (the coordinator role), which also closes it."""
         self._store = store
         self.max_buckets_per_server = max_buckets_per_server
+        self.writer_key = store.writer_key(new_writer_key())
         self.partitions = PartitionCatalog(store, max_partitions)
         self.auto_partitioner = AutoPartitioner(self, auto_partition_interval_ms)
         self._notifier = notifier
@@ -109,10 +111,11 @@ class Coordinator:
 
     # idempotent writers
 
-    def init_writer(self) -> int:
+    def init_writer(self, principal: str) -> WriterIdentity:
+        """A new writer id and the token that proves it was issued to ``principal``."""
         writer_id = self._store.allocate_writer_id()
-        log.info("writer id %d allocated", writer_id)
-        return writer_id
+        log.info("writer id %d allocated%s", writer_id, f" to {principal!r}" if principal else "")
+        return WriterIdentity(writer_id, WriterTokens(self.writer_key).issue(writer_id, principal))
 
     # databases
 

@@ -109,6 +109,10 @@ CREATE TABLE IF NOT EXISTS writer_ids (
     writer_id INTEGER PRIMARY KEY AUTOINCREMENT,
     allocated_ms INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS writer_key (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    key BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS tiering_jobs (
     job_id TEXT PRIMARY KEY,
     tables TEXT NOT NULL,
@@ -404,6 +408,13 @@ class MetadataStore:
             writer_id = int(db.execute("INSERT INTO writer_ids (allocated_ms) VALUES (?)", (int(time.time() * 1000),)).lastrowid)
             db.execute("DELETE FROM writer_ids WHERE writer_id < ?", (writer_id,))
         return writer_id
+
+    def writer_key(self, new_key: bytes) -> bytes:
+        """The key writer tokens are made with: ``new_key`` stored on first use, the stored one
+        ever after, so tokens issued before a restart still check."""
+        with self._transaction() as db:
+            db.execute("INSERT OR IGNORE INTO writer_key (id, key) VALUES (0, ?)", (new_key,))
+            return bytes(db.execute("SELECT key FROM writer_key WHERE id = 0").fetchone()[0])
 
     def upsert_tiering_job(self, job: TieringJobInfo) -> None:
         with self._transaction() as db:

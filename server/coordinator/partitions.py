@@ -1,4 +1,4 @@
-"""The partitions of partitioned tables, as the coordinator keeps them (SPEC section 11).
+"""The partitions of partitioned tables, as the coordinator keeps them (docs/contract.md, "Partitioned tables and bucket keys").
 
 A partition is a name (its key values joined by ``$``) with an id the metadata store assigns and
 never hands out again, and, like a table, a leader per bucket. Names are checked here before they

@@ -109,13 +109,15 @@ class LogManager:
             tablet.close()
 
     def tick(self) -> None:
-        """Roll every active segment that has grown too old and checkpoint every log's acknowledged
-        offset; the server calls this from a timer. One bucket failing does not stop the others."""
+        """Roll every active segment that has grown too old, forget idle writers and checkpoint
+        every log's acknowledged offset; the server calls this from a timer. One bucket failing
+        does not stop the others."""
         with self._lock:
             tablets = list(self._tablets.values())
         for tablet in tablets:
             try:
                 tablet.maybe_roll_by_age()
+                tablet.expire_writers()
                 tablet.checkpoint_acknowledged()
             except LakelogError:
                 logger.exception("log maintenance of %s failed", tablet.name)

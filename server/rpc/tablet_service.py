@@ -16,6 +16,7 @@ from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceServicer
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.replica.replica_manager import BucketFetch, BucketFetchResult, FetchParams, ReplicaManager
 from lakelog.server.rpc.answer_budget import AnswerBudget
+from lakelog.server.rpc.auth_interceptor import CallerName
 from lakelog.server.rpc.error_boundary import rpc_method
 from lakelog.server.rpc.fetch_response import encode_fetch_response
 from lakelog.server.rpc.grpc_server import RpcServer, add_servicer
@@ -52,10 +53,11 @@ def _within(plan: _FetchPlan, record_bytes: int) -> _FetchPlan:
 
 
 class TabletService(TabletServiceServicer):
-    def __init__(self, replicas: ReplicaManager, metrics: ServerMetrics, budget: AnswerBudget) -> None:
+    def __init__(self, replicas: ReplicaManager, metrics: ServerMetrics, budget: AnswerBudget, caller: CallerName) -> None:
         self._replicas = replicas
         self.metrics = metrics
         self.budget = budget
+        self._caller = caller
         metrics.watch_fetch_limits(lambda: budget.in_use, lambda: budget.waiting, lambda: budget.connections, lambda: replicas.waiters.parked)
 
     def register(self, server: RpcServer) -> None:
@@ -66,11 +68,14 @@ class TabletService(TabletServiceServicer):
         responses = []
         appended: dict[int, tuple[int, int]] = {}  # records and bytes per physical id, resent batches not counted
         physical_id = request.table_id
+        caller = self._caller(context)
         for bucket_req in request.buckets:
             try:
                 physical_id = self._replicas.physical_id(request.table_id, bucket_req.partition_id)
                 batches = bucket_req.records
-                result = self._replicas.produce(physical_id, bucket_req.bucket_id, batches, request.hold_id)
+                result = self._replicas.produce(
+                    physical_id, bucket_req.bucket_id, batches, request.hold_id, caller, bucket_req.writer_token
+                )
                 if not result.duplicate:
                     records, size = appended.get(physical_id, (0, 0))
                     appended[physical_id] = (records + result.record_count, size + len(batches))
