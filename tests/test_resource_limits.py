@@ -1,10 +1,12 @@
-"""A client cannot exhaust a tablet server's files, its time or its answer budget: what would pass
-a limit is refused with an error naming the limit, and the server keeps serving the others.
+"""A client cannot exhaust a tablet server's files or its time: what would pass a limit is refused
+with an error naming the limit, and the server keeps serving the others (the answer budget's
+fairness between connections: tests/test_hostile_clients.py).
 
 - Tables past what the open-file limit holds: refused (TooManyBucketsError naming
   ``coordinator.max-buckets-per-tablet-server``), never answered OK and then unwritable.
-- A FetchLog naming 100,000 buckets: refused (INVALID_ARGUMENT naming the count and the cap) before
-  any bucket is read; lakelog's own scanner fetches a table of the most buckets there are.
+- A FetchLog (or ListOffsets, DescribeLogBuckets) naming 100,000 buckets: refused (INVALID_ARGUMENT
+  naming the count and the cap) before any bucket is read; lakelog's own scanner fetches a table of
+  the most buckets there are.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def test_partitions_and_tables_past_a_configured_cap_are_refused(server_factory)
         conn.admin.create_partition(partitioned, {"name": "c"})
 
 
-def test_a_fetch_of_100000_buckets_is_refused_and_the_next_fetch_is_served(server, conn: lakelog.Connection) -> None:  # noqa: ANN001
+def test_requests_naming_100000_buckets_are_refused_and_the_next_fetch_is_served(server, conn: lakelog.Connection) -> None:  # noqa: ANN001
     table = create_table(conn)
     writer = table.new_append().create_writer()
     writer.append_arrow(order_rows(0, 10))
@@ -114,7 +116,15 @@ def test_a_fetch_of_100000_buckets_is_refused_and_the_next_fetch_is_served(serve
         with pytest.raises(grpc.RpcError) as refused:
             stub.FetchLog(huge, timeout=60)
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert f"names 100000 buckets, at most {MAX_FETCH_BUCKETS}" in refused.value.details()
+        assert f"FetchLog names 100000 buckets, at most {MAX_FETCH_BUCKETS}" in refused.value.details()
+        for method, request in (
+            (stub.ListOffsets, pb.ListOffsetsRequest(table_id=table.info.table_id, bucket_id=[0] * 100_000)),
+            (stub.DescribeLogBuckets, pb.DescribeLogBucketsRequest(table_id=table.info.table_id, bucket_id=[0] * 100_000)),
+        ):
+            with pytest.raises(grpc.RpcError) as refused:
+                method(request, timeout=60)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert f"names 100000 buckets, at most {MAX_FETCH_BUCKETS}" in refused.value.details()
         answer = stub.FetchLog(fetch_request(table.info.table_id, 0, 1 << 20, 0), timeout=60)
     (served,) = answer.tables_resp[0].buckets_resp
     assert served.error_code == 0 and served.high_watermark == 10 and served.records

@@ -28,10 +28,16 @@ log = logging.getLogger(__name__)
 
 # Bytes of an answer besides its records, per bucket (error message, remote segment list): reserved too.
 ANSWER_OVERHEAD = 4096
-# Buckets one FetchLog may name: a table's most. Each costs a read and an answer's overhead, so a
-# request naming 100,000 took a minute of server time; lakelog's client fetches each table (or
-# partition) apart, so its fetches stay within this.
+# Buckets one FetchLog (or ListOffsets, DescribeLogBuckets, RepairLog) may name: a table's most.
+# Each costs a read and an answer's overhead, so a FetchLog naming 100,000 took a minute of server
+# time; lakelog's client asks for each table (or partition) apart, so its requests stay within this.
 MAX_FETCH_BUCKETS = MAX_BUCKETS
+
+
+def _check_bucket_count(method: str, asked: int) -> None:
+    """Refuse a request naming more buckets than ``MAX_FETCH_BUCKETS``, before any work."""
+    if asked > MAX_FETCH_BUCKETS:
+        raise InvalidRequestError(f"{method} names {asked} buckets, at most {MAX_FETCH_BUCKETS}: split it into requests of fewer")
 
 
 @dataclass(frozen=True)
@@ -109,9 +115,7 @@ class TabletService(TabletServiceServicer):
         event loop: it waits for answer budget and for data there, holding no thread; it resolves
         partitions (which may ask the coordinator), reads and encodes in an RPC thread. The budget
         its answer keeps comes back when the call ends (sent or not)."""
-        asked = sum(len(table.buckets_req) for table in request.tables_req)
-        if asked > MAX_FETCH_BUCKETS:
-            raise InvalidRequestError(f"FetchLog names {asked} buckets, at most {MAX_FETCH_BUCKETS}: split it into fetches of fewer")
+        _check_bucket_count("FetchLog", sum(len(table.buckets_req) for table in request.tables_req))
         self._replicas.check_ready()
         loop = asyncio.get_running_loop()
         plan = await loop.run_in_executor(None, self._plan, request) if self._asks_coordinator(request) else self._plan(request)
@@ -209,6 +213,7 @@ class TabletService(TabletServiceServicer):
 
     @rpc_method
     def ListOffsets(self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext) -> pb.ListOffsetsResponse:
+        _check_bucket_count("ListOffsets", len(request.bucket_id))
         self._replicas.check_ready()
         if request.offset_type not in tuple(OffsetType):
             raise InvalidRequestError(f"unknown offset_type {request.offset_type}")
@@ -234,6 +239,7 @@ class TabletService(TabletServiceServicer):
     def DescribeLogBuckets(
         self, request: pb.DescribeLogBucketsRequest, context: grpc.ServicerContext
     ) -> pb.DescribeLogBucketsResponse:
+        _check_bucket_count("DescribeLogBuckets", len(request.bucket_id))
         responses = []
         for bucket in request.bucket_id:
             try:
@@ -248,6 +254,7 @@ class TabletService(TabletServiceServicer):
 
     @rpc_method
     def RepairLog(self, request: pb.RepairLogRequest, context: grpc.ServicerContext) -> pb.RepairLogResponse:
+        _check_bucket_count("RepairLog", len(request.bucket_id))
         if request.tier not in pb.RepairTier.values():
             raise InvalidRequestError(f"RepairLog: unknown tier {request.tier}")
         responses = []
