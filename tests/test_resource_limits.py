@@ -18,6 +18,7 @@ import pytest
 
 import lakelog
 from bench.hostile_clients import fetch_request
+from lakelog.errors import StorageError
 from lakelog.metadata import MAX_BUCKETS
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
@@ -46,37 +47,71 @@ def _produce_and_read(conn: lakelog.Connection, path: lakelog.TablePath, start: 
     return sorted(ids)[start:]
 
 
+def _create_tables(conn: lakelog.Connection, count: int, refusal: type[lakelog.LakelogError]) -> tuple[list[lakelog.TablePath], list[lakelog.LakelogError]]:
+    """``count`` tables of ``BUCKETS`` buckets created in database ``many``, one after the other:
+    those created, and the refusals (each a ``refusal``)."""
+    conn.admin.create_database("many")
+    created: list[lakelog.TablePath] = []
+    refusals: list[lakelog.LakelogError] = []
+    for number in range(count):
+        path = lakelog.TablePath("many", f"t{number}")
+        try:
+            conn.admin.create_table(path, lakelog.TableDescriptor(order_rows(0, 1).schema, BUCKETS))
+            created.append(path)
+        except refusal as refused:
+            refusals.append(refused)
+    return created, refusals
+
+
+def _check_every_created_table_works(conn: lakelog.Connection, created: list[lakelog.TablePath]) -> None:
+    """Exactly the created tables are listed, each takes a produce and reads it back, the first
+    one still does after all the others, and the room of dropped tables takes a new table."""
+    assert sorted(conn.admin.list_tables("many")) == sorted(path.table for path in created)
+    for path in created:
+        assert _produce_and_read(conn, path, 0) == list(range(ROWS)), path
+    assert _produce_and_read(conn, created[0], ROWS) == list(range(ROWS, 2 * ROWS))
+    for path in created[-4:]:
+        conn.admin.drop_table(path)
+    again = lakelog.TablePath("many", "again")
+    conn.admin.create_table(again, lakelog.TableDescriptor(order_rows(0, 1).schema, BUCKETS))
+    assert _produce_and_read(conn, again, 0) == list(range(ROWS))
+
+
 def test_tables_past_the_open_file_limit_are_refused_and_every_created_table_works(tmp_path: Path) -> None:
     server = ServerSubprocess(tmp_path / "data", open_files=OPEN_FILES).start()
-    created: list[lakelog.TablePath] = []
-    refusals: list[lakelog.TooManyBucketsError] = []
     try:
         # A short delivery timeout: a table its leader cannot open fails its produce in seconds.
         with lakelog.connect(server.address, config={"client.writer.delivery-timeout": "5s"}) as conn:
-            conn.admin.create_database("many")
-            schema = order_rows(0, 1).schema
-            for number in range(TABLES):
-                path = lakelog.TablePath("many", f"t{number}")
-                try:
-                    conn.admin.create_table(path, lakelog.TableDescriptor(schema, BUCKETS))
-                    created.append(path)
-                except lakelog.TooManyBucketsError as refused:
-                    refusals.append(refused)
+            created, refusals = _create_tables(conn, TABLES, lakelog.TooManyBucketsError)
             # The cap is what the raised (hard) limit holds, not the soft limit the process started with.
             assert len(created) == buckets_within(OPEN_FILES[1]) // BUCKETS
             assert len(refusals) == TABLES - len(created)
             assert "coordinator.max-buckets-per-tablet-server" in refusals[0].message
             assert f"= {buckets_within(OPEN_FILES[1])}" in refusals[0].message
-            assert sorted(conn.admin.list_tables("many")) == sorted(path.table for path in created)
-            for path in created:
-                assert _produce_and_read(conn, path, 0) == list(range(ROWS)), path
-            # The first table still takes writes once every other was written, and the server serves.
-            assert _produce_and_read(conn, created[0], ROWS) == list(range(ROWS, 2 * ROWS))
-            conn.admin.drop_table(created[-1])
-            conn.admin.create_table(lakelog.TablePath("many", "again"), lakelog.TableDescriptor(schema, BUCKETS))
-            assert _produce_and_read(conn, lakelog.TablePath("many", "again"), 0) == list(range(ROWS))
+            _check_every_created_table_works(conn, created)
+            descriptor = lakelog.TableDescriptor(order_rows(0, 1).schema, BUCKETS)
+            for number in range(3):  # the room of the other three dropped tables, and no more
+                conn.admin.create_table(lakelog.TablePath("many", f"more{number}"), descriptor)
             with pytest.raises(lakelog.TooManyBucketsError):
-                conn.admin.create_table(lakelog.TablePath("many", "one-more"), lakelog.TableDescriptor(schema, BUCKETS))
+                conn.admin.create_table(lakelog.TablePath("many", "one-more"), descriptor)
+    finally:
+        server.stop()
+
+
+def test_a_table_its_leader_cannot_open_is_refused_and_not_created_when_the_cap_is_set_too_high(tmp_path: Path) -> None:
+    """The cap set past what the server's open files hold (or a tablet server with fewer open files
+    than its coordinator): a table whose leader cannot open its buckets is refused with the
+    leader's StorageError and is not created; every table created works."""
+    server = ServerSubprocess(
+        tmp_path / "data", "--set", "coordinator.max-buckets-per-tablet-server=100000", open_files=(OPEN_FILES[0], OPEN_FILES[0])
+    ).start()
+    try:
+        with lakelog.connect(server.address, config={"client.writer.delivery-timeout": "5s"}) as conn:
+            created, refusals = _create_tables(conn, TABLES // 4, StorageError)
+            assert created and refusals
+            assert all("could not take its buckets" in refused.message and "it is not created" in refused.message for refused in refusals)
+            assert "Too many open files" in refusals[0].message
+            _check_every_created_table_works(conn, created)
     finally:
         server.stop()
 

@@ -11,20 +11,25 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from lakelog.errors import (
     DatabaseAlreadyExistError,
     DatabaseNotEmptyError,
     DatabaseNotExistError,
     InvalidRequestError,
+    LakelogError,
     LakeSnapshotNotExistError,
+    NetworkError,
     NoTabletServerError,
     PartitionNotInLakeError,
+    RequestTimeoutError,
     StaleLakeSnapshotError,
+    StorageError,
     TableAlreadyExistError,
     TableNotExistError,
     TooManyBucketsError,
+    UnknownServerError,
 )
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
@@ -173,7 +178,7 @@ class Coordinator:
             info = self._store.insert_table(path, descriptor, leaders)
         log.info("created table %s (id %d, %d buckets, leaders %s)", path, info.table_id, info.buckets, leaders)
         if leaders:
-            self._tell_leaders([TableAssignment(info, leaders)], [])
+            self._tell_new_leaders(TableAssignment(info, leaders), lambda: self._drop(info))
         self.auto_partitioner.check(info)
         return info.table_id
 
@@ -209,7 +214,7 @@ class Coordinator:
                 ignore_if_exists,
             )
         if leaders is not None:
-            self._tell_leaders([TableAssignment(info.for_partition(partition), leaders)], [])
+            self._tell_new_leaders(TableAssignment(info.for_partition(partition), leaders), lambda: self.partitions.undo(partition))
         return partition
 
     def drop_partition(self, path: TablePath, spec: Mapping[str, object], ignore_if_not_exists: bool = False) -> None:
@@ -449,6 +454,30 @@ class Coordinator:
                 lake += _led_by(node.server_id, info.table_id, snapshot, self._log_leaders(info))
         log.info("tablet server %d registered at %s, leading buckets of %d table(s)", node.server_id, node.address, len(led))
         return led, lake
+
+    def _tell_new_leaders(self, assignment: TableAssignment, undo: Callable[[], list[int]]) -> None:
+        """Tell the leaders of a table or partition just created. One that answers that it could not
+        take its buckets (``StorageError``: its open files or its disk exhausted, or any other
+        failure) has the creation undone (``undo``, under the lock: the ids to drop) and the caller
+        gets the error, so no table is answered OK that its leader cannot write; one that cannot be
+        reached in time learns its buckets on its next request or when it registers again."""
+        for node in self._store.tablet_servers():
+            if node.server_id not in assignment.leaders.values():
+                continue
+            try:
+                self._notifier.notify_leaders(node, [assignment], [])
+            except (NetworkError, RequestTimeoutError) as exc:
+                log.warning("could not notify tablet server %d at %s: %s", node.server_id, node.address, exc)
+            except LakelogError as error:
+                with self._lock:
+                    dropped = undo()
+                self._tell_leaders([], dropped)
+                log.warning("%s is not created: tablet server %d could not take its buckets: %s", assignment.info.label, node.server_id, error.message)
+                refusal = StorageError if isinstance(error, StorageError) else UnknownServerError
+                raise refusal(
+                    f"cannot create {assignment.info.label}: tablet server {node.server_id} could not take its buckets"
+                    f" ({error.message}); it is not created"
+                ) from None
 
     def _tell_leaders(self, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None:
         """Best effort: a tablet server that misses this learns its buckets on its next request or restart."""
