@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 # The most of a message an error keeps, in UTF-8 bytes: a message crosses the wire as a gRPC status
-# (its details travel in a header, which clients refuse past 8 KiB, percent-encoded) and echoes what
-# it names, which a client may have sent at any length (a name of 100,000 characters).
+# (its details travel in a header, which gRPC clients refuse past 8-16 KiB, percent-encoded) and
+# echoes what it names, which a client may have sent at any length (a name of 100,000 characters).
 MAX_MESSAGE_BYTES = 1000
 
 

@@ -5,7 +5,8 @@ offset index and its time index), for the active segment and for the rolled ones
 (``table.log.tiered.local-segments``, 2 by default). Past the process's open-file limit a bucket
 can no longer be opened, and the server cannot lead it: so the coordinator places no more buckets
 on a tablet server than fit (``coordinator.max-buckets-per-tablet-server``), and refuses a table
-beyond that rather than answer OK for a table nobody can write.
+beyond that rather than answer OK for a table nobody can write (and undoes one whose leader still
+cannot open it).
 """
 
 from __future__ import annotations
@@ -23,19 +24,16 @@ UNLIMITED_FILES = 1 << 20
 MIN_RESERVED_FILES = 256
 
 
-def raise_open_file_limit() -> int:
-    """Raise the soft limit on open files to the hard one, as servers that keep many files open
-    do; the soft limit now in force."""
+def raise_open_file_limit() -> None:
+    """Raise the soft limit on open files to the hard one, as servers that keep many files open do."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = UNLIMITED_FILES if hard == resource.RLIM_INFINITY else hard
     if soft != resource.RLIM_INFINITY and soft < target:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
             log.info("open-file limit raised from %d to %d", soft, target)
-            soft = target
         except (ValueError, OSError) as exc:
             log.warning("cannot raise the open-file limit from %d to %d: %s", soft, target, exc)
-    return UNLIMITED_FILES if soft == resource.RLIM_INFINITY else soft
 
 
 def open_file_limit() -> int:

@@ -22,7 +22,8 @@ from collections import deque
 from dataclasses import dataclass
 
 # A connection holds at most this fraction of the budget: more than a few connections that never
-# read must open before the others wait, and a scanner's two fetches of 16 MiB fit in the default's.
+# read must open before the others wait, and a scanner reading a backlog (two fetches of 8 MiB, half
+# of client.scanner.fetch.max-bytes each) fits in the default's share, 32 MiB.
 CONNECTION_SHARES = 8
 
 
