@@ -119,6 +119,20 @@ class InvalidTableError(LakelogError):
     code = 16
 
 
+class InvalidAlterTableError(InvalidRequestError):
+    """An ``alter_table`` change that is not allowed (a name clash, a type that is no widening, a
+    partition or bucket key widened, anything but adding or widening a column): names the column,
+    and nothing changed."""
+
+    code = 90
+
+
+class SchemaNotExistError(LakelogError):
+    """A schema id a table never had."""
+
+    code = 91
+
+
 class UnknownBucketError(LakelogError):
     code = 17
 

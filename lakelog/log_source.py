@@ -75,6 +75,12 @@ class LakeStorage(ABC):
         ImportError when a library it needs is missing."""
 
     @abstractmethod
+    def evolve_lake_table(self, path: TablePath, schema: pa.Schema, lake_config: LakeConfig) -> None:
+        """Bring the lake table of ``path`` to the log table's new ``schema`` (the coordinator's call
+        as it alters a table): added columns added, widened ones widened, field ids kept. Doing it
+        again is harmless."""
+
+    @abstractmethod
     def create_log_source(
         self,
         table_info: TableInfo,

@@ -6,7 +6,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Mapping, Sequence, Union
+from typing import ClassVar, Mapping, Sequence, Union
 
 import pyarrow as pa
 
@@ -197,6 +197,36 @@ def partition_spec(partition_keys: Sequence[str], name: str) -> dict[str, str]:
     spec = dict(zip(partition_keys, values))
     partition_name(partition_keys, spec)
     return spec
+
+
+@dataclass(frozen=True)
+class TableChange:
+    """One change of ``admin.alter_table``: a nullable column added last, or a column widened (see
+    :mod:`lakelog.schema_evolution` for what is allowed and why)."""
+
+    ADD_COLUMN: ClassVar[str] = "add_column"
+    WIDEN_COLUMN: ClassVar[str] = "widen_column"
+
+    kind: str
+    name: str
+    type: pa.DataType
+    comment: str = ""
+
+    @classmethod
+    def add_column(cls, name: str, arrow_type: pa.DataType, comment: str = "") -> "TableChange":
+        return cls(cls.ADD_COLUMN, name, arrow_type, comment)
+
+    @classmethod
+    def widen_column(cls, name: str, arrow_type: pa.DataType) -> "TableChange":
+        return cls(cls.WIDEN_COLUMN, name, arrow_type)
+
+
+@dataclass(frozen=True)
+class SchemaInfo:
+    """One version of a table's schema: ids count from 1, one more per alter."""
+
+    schema_id: int
+    schema: pa.Schema
 
 
 @dataclass(frozen=True, order=True, slots=True)

@@ -34,6 +34,7 @@ _STATUS: dict[type[errors.LakelogError], grpc.StatusCode] = {
     errors.SchemaMismatchError: grpc.StatusCode.INVALID_ARGUMENT,
     errors.DatabaseNotExistError: grpc.StatusCode.NOT_FOUND,
     errors.TableNotExistError: grpc.StatusCode.NOT_FOUND,
+    errors.SchemaNotExistError: grpc.StatusCode.NOT_FOUND,
     errors.UnknownBucketError: grpc.StatusCode.NOT_FOUND,
     errors.LakeSnapshotNotExistError: grpc.StatusCode.NOT_FOUND,
     errors.StaleLakeSnapshotError: grpc.StatusCode.FAILED_PRECONDITION,

@@ -24,6 +24,7 @@ from lakelog.errors import (
     NoTabletServerError,
     PartitionNotInLakeError,
     RequestTimeoutError,
+    SchemaNotExistError,
     StaleLakeSnapshotError,
     StorageError,
     TableAlreadyExistError,
@@ -39,8 +40,10 @@ from lakelog.metadata import (
     LakeOffsets,
     LakeSnapshot,
     PartitionInfo,
+    SchemaInfo,
     ServerNode,
     TableAssignment,
+    TableChange,
     TableDescriptor,
     TableInfo,
     TablePath,
@@ -48,6 +51,7 @@ from lakelog.metadata import (
     split_lake_bucket_key,
     validate_name,
 )
+from lakelog.schema_evolution import apply_changes
 from lakelog.security.writer_tokens import WriterIdentity, WriterTokens, new_writer_key
 from lakelog.server.coordinator.auto_partitioning import AutoPartitioner, auto_partition_spec
 from lakelog.server.coordinator.bucket_describer import BucketDescriber, describe_assignment
@@ -318,6 +322,36 @@ class Coordinator:
     def tables(self) -> list[TableInfo]:
         """Every table, by id (the status page lists them all)."""
         return self._store.all_tables()
+
+    def alter_table(self, path: TablePath, changes: Sequence[TableChange], ignore_if_not_exists: bool = False) -> int:
+        """Apply ``changes`` as one new schema version and tell the leaders; its id (0 when the
+        table does not exist and that is to be ignored). Every older version is kept: batches
+        written under it stay valid, and readers conform them to the newest. A lake-enabled
+        table's lake table is evolved first, so the next tiering round writes the new columns."""
+        with self._lock:
+            info = self._store.table_by_path(path)
+            if info is None:
+                if ignore_if_not_exists:
+                    return 0
+                raise TableNotExistError(f"table {path} does not exist")
+            schema = apply_changes(info, changes)
+            if info.lake_enabled:  # the lake first: a lake that cannot follow leaves the table as it was
+                self._lake.evolve_table(path, schema)
+            schema_id = self._store.alter_schema(info.table_id, schema)
+            altered = self.table(path)
+        log.info("altered table %s: schema %d is %s", path, schema_id, ", ".join(f"{c.kind} {c.name} {c.type}" for c in changes))
+        self._tell_leaders(self.assignments(altered), [])
+        return schema_id
+
+    def table_schema(self, path: TablePath, schema_id: int) -> SchemaInfo:
+        """Version ``schema_id`` of the table's schema (0: the current one)."""
+        info = self.table(path)
+        if schema_id == 0:
+            return SchemaInfo(info.schema_id, info.schema)
+        schema = self._store.table_schema(info.table_id, schema_id)
+        if schema is None:
+            raise SchemaNotExistError(f"table {path} has no schema {schema_id} (its schemas are 1..{info.schema_id})")
+        return SchemaInfo(schema_id, schema)
 
     def table(self, path: TablePath) -> TableInfo:
         info = self._store.table_by_path(path)
