@@ -51,6 +51,7 @@ from lakelog.errors import (
     TableAlreadyExistError,
     TableNotExistError,
     TlsError,
+    TooManyBucketsError,
     TooManyPartitionsError,
     UnknownBucketError,
 )
@@ -127,6 +128,7 @@ __all__ = [
     "PartitionInfo",
     "PartitionNotExistError",
     "TooManyPartitionsError",
+    "TooManyBucketsError",
     "__version__",
     "connect",
 ]

@@ -112,11 +112,18 @@ def wait_until(condition: Callable[[], Any], what: str, timeout_s: float = 60.0)
 class ServerSubprocess:
     """`python -m lakelog server` in its own process, for kill -9 tests."""
 
-    def __init__(self, data_dir: Path, *extra: str) -> None:
+    def __init__(self, data_dir: Path, *extra: str, open_files: tuple[int, int] | None = None) -> None:
+        """``open_files``: the process's soft and hard limits on open files (default: this one's)."""
         self.data_dir = data_dir
         self.extra = extra
+        self.open_files = open_files
         self.proc: subprocess.Popen[str] | None = None
         self.address = ""
+
+    def _limit_open_files(self) -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, self.open_files)
 
     def start(self) -> "ServerSubprocess":
         self.proc = subprocess.Popen(
@@ -124,6 +131,7 @@ class ServerSubprocess:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
+            preexec_fn=self._limit_open_files if self.open_files else None,
         )
         assert self.proc.stdout is not None
         for line in self.proc.stdout:

@@ -51,6 +51,7 @@ _STATUS: dict[type[errors.LakelogError], grpc.StatusCode] = {
     errors.RecordFormatError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.LakeDataError: grpc.StatusCode.DATA_LOSS,
     errors.StorageError: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.TooManyBucketsError: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.NoTabletServerError: grpc.StatusCode.UNAVAILABLE,
     errors.ServerNotReadyError: grpc.StatusCode.UNAVAILABLE,
     errors.NetworkError: grpc.StatusCode.UNAVAILABLE,

@@ -9,21 +9,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from lakelog.errors import (
     DatabaseAlreadyExistError,
     DatabaseNotEmptyError,
     DatabaseNotExistError,
     InvalidRequestError,
+    LakelogError,
     LakeSnapshotNotExistError,
+    NetworkError,
     NoTabletServerError,
     PartitionNotInLakeError,
+    RequestTimeoutError,
     SchemaNotExistError,
     StaleLakeSnapshotError,
+    StorageError,
     TableAlreadyExistError,
     TableNotExistError,
+    TooManyBucketsError,
+    UnknownServerError,
 )
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
@@ -82,11 +89,13 @@ class Coordinator:
         notifier: TabletNotifier,
         lake: LakeTables,
         heartbeat_timeout_ms: int,
+        max_buckets_per_server: int,
         max_partitions: int = 1000,
         auto_partition_interval_ms: int = 60_000,
     ) -> None:
         """``auto_partitioner`` is started by the caller (the coordinator role), which also closes it."""
         self._store = store
+        self.max_buckets_per_server = max_buckets_per_server
         self.writer_key = store.writer_key(new_writer_key())
         self.partitions = PartitionCatalog(store, max_partitions)
         self.auto_partitioner = AutoPartitioner(self, auto_partition_interval_ms)
@@ -173,16 +182,27 @@ class Coordinator:
             info = self._store.insert_table(path, descriptor, leaders)
         log.info("created table %s (id %d, %d buckets, leaders %s)", path, info.table_id, info.buckets, leaders)
         if leaders:
-            self._tell_leaders([TableAssignment(info, leaders)], [])
+            self._tell_new_leaders(TableAssignment(info, leaders), lambda: self._drop(info))
         self.auto_partitioner.check(info)
         return info.table_id
 
     def _place(self, what: str, buckets: int, start: int) -> dict[int, int]:
-        """Leaders for ``buckets`` buckets, round robin over the tablet servers from ``start``."""
+        """Leaders for ``buckets`` buckets, round robin over the tablet servers from ``start``;
+        refused when a server would lead more than ``max_buckets_per_server``. Lock held."""
         servers = self._store.tablet_servers()
         if not servers:
             raise NoTabletServerError(f"cannot create {what}: no tablet server has registered yet")
-        return {b: servers[(start + b) % len(servers)].server_id for b in range(buckets)}
+        leaders = {b: servers[(start + b) % len(servers)].server_id for b in range(buckets)}
+        led = self._store.buckets_per_leader()
+        for server_id, added in sorted(Counter(leaders.values()).items()):
+            if led.get(server_id, 0) + added > self.max_buckets_per_server:
+                log.warning("refused to create %s: tablet server %d leads %d buckets of at most %d", what, server_id, led.get(server_id, 0), self.max_buckets_per_server)
+                raise TooManyBucketsError(
+                    f"cannot create {what}: {added} more buckets on tablet server {server_id}, which leads"
+                    f" {led.get(server_id, 0)}, would pass coordinator.max-buckets-per-tablet-server ="
+                    f" {self.max_buckets_per_server}; drop tables or partitions, or add tablet servers"
+                )
+        return leaders
 
     # partitions
 
@@ -198,7 +218,7 @@ class Coordinator:
                 ignore_if_exists,
             )
         if leaders is not None:
-            self._tell_leaders([TableAssignment(info.for_partition(partition), leaders)], [])
+            self._tell_new_leaders(TableAssignment(info.for_partition(partition), leaders), lambda: self.partitions.undo(partition))
         return partition
 
     def drop_partition(self, path: TablePath, spec: Mapping[str, object], ignore_if_not_exists: bool = False) -> None:
@@ -468,6 +488,30 @@ class Coordinator:
                 lake += _led_by(node.server_id, info.table_id, snapshot, self._log_leaders(info))
         log.info("tablet server %d registered at %s, leading buckets of %d table(s)", node.server_id, node.address, len(led))
         return led, lake
+
+    def _tell_new_leaders(self, assignment: TableAssignment, undo: Callable[[], list[int]]) -> None:
+        """Tell the leaders of a table or partition just created. One that answers that it could not
+        take its buckets (``StorageError``: its open files or its disk exhausted, or any other
+        failure) has the creation undone (``undo``, under the lock: the ids to drop) and the caller
+        gets the error, so no table is answered OK that its leader cannot write; one that cannot be
+        reached in time learns its buckets on its next request or when it registers again."""
+        for node in self._store.tablet_servers():
+            if node.server_id not in assignment.leaders.values():
+                continue
+            try:
+                self._notifier.notify_leaders(node, [assignment], [])
+            except (NetworkError, RequestTimeoutError) as exc:
+                log.warning("could not notify tablet server %d at %s: %s", node.server_id, node.address, exc)
+            except LakelogError as error:
+                with self._lock:
+                    dropped = undo()
+                self._tell_leaders([], dropped)
+                log.warning("%s is not created: tablet server %d could not take its buckets: %s", assignment.info.label, node.server_id, error.message)
+                refusal = StorageError if isinstance(error, StorageError) else UnknownServerError
+                raise refusal(
+                    f"cannot create {assignment.info.label}: tablet server {node.server_id} could not take its buckets"
+                    f" ({error.message}); it is not created"
+                ) from None
 
     def _tell_leaders(self, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None:
         """Best effort: a tablet server that misses this learns its buckets on its next request or restart."""

@@ -348,6 +348,15 @@ class MetadataStore:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM partitions").fetchone()[0])
 
+    def buckets_per_leader(self) -> dict[int, int]:
+        """Per tablet server id, how many buckets of tables and partitions it leads."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT leader_id, COUNT(*) FROM (SELECT leader_id FROM bucket_leaders"
+                " UNION ALL SELECT leader_id FROM partition_bucket_leaders) GROUP BY leader_id"
+            ).fetchall()
+        return {leader: count for leader, count in rows}
+
     def partition_leaders(self, table_id: int) -> dict[int, dict[int, int]]:
         """Per partition of the table, per bucket, its leader's id."""
         with self._lock:

@@ -72,6 +72,13 @@ class PartitionCatalog:
         )
         return existing
 
+    def undo(self, partition: PartitionInfo) -> list[int]:
+        """Forget a partition just created that its leaders cannot hold (nothing was written to it,
+        so the lake keeps nothing of it); its id, for the leaders to drop."""
+        self._store.delete_partition(partition.partition_id)
+        log.info("forgot partition %s (id %d): its leaders cannot hold it", partition.partition_name, partition.partition_id)
+        return [partition.partition_id]
+
     def list(self, info: TableInfo) -> list[PartitionInfo]:
         if not info.partitioned:
             raise InvalidPartitionError(f"table {info.path} is not partitioned")
