@@ -7,6 +7,7 @@ from typing import Callable, Sequence
 
 import pyarrow as pa
 
+from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.config import Configuration
 from lakelog.errors import BarrierHoldError, InvalidPartitionError, InvalidRequestError, LakeSnapshotNotExistError, PartitionNotExistError
 from lakelog.metadata import LakeSnapshot, PartitionInfo, TableInfo, TablePath
@@ -67,23 +68,23 @@ class Table:
     def _writer(
         self, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None
     ) -> AppendWriter | PartitionedAppendWriter:
-        writer_id = self._admin.init_writer()
+        identity = self._admin.init_writer()
         if self.info.partitioned:  # also on a partition's handle: each row goes where its key value says
             # One writer id for every partition: sequences are kept per bucket log, and each
             # partition's buckets are logs of their own.
             return PartitionedAppendWriter(
                 self.info,
-                lambda partition: self._append_writer(partition, on_ack, hold, writer_id),
+                lambda partition: self._append_writer(partition, on_ack, hold, identity),
                 self._admin,
                 self._router.metadata,
                 self._conf,
             )
-        return self._append_writer(self.info, on_ack, hold, writer_id)
+        return self._append_writer(self.info, on_ack, hold, identity)
 
     def _append_writer(
-        self, info: TableInfo, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None, writer_id: int
+        self, info: TableInfo, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None, identity: WriterIdentity
     ) -> AppendWriter:
-        writer = AppendWriter(info, self._tablets, self._router, self._conf, on_ack, hold, writer_id)
+        writer = AppendWriter(info, self._tablets, self._router, self._conf, on_ack, hold, identity)
         if hold is not None:
             try:
                 hold.attach(writer)

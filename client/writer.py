@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import pyarrow as pa
 
+from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.config import Configuration
 from lakelog.errors import InvalidRequestError, LakelogError, SchemaMismatchError, UnknownBucketError
 from lakelog.metadata import TableInfo
@@ -81,16 +82,19 @@ class AppendWriter:
         conf: Configuration,
         on_ack: Callable[[AppendAck], None] | None = None,
         hold: BarrierHold | None = None,
-        writer_id: int = rb.NO_WRITER,
+        identity: WriterIdentity | None = None,
     ) -> None:
         """``on_ack`` is called (on a gRPC thread) for every acknowledged produce request; with
-        ``hold``, every append is made under that barrier hold. ``writer_id`` (from the coordinator)
-        makes the writer idempotent; without one, a request lost in transport is not resent."""
+        ``hold``, every append is made under that barrier hold. ``identity`` (a writer id and its
+        token, from the coordinator) makes the writer idempotent; without one, a request lost in
+        transport is not resent."""
         self._info = info
         self._on_ack = on_ack
         self._hold = hold
         self._tablets = tablets
         self._router = router
+        self._writer_token = identity.token if identity else b""
+        writer_id = identity.writer_id if identity else rb.NO_WRITER
         self._delivery = Delivery(info.label, info.physical_id, writer_id, router, conf.get("client.writer.delivery-timeout") / 1000)
         self._batch_bytes = conf.get("client.writer.batch-size")
         self._acks = ACKS[conf.get("client.writer.acks")]
@@ -286,7 +290,9 @@ class AppendWriter:
             return
         hold_id = self._hold.hold_id if self._hold is not None else ""
         timeout_ms = int(self._tablets.timeout_s * 1000)
-        request = ProduceRequest(self._info.table_id, bucket, batches, timeout_ms, hold_id, self._info.partition_id or 0, self._acks)
+        request = ProduceRequest(
+            self._info.table_id, bucket, batches, timeout_ms, hold_id, self._info.partition_id or 0, self._writer_token, self._acks
+        )
         self._tablets.produce_log(node, request, lambda answer: self._on_response(answer, bucket, batches))
 
     def _on_response(self, answer: ProducedBatch | LakelogError, bucket: int, batches: list[rb.EncodedBatch]) -> None:

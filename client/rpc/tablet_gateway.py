@@ -44,7 +44,9 @@ def encode_produce_request(produce: ProduceRequest) -> bytes:
     (see :mod:`lakelog.rpc.length_prefix`): building it with protobuf copied them three times,
     most of the writer's time per request."""
     head = pb.ProduceLogRequest(acks=produce.acks, table_id=produce.table_id, timeout_ms=produce.timeout_ms, hold_id=produce.hold_id)
-    bucket = pb.PbProduceLogReqForBucket(partition_id=produce.partition_id, bucket_id=produce.bucket).SerializeToString()
+    bucket = pb.PbProduceLogReqForBucket(
+        partition_id=produce.partition_id, bucket_id=produce.bucket, writer_token=produce.writer_token
+    ).SerializeToString()
     size = sum(len(batch) for batch in produce.batches)
     records = length_prefix(_RECORDS_FIELD, size)
     entry = length_prefix(_BUCKETS_FIELD, len(bucket) + len(records) + size)

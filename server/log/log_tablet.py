@@ -59,13 +59,14 @@ def wall_clock_ms() -> int:
 
 @dataclass(frozen=True)
 class LogConfig:
-    """The ``log.*`` settings of section 10 of the spec, in the units the log works in."""
+    """The ``log.*`` settings, in the units the log works in."""
 
     segment_max_bytes: int = OPTIONS["log.segment.max-bytes"].default
     segment_max_age_ms: int = OPTIONS["log.segment.max-age"].default
     index_interval_bytes: int = OPTIONS["log.index.interval-bytes"].default
     flush_mode: str = OPTIONS["log.flush.mode"].default
     flush_interval_ms: int = OPTIONS["log.flush.interval"].default
+    writer_expiration_ms: int = OPTIONS["server.writer-id.expiration-time"].default
 
     def __post_init__(self) -> None:
         if self.flush_mode not in ("sync", "async"):
@@ -81,6 +82,7 @@ class LogConfig:
             index_interval_bytes=conf.get("log.index.interval-bytes"),
             flush_mode=conf.get("log.flush.mode"),
             flush_interval_ms=conf.get("log.flush.interval"),
+            writer_expiration_ms=conf.get("server.writer-id.expiration-time"),
         )
 
 
@@ -144,7 +146,7 @@ class LogTablet:
         # Called after each append is written, before it is flushed: a leader wakes its followers'
         # fetches there, so they copy while it flushes (None: no other replica).
         self.on_append: Callable[[], None] | None = None
-        self._writers = WriterState(name)
+        self._writers = WriterState(name, config.writer_expiration_ms)
         self._segments, self._log_start_offset, self._holes = self._recover()
         self._durable_mark = self._end_mark()  # recovery flushed what it kept
         # The smallest log end among the other in-sync replicas; None while none counts.
@@ -446,7 +448,7 @@ class LogTablet:
     def _reset_after_cut(self, segments: tuple[LogSegment, ...]) -> None:
         """State derived from the segments, after the log was cut back. Lock held."""
         self._segments = segments
-        self._writers = WriterState(self.name)
+        self._writers = WriterState(self.name, self.config.writer_expiration_ms)
         for segment in segments:
             self._writers.replay(header for _, header in segment.iter_batches())
         end = self._end_mark()
@@ -491,6 +493,16 @@ class LogTablet:
         self._unpublished.append((offset, commit_timestamp))
         advanced = self.config.flush_mode == "async" and self._advance(self._end_mark())
         return AppendResult(base_offset, offset, commit_timestamp, count), advanced
+
+    def expire_writers(self) -> int:
+        """Forget the idempotent writers idle past their expiration time; how many went."""
+        with self._lock:
+            if self._closed:
+                return 0
+            expired = self._writers.expire(self._clock())
+        if expired:
+            logger.info("%s: forgot %d idempotent writer(s) idle for over %d ms", self.name, expired, self.config.writer_expiration_ms)
+        return expired
 
     def barrier_safe_time(self) -> int:
         """The largest T such that every record stamped <= T is visible (below the high watermark)
