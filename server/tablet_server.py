@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 REGISTER_DEADLINE_S = 60.0
 # How often a leader looks for followers to drop from or add to its buckets' ISRs.
 ISR_CHECK_S = 0.25
+# How long the tablet servers' addresses learnt from the coordinator are trusted.
+NODES_MAX_AGE_S = 1.0
 
 
 class TabletServerRole:
@@ -51,6 +53,7 @@ class TabletServerRole:
         config = ReplicationConfig.from_configuration(conf)
         self._leader_link = GrpcLeaderLink(conf, cluster_secret)
         self._nodes: dict[int, ServerNode] = {}
+        self._nodes_asked = float("-inf")
         fetchers = FetcherPool(self.server_id, self._leader_link, self._node, config.fetch_wait_ms, lambda bucket, offset: bucket.tablet.restart_at(offset))
         self.replicas = ReplicaManager(
             self.server_id, self.logs, self._resolve, self.remote, conf.get("server.fetch.max-parked-polls"),
@@ -83,10 +86,13 @@ class TabletServerRole:
         return self._coordinator.table_assignment(table_id)
 
     def _node(self, server_id: int) -> ServerNode | None:
-        """A tablet server's address, asked of the coordinator when not known (or moved)."""
-        if server_id not in self._nodes and self._coordinator is not None:
+        """A tablet server's address, asked of the coordinator when not known or last asked more than
+        ``NODES_MAX_AGE_S`` ago (a restarted server may listen on another port)."""
+        stale = time.monotonic() - self._nodes_asked > NODES_MAX_AGE_S
+        if (server_id not in self._nodes or stale) and self._coordinator is not None:
             try:
                 self._nodes = {node.server_id: node for node in self._coordinator.tablet_servers()}
+                self._nodes_asked = time.monotonic()
             except LakelogError as error:
                 log.warning("cannot learn the tablet servers' addresses from the coordinator: %s", error)
         return self._nodes.get(server_id)

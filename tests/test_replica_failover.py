@@ -231,8 +231,8 @@ def paused_leader_is_replaced(cluster: ReplicaCluster) -> None:
     time.sleep(1.0)  # the followers' fetches parked on the leader are answered (empty) before it appends
     producer = Producer(cluster, path, first_id=1_000_000)
     producer.start()
-    tail_bytes = leader_log_bytes(cluster, leader)
-    wait_until(lambda: leader_log_bytes(cluster, leader) > tail_bytes, "the leader appended what no follower holds")
+    tail_bytes = cluster.log_bytes(leader)
+    wait_until(lambda: cluster.log_bytes(leader) > tail_bytes, "the leader appended what no follower holds")
     cluster.tablets[leader].signal(signal.SIGSTOP)
     for follower in followers:
         cluster.tablets[follower].signal(signal.SIGCONT)
@@ -253,10 +253,6 @@ def paused_leader_is_replaced(cluster: ReplicaCluster) -> None:
     assert check(log, producer, Reader(cluster, path))["lost"] == 0
     assert "truncated from offset" in cluster.tablets[leader].log_path.read_text(), "the replaced leader cut its unreplicated tail"
     assert replaced.leader_epoch > 0
-
-
-def leader_log_bytes(cluster: ReplicaCluster, server_id: int) -> int:
-    return sum(path.stat().st_size for path in cluster.tablet_dir(server_id).glob("tablet-server/log/*/*/*.log"))
 
 
 def test_a_new_leader_carries_on_uploading_from_the_remote_manifest(tmp_path: Path) -> None:

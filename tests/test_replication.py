@@ -165,3 +165,18 @@ def test_a_partitioned_tables_partitions_are_replicated_like_a_table(cluster: Re
         described = wait_until(partition_in_sync, "the partition's buckets on three servers, in sync")
         assert all(sorted(info.replicas) == [1, 2, 3] for info in described.values())
         assert sum(info.high_watermark for info in described.values()) == 100
+
+
+def test_a_leader_restarted_on_another_port_is_followed_there(cluster: ReplicaCluster) -> None:
+    with cluster.connect() as conn:
+        table = create_table(conn, properties=FACTOR_3)
+        append(table, 0, 10)
+        victim = wait_until(lambda: fully_in_sync(conn, table.path), "all in sync")[0].leader
+        cluster.tablets[victim].signal(signal.SIGKILL)
+        wait_until(lambda: (d := conn.admin.describe_buckets(table.path)) and d[0].leader_available and d[0].leader != victim, "a new leader")
+        cluster.move_tablet(victim)
+        cluster.start_tablet(victim)
+        wait_until(lambda: (d := fully_in_sync(conn, table.path)) and d[0].leader == victim, "the preferred leader back, on its new port")
+        append(table, 10, 10)
+    # Followers still fetching from the old port would never copy what it appends now.
+    wait_until(lambda: len({cluster.log_bytes(server_id) for server_id in (1, 2, 3)}) == 1, "every copy holds the same batches")

@@ -80,11 +80,15 @@ class ReplicaFetcher:
         link: LeaderLink,
         max_wait_ms: int,
         start_over: Callable[[FollowedBucket, int], None],
+        resolve: Callable[[int], ServerNode | None],
     ) -> None:
         """``start_over(bucket, offset)``: empty this copy and restart it at ``offset``, the
-        leader's earliest local offset (this copy is behind what the leader still keeps locally)."""
+        leader's earliest local offset (this copy is behind what the leader still keeps locally);
+        ``resolve(server_id)``: the leader's address as the coordinator knows it now (a restarted
+        leader may listen elsewhere)."""
         self.server_id = server_id
         self.leader = leader
+        self._resolve = resolve
         self._link = link
         self._max_wait_ms = max_wait_ms
         self._start_over = start_over
@@ -136,6 +140,10 @@ class ReplicaFetcher:
                     log.warning("fetching from leader %d at %s failed, retrying: %s", self.leader.server_id, self.leader.address, error)
                 self._failing = True
                 self._stop.wait(BACKOFF_S)
+                moved = self._resolve(self.leader.server_id)
+                if moved is not None and moved.address != self.leader.address:
+                    log.info("leader %d moved from %s to %s", moved.server_id, self.leader.address, moved.address)
+                    self.leader = moved
             except Exception:  # noqa: BLE001 - a copy that cannot be written is retried, the thread goes on
                 log.exception("copying from leader %d failed", self.leader.server_id)
                 self._stop.wait(BACKOFF_S)
@@ -228,7 +236,7 @@ class FetcherPool:
             if fetcher is None or fetcher.leader.address != node.address:
                 if fetcher is not None:
                     fetcher.close()
-                fetcher = ReplicaFetcher(self._server_id, node, self._link, self._max_wait_ms, self._start_over)
+                fetcher = ReplicaFetcher(self._server_id, node, self._link, self._max_wait_ms, self._start_over, self._nodes)
                 self._fetchers[leader_id] = fetcher
         fetcher.follow(bucket)
 

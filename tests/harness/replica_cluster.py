@@ -66,6 +66,18 @@ class ReplicaCluster:
             self.start_tablet(server_id)
         return self
 
+    def log_bytes(self, server_id: int) -> int:
+        """Bytes of every segment of the server's copies of buckets, read from its data directory."""
+        return sum(path.stat().st_size for path in self.tablet_dir(server_id).glob("tablet-server/log/*/*/*.log"))
+
+    def move_tablet(self, server_id: int) -> None:
+        """The next start of the (stopped) server listens on another port, as a restarted container may."""
+        process = self.tablets[server_id]
+        port = free_port()
+        index = process.args.index("--port") + 1
+        process.args[index] = str(port)
+        process.ready = lambda: port_open(port)
+
     def start_tablet(self, server_id: int) -> None:
         marker = f"tablet server {server_id} registered"
         before = self.coordinator.log_path.read_text().count(marker) if self.coordinator.log_path.exists() else 0
