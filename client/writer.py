@@ -10,6 +10,13 @@ A writer is idempotent (:mod:`lakelog.client.delivery`): every batch carries the
 sequence, so a request that failed for a retriable reason (leader moved or unreachable, timeout,
 connection lost) is sent again unchanged, in order, until ``client.writer.delivery-timeout``;
 the server drops what it had already appended. Only what could not be delivered reaches ``flush()``.
+
+Delivery reports (``on_ack``) are the application's: they are served on the application's own
+calls (``append*()`` and ``flush()``), never on a gRPC thread, as confluent-kafka serves them from
+``poll()`` and ``flush()``. ``flush()`` returns after every acknowledged append's report was served;
+a report that raises is logged at once, the reports after it are still served, and ``flush()``
+raises the first such exception. A writer left open when its connection closes fails what it still
+holds (``flush()`` raises) and its linger thread ends.
 """
 
 from __future__ import annotations
@@ -80,7 +87,8 @@ class AppendWriter:
         hold: BarrierHold | None = None,
         writer_id: int = rb.NO_WRITER,
     ) -> None:
-        """``on_ack`` is called (on a gRPC thread) for every acknowledged produce request; with
+        """``on_ack`` is called (on the application's next ``append*()`` or ``flush()``) for every
+        acknowledged produce request; with
         ``hold``, every append is made under that barrier hold. ``writer_id`` (from the coordinator)
         makes the writer idempotent; without one, a request lost in transport is not resent."""
         self._info = info
@@ -99,6 +107,9 @@ class AppendWriter:
         self._row_bytes = 64.0
         self._pending = 0
         self._error: LakelogError | None = None
+        self._acks: deque[AppendAck] = deque()
+        self._ack_error: Exception | None = None
+        self._serving = threading.Lock()  # one thread serves reports at a time, so they stay in order
         self._cond = threading.Condition()
         self._closed = False
         self._linger = threading.Thread(target=self._linger_loop, name="writer-linger", daemon=True)
@@ -125,6 +136,7 @@ class AppendWriter:
                 self._seal_rows(target)
             self._send_ready()
         self._wait_for_room()
+        self._serve_acks()
 
     def append_arrow(self, data: Any, bucket: int | None = None) -> None:
         """Append Arrow data (see :mod:`lakelog.client.arrow_input`) whose columns match the table's
@@ -135,6 +147,7 @@ class AppendWriter:
                 self._append_table(rows, key_bucket)
         else:
             self._append_table(table, bucket)
+        self._serve_acks()
 
     def _append_table(self, table: pa.Table, bucket: int | None) -> None:
         if table.num_rows:  # the width of these rows, not of the last ones sealed (or a guess)
@@ -159,7 +172,8 @@ class AppendWriter:
         return max(-(-rows // batches), 1)
 
     def flush(self) -> None:
-        """Send everything appended and wait until it is acknowledged; raise the first failure."""
+        """Send everything appended and wait until it is acknowledged and its report served; raise
+        the first failure, else the first exception a report raised."""
         with self._cond:
             for bucket, queue in enumerate(self._queues):
                 if queue.rows:
@@ -167,7 +181,26 @@ class AppendWriter:
             self._send_ready()
             while self._pending and self._error is None:
                 self._cond.wait()
+        self._serve_acks()
+        with self._cond:
             self._raise_error()
+        if self._ack_error is not None:
+            error, self._ack_error = self._ack_error, None
+            raise error
+
+    def _serve_acks(self) -> None:
+        """On the application's thread, outside the writer's lock: a report may take its time or
+        call the writer again. A report that raises is logged and kept for ``flush()``."""
+        if self._on_ack is None:
+            return
+        with self._serving:
+            while self._acks:
+                ack = self._acks.popleft()
+                try:
+                    self._on_ack(ack)
+                except Exception as error:  # noqa: BLE001 - the user's code: reported, never lost in a thread
+                    log.exception("on_ack of the writer of %s raised on %s", self._info.path, ack)
+                    self._ack_error = self._ack_error or error
 
     def close(self) -> None:
         if self._closed:
@@ -267,6 +300,8 @@ class AppendWriter:
                 self._send(bucket, queue)
 
     def _send(self, bucket: int, queue: _BucketQueue) -> None:
+        """Send the bucket's next request; a request that cannot leave (the connection is closed)
+        fails as an answer would."""
         batches, queue.resend = queue.resend, []
         size = 0
         while not queue.retries and queue.sealed and len(batches) < MAX_BATCHES_PER_REQUEST and (
@@ -283,17 +318,20 @@ class AppendWriter:
         hold_id = self._hold.hold_id if self._hold is not None else ""
         timeout_ms = int(self._tablets.timeout_s * 1000)
         request = ProduceRequest(self._info.table_id, bucket, batches, timeout_ms, hold_id, self._info.partition_id or 0)
-        self._tablets.produce_log(node, request, lambda answer: self._on_response(answer, bucket, batches))
+        try:
+            self._tablets.produce_log(node, request, lambda answer: self._on_response(answer, bucket, batches))
+        except LakelogError as error:
+            self._finish(bucket, batches, error)
 
     def _on_response(self, answer: ProducedBatch | LakelogError, bucket: int, batches: list[rb.EncodedBatch]) -> None:
-        """On a gRPC thread: acknowledge, then free the bucket for its next request."""
+        """On a gRPC thread: queue the report, then free the bucket for its next request."""
         error = answer if isinstance(answer, LakelogError) else None
         if isinstance(answer, ProducedBatch):
             if self._hold is not None:
                 self._hold.stamped(answer.commit_timestamp)
             if self._on_ack is not None:
                 count = sum(rb.read_header(batch).record_count for batch in batches)
-                self._on_ack(AppendAck(bucket, answer.base_offset, count, answer.commit_timestamp))
+                self._acks.append(AppendAck(bucket, answer.base_offset, count, answer.commit_timestamp))
         with self._cond:
             self._finish(bucket, batches, error)
 
@@ -337,9 +375,10 @@ class AppendWriter:
                 self._cond.wait()
 
     def _linger_loop(self) -> None:
-        """Seals batches that waited ``linger`` and sends the retries that are due."""
+        """Seals batches that waited ``linger`` and sends the retries that are due; ends with the
+        writer or with its connection (whatever it held then fails, and ``flush()`` says so)."""
         with self._cond:
-            while not self._closed:
+            while not self._closed and not self._tablets.closed:
                 now = time.monotonic()
                 waits = [q.retry_at - now for q in self._queues if (q.sealed or q.resend) and not q.in_flight and q.retry_at > now]
                 self._cond.wait(min([self._linger_s, *waits]))

@@ -96,6 +96,11 @@ class TabletGateway:
     def timeout_s(self) -> float:
         return self._edge.timeout_s
 
+    @property
+    def closed(self) -> bool:
+        """The connection is closed: every request fails at once."""
+        return self._edge.closed
+
     def _stub(self, node: ServerNode) -> TabletServiceStub:
         return self._edge.stub(node.address, TabletServiceStub)
 
