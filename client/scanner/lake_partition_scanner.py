@@ -18,12 +18,13 @@ import pyarrow as pa
 
 from lakelog.errors import InvalidTimestampError, LakelogError, OffsetOutOfRangeError
 from lakelog.log_source import FetchContext, LogSource
-from lakelog.metadata import LakeBucketOffset, LakeSnapshot, TableInfo, split_lake_bucket_key
+from lakelog.metadata import LakeBucketOffset, LakeSnapshot, TableInfo
 from lakelog.client.admin import lake_offset
 from lakelog.client.scanner.lake_log_reader import LakeLogReader
 from lakelog.client.scanner.read_ahead_budget import READER_BYTES, ReadAheadBudget
 from lakelog.client.scanner.record_quota import RecordQuota
-from lakelog.client.scanner.scan_records import BucketKey, ScanRecords
+from lakelog.client.scanner.scan_records import ScanRecords
+from lakelog.client.table_bucket import TableBucket
 from lakelog.record.meta_columns import with_meta_fields
 
 POLL_WAIT_S = 0.01
@@ -41,11 +42,10 @@ class LakePartitionScanner:
         self._projection = projection
         self._source = source
         self._snapshot_id = lake.snapshot_id
-        self._ranges: dict[int, LakeBucketOffset] = {}
-        for key, offsets in lake.bucket_offsets.items():
-            partition_id, bucket = split_lake_bucket_key(key)
-            if partition_id == info.partition_id:
-                self._ranges[bucket] = offsets
+        # A partitioned table's lake snapshot keys its buckets by (partition_id, bucket).
+        self._ranges: dict[int, LakeBucketOffset] = {
+            bucket: offsets for (partition_id, bucket), offsets in lake.bucket_offsets.items() if partition_id == info.partition_id
+        }
         fields = [info.schema.field(i) for i in projection] if projection else list(info.schema)
         self._out_schema = with_meta_fields(pa.schema(fields))
         self._positions: dict[int, int] = {}
@@ -104,7 +104,7 @@ class LakePartitionScanner:
         some), at most ``max_records`` (None or <= 0: no limit) shared evenly by the buckets."""
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         while True:
-            tables: dict[BucketKey, pa.Table] = {}
+            tables: dict[TableBucket, pa.Table] = {}
             quota = RecordQuota(max_records, len(self._positions))
             for bucket in list(self._positions):
                 if quota.exhausted:
@@ -112,10 +112,13 @@ class LakePartitionScanner:
                 read = self._read(bucket, quota.share())
                 quota.took(read.num_rows)
                 if read.num_rows:
-                    tables[bucket] = read
+                    tables[self._table_bucket(bucket)] = read
             if tables or time.monotonic() >= deadline:
-                return ScanRecords(self._out_schema, tables, {b: self._range(b)[1] for b in self._positions})
+                return ScanRecords(self._out_schema, tables, {self._table_bucket(b): self._range(b)[1] for b in self._positions})
             time.sleep(POLL_WAIT_S)
+
+    def _table_bucket(self, bucket: int) -> TableBucket:
+        return TableBucket(self._info.table_id, self._info.partition_id, bucket)
 
     def _read(self, bucket: int, max_records: int | None) -> pa.Table:
         position = self._positions[bucket]

@@ -51,6 +51,7 @@ from lakelog.client.scanner.record_quota import RecordQuota
 from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader
 from lakelog.client.scanner.remote_log_reader import RemoteLogReader
+from lakelog.client.table_bucket import TableBucket
 from lakelog.record import batch as rb
 from lakelog.record.meta_columns import OFFSET_COLUMN, with_meta_fields
 
@@ -89,8 +90,8 @@ class TierReader(Protocol):
 class FetchedBatch:
     """What one round of collecting gives the scanner."""
 
-    tables: dict[int, pa.Table]
-    high_watermarks: dict[int, int]
+    tables: dict[TableBucket, pa.Table]
+    high_watermarks: dict[TableBucket, int]
 
 
 class LogFetcher:
@@ -318,7 +319,10 @@ class LogFetcher:
                     if answers:
                         self._completed[bucket] = answers + self._completed.get(bucket, [])
                 self._taking.difference_update(completed)
-        return FetchedBatch(tables, high_watermarks)
+        return FetchedBatch({self._table_bucket(b): t for b, t in tables.items()}, {self._table_bucket(b): hw for b, hw in high_watermarks.items()})
+
+    def _table_bucket(self, bucket: int) -> TableBucket:
+        return TableBucket(self._info.table_id, self._info.partition_id, bucket)
 
     def _take_answers(
         self, bucket: int, answers: list[FetchedBucket], share: int | None, tables: dict[int, pa.Table], high_watermarks: dict[int, int]

@@ -33,7 +33,8 @@ from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.client.scanner.polled_scanner import PolledScanner
 from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.client.scanner.record_quota import RecordQuota
-from lakelog.client.scanner.scan_records import BucketKey, ScanRecords
+from lakelog.client.scanner.scan_records import ScanRecords
+from lakelog.client.table_bucket import TableBucket
 from lakelog.record.meta_columns import PARTITION_ID_FIELD, with_meta_fields
 
 log = logging.getLogger(__name__)
@@ -231,8 +232,8 @@ class PartitionedLogScanner(PolledScanner):
         while True:
             if discover:
                 self._discover()
-            tables: dict[BucketKey, pa.Table] = {}
-            high_watermarks: dict[BucketKey, int] = {}
+            tables: dict[TableBucket, pa.Table] = {}
+            high_watermarks: dict[TableBucket, int] = {}
             polled = [(pid, scanner) for pid, scanner in self._scanners.items() if scanner.positions()]
             # Each round starts at another partition: the first polled frees and refills the shared
             # budget first, and takes the first share of max_records.
@@ -250,12 +251,12 @@ class PartitionedLogScanner(PolledScanner):
                         raise
                     self._dropped(partition_id, "it was dropped")
                     continue
-                for bucket in records.buckets():
-                    tables[partition_id, bucket] = _with_partition_id(records.to_arrow(bucket), partition_id)
+                for bucket, table in records.tables_by_bucket.items():
+                    tables[bucket] = _with_partition_id(table, partition_id)
                 quota.took(len(records))
-                high_watermarks.update({(partition_id, b): hw for b, hw in records.high_watermarks.items()})
+                high_watermarks.update(records.high_watermarks_by_bucket)
             if tables or time.monotonic() >= deadline:
-                return ScanRecords(self._out_schema, tables, high_watermarks)
+                return ScanRecords(self._out_schema, tables, high_watermarks, by_partition=True)
             time.sleep(min(ROUND_WAIT_S, IDLE_WAIT_S, max(deadline - time.monotonic(), 0)))
 
     # reading to the end: every partition's buckets together, so they share the read-ahead budget
