@@ -20,7 +20,9 @@ from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.client.scanner.partition_scanner import PartitionedLogScanner
 from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.client.partition_writer import PartitionedAppendWriter
-from lakelog.client.writer import AppendAck, AppendWriter
+from lakelog.client.record_accumulator import AppendAck
+from lakelog.client.sender import Sender
+from lakelog.client.writer import AppendWriter
 
 
 class Table:
@@ -31,10 +33,13 @@ class Table:
         router: LeaderRouter,
         admin: Admin,
         conf: Configuration,
+        sender: Sender,
         lake: LakeSources | None = None,
     ) -> None:
+        """``sender``: the connection's, which sends every writer's batches."""
         self.info = info
         self._lake = lake
+        self._sender = sender
         self._tablets = tablets
         self._router = router
         self._admin = admin
@@ -56,7 +61,7 @@ class Table:
         found = self._router.metadata.partitions(self.info, refresh=True).get(name)
         if found is None:
             raise PartitionNotExistError(f"table {self.path} has no partition {name!r}")
-        return Table(found, self._tablets, self._router, self._admin, self._conf, self._lake)
+        return Table(found, self._tablets, self._router, self._admin, self._conf, self._sender, self._lake)
 
     def new_append(self) -> "TableAppend":
         return TableAppend(self)
@@ -73,17 +78,21 @@ class Table:
             # partition's buckets are logs of their own.
             return PartitionedAppendWriter(
                 self.info,
-                lambda partition: self._append_writer(partition, on_ack, hold, writer_id),
+                lambda linger_first: self._append_writer(on_ack, hold, writer_id, linger_first),
                 self._admin,
                 self._router.metadata,
                 self._conf,
             )
-        return self._append_writer(self.info, on_ack, hold, writer_id)
+        return self._append_writer(on_ack, hold, writer_id)
 
     def _append_writer(
-        self, info: TableInfo, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None, writer_id: int
+        self,
+        on_ack: Callable[[AppendAck], None] | None,
+        hold: BarrierHold | None,
+        writer_id: int,
+        linger_first: Callable[[float], float] | None = None,
     ) -> AppendWriter:
-        writer = AppendWriter(info, self._tablets, self._router, self._conf, on_ack, hold, writer_id)
+        writer = AppendWriter(self.info, self._sender, self._router, self._conf, on_ack, hold, writer_id, linger_first)
         if hold is not None:
             try:
                 hold.attach(writer)

@@ -180,7 +180,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("client.retry.max-backoff", parse_duration_ms, 1000, "Longest wait between two tries of a failed request."),
     ConfigOption("client.writer.batch-size", parse_size, 1 << 20, "Bytes of rows a writer gathers per bucket before it sends."),
     ConfigOption("client.writer.linger", parse_duration_ms, 100, "How long a writer waits for a batch to fill."),
-    ConfigOption("client.writer.max-inflight", int, 8, "Produce requests in flight per writer."),
+    ConfigOption("client.writer.max-inflight", int, 8, "Produce requests in flight per tablet server (a connection's writers share them; each carries many buckets), and batches a writer holds per bucket before append blocks."),
     ConfigOption("client.writer.delivery-timeout", parse_duration_ms, 120_000, "How long a writer retries a batch (leader unreachable or moved, timeouts, lost connections) before failing it; safe, as servers drop duplicates."),
     ConfigOption("client.barrier-hold.timeout", parse_duration_ms, 60_000, "How long a barrier hold may stay open before the servers drop it (at most 15min)."),
     ConfigOption("client.scanner.fetch.max-bytes", parse_size, 16 << 20, "Bytes one fetch to a tablet server may return, counted after projection; up to two fetches per server are in flight, and while its answers come back large its buckets are split between two of half this each."),

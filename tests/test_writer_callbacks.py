@@ -1,6 +1,6 @@
 """Delivery reports are the application's: ``on_ack`` runs on the application's own calls, a report
 that raises is logged and raised from ``flush()`` without losing a record or a later report, and a
-writer left open when its connection closes fails what it holds and ends its thread quietly."""
+writer left open when its connection closes fails what it holds, and its connection's sender ends quietly."""
 
 from __future__ import annotations
 
@@ -85,11 +85,11 @@ def test_a_partitioned_writer_serves_every_partitions_reports_and_raises_a_faili
 def test_a_writer_left_open_when_its_connection_closes_fails_quietly(server: ServerProcess, thread_failures: list[Any]) -> None:
     conn = lakelog.connect(server.address, {"client.writer.linger": "100ms"})
     writer = create_table(conn, buckets=2).new_append().create_writer()
-    before = {thread for thread in threading.enumerate() if thread.name == "writer-linger"}
-    assert before, "the writer lingers on a thread of its own"
+    senders = {thread for thread in threading.enumerate() if thread.name == "writer-sender"}
+    assert senders, "the connection sends its writers' batches on a thread"
     writer.append({"id": 1, "name": "a", "amount": 1.0})
     conn.close()
-    wait_until(lambda: not any(thread.is_alive() for thread in before), "the writer's linger thread ended")
+    wait_until(lambda: not any(thread.is_alive() for thread in senders), "the connection's sender ended")
     with pytest.raises(lakelog.LakelogError, match="the connection is closed"):
         writer.flush()
     writer.close()

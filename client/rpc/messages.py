@@ -54,16 +54,23 @@ class FetchedBucket:
 
 
 @dataclass(frozen=True)
-class ProduceRequest:
-    """One ProduceLog of encoded batches to one bucket's leader; the batches are joined into the
-    request once, as it is serialized."""
+class ProduceBucket:
+    """One bucket's encoded batches in a ProduceLog."""
 
-    table_id: int
     bucket: int
     batches: Sequence[EncodedBatch]
+    partition_id: int = 0  # > 0: the bucket of this partition of the request's table
+
+
+@dataclass(frozen=True)
+class ProduceRequest:
+    """One ProduceLog to one tablet server: batches of any of the table's buckets that it leads,
+    of any partition; the batches are joined into the request once, as it is serialized."""
+
+    table_id: int
+    buckets: Sequence[ProduceBucket]
     timeout_ms: int
     hold_id: str = ""
-    partition_id: int = 0  # > 0: the bucket of this partition of table_id
 
 
 @dataclass(frozen=True)

@@ -44,26 +44,32 @@ def encode_produce_request(produce: ProduceRequest) -> bytes:
     (see :mod:`lakelog.rpc.length_prefix`): building it with protobuf copied them three times,
     most of the writer's time per request."""
     head = pb.ProduceLogRequest(acks=-1, table_id=produce.table_id, timeout_ms=produce.timeout_ms, hold_id=produce.hold_id)
-    bucket = pb.PbProduceLogReqForBucket(partition_id=produce.partition_id, bucket_id=produce.bucket).SerializeToString()
-    size = sum(len(batch) for batch in produce.batches)
-    records = length_prefix(_RECORDS_FIELD, size)
-    entry = length_prefix(_BUCKETS_FIELD, len(bucket) + len(records) + size)
-    return b"".join([head.SerializeToString(), entry, bucket, records, *produce.batches])
+    parts: list[bytes | memoryview] = [head.SerializeToString()]
+    for item in produce.buckets:
+        bucket = pb.PbProduceLogReqForBucket(partition_id=item.partition_id, bucket_id=item.bucket).SerializeToString()
+        size = sum(len(batch) for batch in item.batches)
+        records = length_prefix(_RECORDS_FIELD, size)
+        parts += [length_prefix(_BUCKETS_FIELD, len(bucket) + len(records) + size), bucket, records, *item.batches]
+    return b"".join(parts)
 
 
 def _target(node: ServerNode) -> str:
     return f"tablet server {node.address}"
 
 
-def _raise_bucket_error(item: pb.PbListOffsetsRespForBucket | pb.PbLogBucketInfo | pb.PbProduceLogRespForBucket) -> None:
+def _raise_bucket_error(item: pb.PbListOffsetsRespForBucket | pb.PbLogBucketInfo) -> None:
     if item.error_code:
         raise error_from_code(item.error_code, item.error_message)
 
 
-def _produced(response: pb.ProduceLogResponse) -> ProducedBatch:
-    item = response.buckets_resp[0]
-    _raise_bucket_error(item)
-    return ProducedBatch(item.bucket_id, item.base_offset, item.commit_timestamp)
+def _produced(response: pb.ProduceLogResponse) -> list[ProducedBatch | LakelogError]:
+    """Per bucket of the request, in its order (the server answers every bucket, in order)."""
+    return [
+        error_from_code(item.error_code, item.error_message)
+        if item.error_code
+        else ProducedBatch(item.bucket_id, item.base_offset, item.commit_timestamp)
+        for item in response.buckets_resp
+    ]
 
 
 def _fetched(enable_lake: bool) -> Callable[[bytes], list[FetchedBucket]]:
@@ -104,7 +110,10 @@ class TabletGateway:
     def _stub(self, node: ServerNode) -> TabletServiceStub:
         return self._edge.stub(node.address, TabletServiceStub)
 
-    def produce_log(self, node: ServerNode, produce: ProduceRequest, on_done: Callable[[ProducedBatch | LakelogError], None]) -> None:
+    def produce_log(
+        self, node: ServerNode, produce: ProduceRequest, on_done: Callable[[list[ProducedBatch | LakelogError] | LakelogError], None]
+    ) -> None:
+        """``on_done`` gets one answer per bucket of ``produce``, in its order, or the error that failed the whole request."""
         timeout_s = produce.timeout_ms / 1000
         produce_log = self._edge.stub(node.address, _raw_produce_log)
         self._edge.call_async(produce_log, encode_produce_request(produce), _target(node), timeout_s, _produced, on_done)
