@@ -9,16 +9,13 @@ import pyarrow as pa
 
 from lakelog.config import Configuration
 from lakelog.errors import BarrierHoldError, InvalidPartitionError, InvalidRequestError, LakeSnapshotNotExistError, PartitionNotExistError
-from lakelog.metadata import LakeSnapshot, PartitionInfo, TableInfo, TablePath
+from lakelog.metadata import LakeSnapshot, TableInfo, TablePath
 from lakelog.client.admin import Admin
 from lakelog.client.barrier_hold import BarrierHold
 from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.tablet_gateway import TabletGateway
-from lakelog.client.scanner.lake_partition_scanner import LakePartitionScanner
 from lakelog.client.scanner.log_scanner import LogScanner
-from lakelog.client.scanner.partition_scanner import PartitionedLogScanner
-from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.client.partition_writer import PartitionedAppendWriter
 from lakelog.client.record_accumulator import AppendAck
 from lakelog.client.sender import Sender
@@ -101,44 +98,26 @@ class Table:
                 raise
         return writer
 
-    def _scanner(self, projection: list[int] | None) -> LogScanner | PartitionedLogScanner:
-        if self.info.partitioned and self.info.partition_id is None:
-            return PartitionedLogScanner(
-                self.info,
-                projection,
-                lambda partition, budget: self._log_scanner(partition, projection, budget),
-                self._router.metadata,
-                self._conf,
-                lambda: self._lake_only_scanners(projection),
-            )
-        return self._log_scanner(self.info, projection)
+    def _scanner(self, projection: list[int] | None) -> LogScanner:
+        lake = self._lake
+        source = lake.log_source(self.info) if lake is not None else None
+        remote_conf = (lambda: lake.with_remote_settings(self._conf)) if lake is not None else None
+        if not (self.info.partitioned and self.info.partition_id is None) or source is None:
+            return LogScanner(self.info, projection, self._tablets, self._router, self._admin, self._conf, source, remote_conf)
 
-    def _lake_only_scanners(self, projection: list[int] | None) -> dict[int, Callable[[ReadAheadBudget], LakePartitionScanner]]:
-        """Per lake-only partition, how to make its scanner; none when this client reads without the lake.
-        The lake snapshot covers every partition: asked once, by the first scanner made."""
-        source = self._lake.log_source(self.info) if self._lake is not None else None
-        if source is None:
-            return {}
-        partitions = [p for p in self._admin.list_partition_infos(self.path) if p.lake_only]
+        def lake_only() -> dict[int, TableInfo]:
+            return {p.partition_id: self.info.for_partition(p) for p in self._admin.list_partition_infos(self.path) if p.lake_only}
 
         def snapshot() -> LakeSnapshot:
+            """The lake snapshot covers every partition: asked once, when a lake-only partition is first read."""
             try:
                 return self._admin.get_lake_snapshot(self.path)
             except LakeSnapshotNotExistError:  # dropped empty before any tiering round: nothing to read
                 return LakeSnapshot(-1)
 
-        lake = functools.cache(snapshot)
-
-        def make(partition: PartitionInfo, budget: ReadAheadBudget) -> LakePartitionScanner:
-            return LakePartitionScanner(self.info.for_partition(partition), projection, source, lake(), budget)
-
-        return {p.partition_id: functools.partial(make, p) for p in partitions}
-
-    def _log_scanner(self, info: TableInfo, projection: list[int] | None, budget: ReadAheadBudget | None = None) -> LogScanner:
-        lake = self._lake
-        source = lake.log_source(info) if lake is not None else None
-        remote_conf = (lambda: lake.with_remote_settings(self._conf)) if lake is not None else None
-        return LogScanner(info, projection, self._tablets, self._router, self._admin, self._conf, source, budget, remote_conf)
+        return LogScanner(
+            self.info, projection, self._tablets, self._router, self._admin, self._conf, source, remote_conf, lake_only, functools.cache(snapshot)
+        )
 
 
 class TableAppend:
@@ -177,5 +156,5 @@ class TableScan:
             raise InvalidRequestError("project() needs at least one column")
         return TableScan(self._table, indexes)
 
-    def create_log_scanner(self) -> LogScanner | PartitionedLogScanner:
+    def create_log_scanner(self) -> LogScanner:
         return self._table._scanner(self._projection)

@@ -18,6 +18,7 @@ from lakelog.rpc.length_prefix import length_prefix
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.rpc.rpc_edge import RpcEdge
 from lakelog.client.rpc.fetch_response_parser import parse_fetch_response
+from lakelog.client.table_bucket import TableBucket
 from lakelog.client.rpc.messages import BucketRepair, FetchedBucket, FetchRequest, ListedOffset, ProducedBatch, ProduceRequest
 
 
@@ -75,11 +76,11 @@ def _produced(response: pb.ProduceLogResponse) -> list[ProducedBatch | LakelogEr
 def _fetched(enable_lake: bool) -> Callable[[bytes], list[FetchedBucket]]:
     def convert(response: bytes) -> list[FetchedBucket]:
         answers = []
-        for _, item, records in parse_fetch_response(response):
+        for table_id, item, records in parse_fetch_response(response):
             error = error_from_code(item.error_code, item.error_message) if item.error_code else None
             answers.append(
                 FetchedBucket(
-                    item.bucket_id,
+                    TableBucket(table_id, item.partition_id or None, item.bucket_id),
                     item.fetch_offset,
                     records,
                     item.high_watermark,
@@ -132,7 +133,7 @@ class TabletGateway:
                     projected_fields=list(fetch.projection),
                     buckets_req=[
                         pb.PbFetchLogReqForBucket(
-                            partition_id=fetch.partition_id, bucket_id=b, fetch_offset=o, max_fetch_bytes=fetch.bucket_max_bytes
+                            partition_id=b.partition_id or 0, bucket_id=b.bucket, fetch_offset=o, max_fetch_bytes=fetch.bucket_max_bytes
                         )
                         for b, o in fetch.buckets
                     ],
