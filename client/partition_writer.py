@@ -80,8 +80,7 @@ class PartitionedAppendWriter:
     def append(self, row: Mapping[str, Any], bucket: int | None = None) -> None:
         """Append one row to its partition (see :meth:`AppendWriter.append`); Arrow rows handed in
         before it are sent first."""
-        name = partition_name(self._info.partition_keys, {key: row.get(key) for key in self._info.partition_keys})
-        partition = self._partition_info(name)
+        partition = self.partition_info(self.row_partition(row))
         self._raise_error()
         with self._drain_lock:
             self._drain_locked()
@@ -119,9 +118,22 @@ class PartitionedAppendWriter:
 
     def flush(self) -> None:
         """Send what was handed in and wait until every partition's rows are acknowledged; raise the first failure."""
+        self.send_all()
+        self._writer.flush()
+
+    def send_all(self) -> None:
+        """A flush's start: what was handed in goes to the writer (a failure to split it is raised)."""
         self._drain()
         self._raise_error()
-        self._writer.flush()
+
+    @property
+    def info(self) -> TableInfo:
+        return self._info
+
+    @property
+    def writer(self) -> AppendWriter:
+        """The writer of every partition's buckets."""
+        return self._writer
 
     def close(self) -> None:
         try:
@@ -221,7 +233,18 @@ class PartitionedAppendWriter:
             raise InvalidPartitionError(f"{self._info.path}: partition values {name!r} may not contain {PARTITION_NAME_SEPARATOR!r}")
         partition_name(self._info.partition_keys, dict(zip(self._info.partition_keys, values)))
 
-    def _partition_info(self, name: str) -> TableInfo:
+    def unknown_partitions(self, table: pa.Table) -> list[str]:
+        """The partitions ``table``'s rows go to that this writer has not looked up yet."""
+        names = pc.unique(self._row_names(table).combine_chunks()).to_pylist()
+        with self._lock:
+            return [name for name in names if name not in self._partitions]
+
+    def row_partition(self, row: Mapping[str, Any]) -> str:
+        """The name of the partition ``row`` goes to."""
+        return partition_name(self._info.partition_keys, {key: row.get(key) for key in self._info.partition_keys})
+
+    def partition_info(self, name: str) -> TableInfo:
+        """The partition ``name``'s info, looked up (or created) on first use."""
         with self._lock:
             partition = self._partitions.get(name)
             if partition is None:
@@ -247,7 +270,7 @@ class PartitionedAppendWriter:
 
     def _index(self, name: str) -> int:
         """The partition's index among this writer's, the partition looked up (or created) first."""
-        self._partition_info(name)
+        self.partition_info(name)
         with self._lock:
             if name not in self._indexes:
                 self._indexes[name] = len(self._names)

@@ -16,7 +16,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
 
@@ -81,6 +81,9 @@ class RecordAccumulator:
         self.error: LakelogError | None = None
         self.acks: deque[AppendAck] = deque()
         self.failed: LakelogError | None = None  # the connection closed: nothing more is sent
+        # Called (any thread, lock held; must not block) whenever batches are acknowledged or
+        # failed: how an asyncio writer learns it without a thread of its own.
+        self.listeners: list[Callable[[], None]] = []
         self._reports = reports
 
     def queue(self, info: TableInfo, bucket: int) -> BucketQueue:
@@ -149,7 +152,7 @@ class RecordAccumulator:
                 queue.sealed = deque(queue.sequence.new_epoch(self.delivery.writer_id, list(queue.sealed)))
             log.warning("produce to %s bucket %d failed: %s", queue.info.label, bucket, error)
             self.error = self.error or error
-        self.cond.notify_all()
+        self.notify()
 
     def _retry(self, queue: BucketQueue, batches: list[rb.EncodedBatch], error: LakelogError) -> bool:
         """Keep ``batches`` to be sent again as they are, if the delivery rules allow it."""
@@ -179,4 +182,9 @@ class RecordAccumulator:
         self.queues.clear()
         self.pending = 0
         self.error = self.error or error
+        self.notify()
+
+    def notify(self) -> None:
         self.cond.notify_all()
+        for listener in self.listeners:
+            listener()

@@ -66,30 +66,33 @@ class Table:
     def new_scan(self) -> "TableScan":
         return TableScan(self)
 
-    def _writer(
-        self, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None
+    def writer(
+        self, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None, blocking: bool = True
     ) -> AppendWriter | PartitionedAppendWriter:
+        """A writer of this table (see :meth:`TableAppend.create_writer`); not ``blocking``: its
+        appends never wait for room (an asyncio writer awaits it)."""
         writer_id = self._admin.init_writer()
         if self.info.partitioned:  # also on a partition's handle: each row goes where its key value says
             # One writer id for every partition: sequences are kept per bucket log, and each
             # partition's buckets are logs of their own.
             return PartitionedAppendWriter(
                 self.info,
-                lambda linger_first: self._append_writer(on_ack, hold, writer_id, linger_first),
+                lambda linger_first: self._append_writer(on_ack, hold, writer_id, blocking, linger_first),
                 self._admin,
                 self._router.metadata,
                 self._conf,
             )
-        return self._append_writer(on_ack, hold, writer_id)
+        return self._append_writer(on_ack, hold, writer_id, blocking)
 
     def _append_writer(
         self,
         on_ack: Callable[[AppendAck], None] | None,
         hold: BarrierHold | None,
         writer_id: int,
+        blocking: bool,
         linger_first: Callable[[float], float] | None = None,
     ) -> AppendWriter:
-        writer = AppendWriter(self.info, self._sender, self._router, self._conf, on_ack, hold, writer_id, linger_first)
+        writer = AppendWriter(self.info, self._sender, self._router, self._conf, on_ack, hold, writer_id, linger_first, blocking)
         if hold is not None:
             try:
                 hold.attach(writer)
@@ -98,7 +101,7 @@ class Table:
                 raise
         return writer
 
-    def _scanner(self, projection: list[int] | None) -> LogScanner:
+    def scanner(self, projection: list[int] | None) -> LogScanner:
         lake = self._lake
         source = lake.log_source(self.info) if lake is not None else None
         remote_conf = (lambda: lake.with_remote_settings(self._conf)) if lake is not None else None
@@ -130,13 +133,18 @@ class TableAppend:
         """``on_ack`` receives every acknowledged append's offsets and commit timestamp. With ``hold``
         (:meth:`Connection.open_barrier_hold`), no tiering barrier falls between the writer's appends
         and those of the hold's other writers."""
-        return self._table._writer(on_ack, hold)
+        return self._table.writer(on_ack, hold)
 
 
 class TableScan:
     def __init__(self, table: Table, projection: list[int] | None = None) -> None:
         self._table = table
         self._projection = projection
+
+    @property
+    def projection(self) -> list[int] | None:
+        """The columns' indexes (None: every column)."""
+        return self._projection
 
     def project(self, columns: Sequence[str | int]) -> "TableScan":
         """Only these columns (names or indexes), in this order."""
@@ -157,4 +165,4 @@ class TableScan:
         return TableScan(self._table, indexes)
 
     def create_log_scanner(self) -> LogScanner:
-        return self._table._scanner(self._projection)
+        return self._table.scanner(self._projection)

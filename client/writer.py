@@ -61,12 +61,14 @@ class AppendWriter:
         hold: BarrierHold | None = None,
         writer_id: int = rb.NO_WRITER,
         linger_first: Callable[[float], float] | None = None,
+        blocking: bool = True,
     ) -> None:
         """``on_ack`` is called (on the application's next ``append*()`` or ``flush()``) for every
         acknowledged produce request; with ``hold``, every append is made under that barrier hold.
         ``writer_id`` (from the coordinator) makes the writer idempotent; without one, a request
         lost in transport is not resent. ``linger_first(now)``: what a partitioned writer sends
-        before lingering rows are sealed (see :meth:`linger`)."""
+        before lingering rows are sealed (see :meth:`linger`). Not ``blocking`` (an asyncio
+        writer): appends never wait for room, the caller awaits :meth:`has_room` itself."""
         self._info = info
         self._on_ack = on_ack
         self._sender = sender
@@ -83,6 +85,7 @@ class AppendWriter:
         self._serving = threading.Lock()  # one thread serves reports at a time, so they stay in order
         self._closed = False
         self._linger_first = linger_first
+        self._blocking = blocking
         sender.register(self)
 
     # appending
@@ -157,20 +160,38 @@ class AppendWriter:
     def flush(self) -> None:
         """Send everything appended and wait until it is acknowledged and its report served; raise
         the first failure, else the first exception a report raised."""
+        self.send_all()
+        with self._cond:
+            while not self.flushed():
+                self._cond.wait()
+        self.end_flush()
+
+    def send_all(self) -> None:
+        """A flush's start: seal every bucket's rows and have the sender send them now."""
         with self._cond:
             for queue in list(self.accumulator.queues.values()):
                 if queue.rows:
                     self._seal_rows(queue)
         self.send_soon()
-        with self._cond:
-            while self.accumulator.pending and self.accumulator.error is None:
-                self._cond.wait()
+
+    def flushed(self) -> bool:
+        """Everything sealed is acknowledged, or a failure ends the flush (lock held)."""
+        return not self.accumulator.pending or self.accumulator.error is not None
+
+    def end_flush(self) -> None:
+        """A flush's end: serve the reports, raise the first failure or report exception."""
         self.serve_acks()
         with self._cond:
             self._raise_error()
         if self._ack_error is not None:
             error, self._ack_error = self._ack_error, None
             raise error
+
+    def has_room(self) -> bool:
+        """The writer holds fewer batches than ``client.writer.max-inflight`` per bucket it writes
+        (or failed, or is closed): an append may go on (lock held)."""
+        limit = self._inflight * max(len(self.accumulator.queues), self._info.buckets, 1)
+        return self.accumulator.pending < limit or self.accumulator.error is not None or self._closed
 
     def close(self) -> None:
         if self._closed:
@@ -307,10 +328,8 @@ class AppendWriter:
 
     def _wait_for_room(self) -> None:
         """Block while the writer holds ``client.writer.max-inflight`` batches per bucket it writes."""
+        if not self._blocking:
+            return
         with self._cond:
-            while (
-                self.accumulator.pending >= self._inflight * max(len(self.accumulator.queues), self._info.buckets, 1)
-                and self.accumulator.error is None
-                and not self._closed
-            ):
+            while not self.has_room():
                 self._cond.wait()

@@ -125,3 +125,5 @@ __all__ = [
     "__version__",
     "connect",
 ]
+
+from lakelog import aio  # noqa: E402 - after the sync client it is built on; `lakelog.aio.connect(...)`

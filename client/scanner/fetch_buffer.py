@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 import pyarrow as pa
 
@@ -75,6 +75,9 @@ class FetchBuffer:
         self.windowed: set[TableBucket] = set()
         # Partitions whose buckets the servers answered as gone, with that answer, for the scanner.
         self.gone: dict[int, LakelogError] = {}
+        # Called (any thread, lock held; must not block) whenever something arrives: how an
+        # asyncio scanner learns it without a thread of its own.
+        self.listeners: list[Callable[[], None]] = []
 
     def seek(self, bucket: TableBucket, offset: int, lake_only: LakeOnlyRange | None = None) -> TierReader | None:
         """The bucket reads from ``offset`` on; the reader it had, to be closed outside the lock."""
@@ -122,7 +125,13 @@ class FetchBuffer:
 
     def wakeup(self) -> None:
         with self.cond:
-            self.cond.notify_all()
+            self.notify()
+
+    def notify(self) -> None:
+        """Something arrived (called with :attr:`cond` held)."""
+        self.cond.notify_all()
+        for listener in self.listeners:
+            listener()
 
 
 def plain(fetch: FetchedBucket) -> bool:

@@ -192,7 +192,7 @@ class LogFetcher:
                 buffer.budget.add(len(fetch.records))
                 if end is not None:
                     buffer.next_fetch[bucket] = end
-            buffer.cond.notify_all()
+            buffer.notify()
         self.send_fetches()
 
     # readers of the tiers the client reads itself

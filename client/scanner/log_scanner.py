@@ -245,9 +245,13 @@ class LogScanner(PolledScanner):
         self._seek_bucket(table_bucket, offset, LakeOnlyRange(end, self._lake_snapshot().snapshot_id))
 
     def _discover(self) -> None:
+        if self.discovery_due():
+            self.discover()
+
+    def discover(self) -> None:
         """Subscribe partitions created since the last look (whole-table subscriptions only), and
         end those dropped since."""
-        if self._whole is None or time.monotonic() - self._discovered_at < self._discovery_s:
+        if self._whole is None:
             return
         self._discovered_at = time.monotonic()
         partitions = {p.partition_id: p for p in self._metadata.partitions(self._info, refresh=True).values()}
@@ -314,11 +318,7 @@ class LogScanner(PolledScanner):
         (default: ``client.scanner.max-poll-records``; <= 0: no limit), shared evenly by the
         buckets that have some, the rest kept read ahead (undecoded) for the next poll. Raises
         :class:`InvalidRequestError` when nothing is subscribed: such a poll could never return anything."""
-        if not self._buffer.positions and self._whole is None:
-            raise InvalidRequestError(
-                f"poll() on a scanner of {self._info.path} with no bucket subscribed: call subscribe(), "
-                "subscribe_from_beginning() or subscribe_from_timestamp() first"
-            )
+        self.check_subscribed()
         return self._poll(timeout_ms, self._max_poll_records if max_records is None else max_records, discover=True)
 
     def _poll_to_end(self, timeout_ms: int) -> ScanRecords:
@@ -330,13 +330,40 @@ class LogScanner(PolledScanner):
         while True:
             if discover:
                 self._discover()
-            self._fetcher.send_fetches()
-            collected = self._collector.collect(limit if limit > 0 else None)
-            self._handle_gone()
-            if collected.tables or time.monotonic() >= deadline:
-                self._fetcher.send_fetches()
-                return ScanRecords(self._out_schema, collected.tables, collected.high_watermarks, self._partitioned)
+            records = self.collect(limit)
+            if records or time.monotonic() >= deadline:
+                return records
             self._buffer.wait(min(max(deadline - time.monotonic(), 0), IDLE_WAIT_S))
+
+    def check_subscribed(self) -> None:
+        if not self._buffer.positions and self._whole is None:
+            raise InvalidRequestError(
+                f"poll() on a scanner of {self._info.path} with no bucket subscribed: call subscribe(), "
+                "subscribe_from_beginning() or subscribe_from_timestamp() first"
+            )
+
+    def discovery_due(self) -> bool:
+        """Partitions are to be looked for (a whole partitioned table, its interval passed)."""
+        return self._whole is not None and time.monotonic() - self._discovered_at >= self._discovery_s
+
+    def collect(self, limit: int) -> ScanRecords:
+        """One look at the buffer, without waiting: send the fetches due, take what is there (at
+        most ``limit`` records; <= 0: no limit), and fetch on for what was taken."""
+        self._fetcher.send_fetches()
+        collected = self._collector.collect(limit if limit > 0 else None)
+        self._handle_gone()
+        if collected.tables:
+            self._fetcher.send_fetches()
+        return ScanRecords(self._out_schema, collected.tables, collected.high_watermarks, self._partitioned)
+
+    @property
+    def buffer(self) -> FetchBuffer:
+        """What the scanner's fetches fill (an asyncio scanner listens to it)."""
+        return self._buffer
+
+    @property
+    def max_poll_records(self) -> int:
+        return self._max_poll_records
 
     # reading to the end, for Arrow tools
 
