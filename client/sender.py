@@ -1,4 +1,4 @@
-"""The connection's one sender: every writer's ready batches, one ProduceLog per leader and table.
+"""The connection's one sender: every writer's ready batches, one ProduceLog per leader and writer.
 
 As Kafka's and Fluss's sender: one thread per connection, whatever its number of writers, tables
 and partitions. Each turn it seals the rows that waited ``client.writer.linger`` (each writer's
@@ -127,7 +127,9 @@ class Sender:
         now = time.monotonic()
         next_at = float("inf")
         requests: list[_Request] = []
-        open_requests: dict[tuple[ServerNode, int, str], _Request] = {}
+        # A request's own fields (its table, barrier hold and writer) make its key: a request carries
+        # one writer's batches, of any of the table's buckets and partitions the server leads.
+        open_requests: dict[tuple[ServerNode, int, str, int], _Request] = {}
         with self._cond:
             in_flight = dict(self._in_flight)
         for producer in producers:
@@ -141,7 +143,7 @@ class Sender:
                     except LakelogError as error:  # answered as the request would be: retried or given up on
                         accumulator.complete(queue, accumulator.drain(queue, MAX_REQUEST_BYTES), error)
                         continue
-                    key = (node, queue.info.table_id, hold_id)
+                    key = (node, queue.info.table_id, hold_id, accumulator.delivery.writer_id)
                     request = open_requests.get(key)
                     if request is None or request.size >= MAX_REQUEST_BYTES:
                         if in_flight.get(node, 0) >= self._max_in_flight:
