@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Callable, Sequence
 
 import pyarrow as pa
@@ -112,14 +111,14 @@ class Table:
             return {p.partition_id: self.info.for_partition(p) for p in self._admin.list_partition_infos(self.path) if p.lake_only}
 
         def snapshot() -> LakeSnapshot:
-            """The lake snapshot covers every partition: asked once, when a lake-only partition is first read."""
+            """The lake snapshot covers every partition."""
             try:
                 return self._admin.get_lake_snapshot(self.path)
             except LakeSnapshotNotExistError:  # dropped empty before any tiering round: nothing to read
                 return LakeSnapshot(-1)
 
         return LogScanner(
-            self.info, projection, self._tablets, self._router, self._admin, self._conf, source, remote_conf, lake_only, functools.cache(snapshot)
+            self.info, projection, self._tablets, self._router, self._admin, self._conf, source, remote_conf, lake_only, snapshot
         )
 
 

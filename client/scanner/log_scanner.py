@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
 
@@ -65,7 +65,8 @@ class LogScanner(PolledScanner):
         """``log_source`` reads the offsets only the lake holds (None: a scanner without the lake);
         ``remote_conf()``, called at the first remote read, gives the ``remote.fs.*`` settings (None:
         ``conf``'s). A partitioned table's scanner: ``lake_only()`` gives the partitions only the lake
-        holds (by id), ``lake_snapshot()`` the lake snapshot that holds them."""
+        holds (by id), ``lake_snapshot()`` the lake snapshot that holds them, asked once per look
+        at the lake-only partitions (a partition dropped since needs a newer one)."""
         self._info = info
         self._admin = admin
         self._metadata = router.metadata
@@ -79,8 +80,9 @@ class LogScanner(PolledScanner):
         self._collector = FetchCollector(self._buffer, self._fetcher, router, conf, self._partitioned)
         self._max_poll_records: int = conf.get("client.scanner.max-poll-records")
         self._log_source = log_source
-        self._lake_only = lake_only if log_source is not None and lake_only is not None else dict
-        self._lake_snapshot = lake_snapshot
+        self._list_lake_only = lake_only if log_source is not None and lake_only is not None else dict
+        self._ask_lake_snapshot = lake_snapshot
+        self._snapshot: LakeSnapshot | None = None
         # Partitions subscribed: read from the log, or only from the lake.
         self._partitions: dict[int, TableInfo] = {}
         self._lake_partitions: dict[int, TableInfo] = {}
@@ -216,8 +218,18 @@ class LogScanner(PolledScanner):
 
     # lake-only partitions
 
+    def _lake_only(self) -> dict[int, TableInfo]:
+        """The partitions only the lake holds now; the lake snapshot is asked again when needed."""
+        self._snapshot = None
+        return self._list_lake_only()
+
+    def _lake_snapshot(self) -> LakeSnapshot:
+        if self._snapshot is None:
+            assert self._ask_lake_snapshot is not None, "lake-only partitions come with their lake snapshot"
+            self._snapshot = self._ask_lake_snapshot()
+        return self._snapshot
+
     def _lake_range(self, partition: TableInfo, bucket: int) -> tuple[int, int]:
-        assert self._lake_snapshot is not None
         held = self._lake_snapshot().bucket_offsets.get((partition.partition_id, bucket))
         return (held.log_start_offset, held.log_end_offset) if held else (0, 0)
 
@@ -227,7 +239,7 @@ class LogScanner(PolledScanner):
             return start
         if spec.type == OffsetType.LATEST or end <= start:
             return end
-        assert self._log_source is not None and self._lake_snapshot is not None
+        assert self._log_source is not None
         try:
             return lake_offset(self._log_source, partition, bucket, spec.ms, self._lake_snapshot().snapshot_id)
         except InvalidTimestampError:
@@ -239,7 +251,6 @@ class LogScanner(PolledScanner):
             raise OffsetOutOfRangeError(
                 bucket, offset, start, f"{partition.label} is held by the lake only: bucket {bucket} has offsets [{start}, {end}), not {offset}"
             )
-        assert self._lake_snapshot is not None
         table_bucket = TableBucket(partition.table_id, partition.partition_id, bucket)
         self._fetcher.add_partition(partition)
         self._seek_bucket(table_bucket, offset, LakeOnlyRange(end, self._lake_snapshot().snapshot_id))
@@ -306,8 +317,9 @@ class LogScanner(PolledScanner):
         with self._buffer.cond:
             return dict(self._buffer.records_by_tier)
 
-    def positions(self) -> dict:  # type: ignore[type-arg] - keyed by bucket, or (partition_id, bucket)
-        """Per subscribed bucket, the next offset a poll returns: what a consumer checkpoints."""
+    def positions(self) -> dict[Any, int]:
+        """Per subscribed bucket (its number, or ``(partition_id, bucket)``), the next offset a
+        poll returns: what a consumer checkpoints."""
         with self._buffer.cond:
             return {bucket.public_key(self._partitioned): offset for bucket, offset in self._buffer.positions.items()}
 
@@ -367,7 +379,8 @@ class LogScanner(PolledScanner):
 
     # reading to the end, for Arrow tools
 
-    def end_offsets(self) -> dict:  # type: ignore[type-arg] - keyed as positions() are
+    def end_offsets(self) -> dict[Any, int]:
+        """Per subscribed bucket (keyed as :meth:`positions`), where a read to the end stops."""
         if self._partitioned:
             self._discover()
         with self._buffer.cond:
