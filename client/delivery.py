@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from lakelog.errors import DeliveryTimeoutError, LakelogError
+from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.record import batch as rb
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.retry_policy import TRANSPORT_ERRORS
@@ -61,8 +62,10 @@ class DeliveryStats:
 class Delivery:
     """The retry decisions of one writer, over every bucket it writes (of any partition)."""
 
-    def __init__(self, writer_id: int, router: LeaderRouter, timeout_s: float) -> None:
-        self.writer_id = writer_id
+    def __init__(self, identity: WriterIdentity | None, router: LeaderRouter, timeout_s: float) -> None:
+        """``identity``: the writer's id and token from the coordinator (None: not idempotent)."""
+        self.writer_id = identity.writer_id if identity else rb.NO_WRITER
+        self.token = identity.token if identity else b""  # sent with every ProduceLog bucket entry
         self.timeout_s = timeout_s
         self.stats = DeliveryStats()
         self._router = router

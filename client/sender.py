@@ -49,6 +49,7 @@ class _Request:
     node: ServerNode
     table_id: int
     hold_id: str
+    token: bytes
     entries: list[tuple[RecordAccumulator, BucketQueue, list[rb.EncodedBatch]]] = field(default_factory=list)
     size: int = 0
 
@@ -149,7 +150,7 @@ class Sender:
                         if in_flight.get(node, 0) >= self._max_in_flight:
                             continue  # the node's answers wake the sender when it has room
                         in_flight[node] = in_flight.get(node, 0) + 1
-                        request = open_requests[key] = _Request(node, queue.info.table_id, hold_id)
+                        request = open_requests[key] = _Request(node, queue.info.table_id, hold_id, accumulator.delivery.token)
                         requests.append(request)
                     batches = accumulator.drain(queue, max(MAX_REQUEST_BYTES - request.size, 1))
                     request.entries.append((accumulator, queue, batches))
@@ -167,6 +168,7 @@ class Sender:
             [ProduceBucket(queue.bucket.bucket, batches, queue.bucket.partition_id or 0) for _, queue, batches in request.entries],
             int(self._tablets.timeout_s * 1000),
             request.hold_id,
+            request.token,
         )
         try:
             self._tablets.produce_log(request.node, produce, lambda answer: self._answered(request, answer))

@@ -6,6 +6,7 @@ from typing import Callable, Sequence
 
 import pyarrow as pa
 
+from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.config import Configuration
 from lakelog.errors import BarrierHoldError, InvalidPartitionError, InvalidRequestError, LakeSnapshotNotExistError, PartitionNotExistError
 from lakelog.metadata import LakeSnapshot, TableInfo, TablePath
@@ -70,28 +71,28 @@ class Table:
     ) -> AppendWriter | PartitionedAppendWriter:
         """A writer of this table (see :meth:`TableAppend.create_writer`); not ``blocking``: its
         appends never wait for room (an asyncio writer awaits it)."""
-        writer_id = self._admin.init_writer()
+        identity = self._admin.init_writer()
         if self.info.partitioned:  # also on a partition's handle: each row goes where its key value says
             # One writer id for every partition: sequences are kept per bucket log, and each
             # partition's buckets are logs of their own.
             return PartitionedAppendWriter(
                 self.info,
-                lambda linger_first: self._append_writer(on_ack, hold, writer_id, blocking, linger_first),
+                lambda linger_first: self._append_writer(on_ack, hold, identity, blocking, linger_first),
                 self._admin,
                 self._router.metadata,
                 self._conf,
             )
-        return self._append_writer(on_ack, hold, writer_id, blocking)
+        return self._append_writer(on_ack, hold, identity, blocking)
 
     def _append_writer(
         self,
         on_ack: Callable[[AppendAck], None] | None,
         hold: BarrierHold | None,
-        writer_id: int,
+        identity: WriterIdentity,
         blocking: bool,
         linger_first: Callable[[float], float] | None = None,
     ) -> AppendWriter:
-        writer = AppendWriter(self.info, self._sender, self._router, self._conf, on_ack, hold, writer_id, linger_first, blocking)
+        writer = AppendWriter(self.info, self._sender, self._router, self._conf, on_ack, hold, identity, linger_first, blocking)
         if hold is not None:
             try:
                 hold.attach(writer)

@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import pyarrow as pa
 
+from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.config import Configuration
 from lakelog.errors import InvalidRequestError, LakelogError, SchemaMismatchError, UnknownBucketError
 from lakelog.metadata import TableInfo
-from lakelog.record import batch as rb
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.arrow_input import arrow_table
 from lakelog.client.bucket_assigner import BucketAssigner
@@ -59,20 +59,21 @@ class AppendWriter:
         conf: Configuration,
         on_ack: Callable[[AppendAck], None] | None = None,
         hold: BarrierHold | None = None,
-        writer_id: int = rb.NO_WRITER,
+        identity: WriterIdentity | None = None,
         linger_first: Callable[[float], float] | None = None,
         blocking: bool = True,
     ) -> None:
         """``on_ack`` is called (on the application's next ``append*()`` or ``flush()``) for every
         acknowledged produce request; with ``hold``, every append is made under that barrier hold.
-        ``writer_id`` (from the coordinator) makes the writer idempotent; without one, a request
-        lost in transport is not resent. ``linger_first(now)``: what a partitioned writer sends
-        before lingering rows are sealed (see :meth:`linger`). Not ``blocking`` (an asyncio
-        writer): appends never wait for room, the caller awaits :meth:`has_room` itself."""
+        ``identity`` (a writer id and its token, from the coordinator) makes the writer idempotent;
+        without one, a request lost in transport is not resent. ``linger_first(now)``: what a
+        partitioned writer sends before lingering rows are sealed (see :meth:`linger`). Not
+        ``blocking`` (an asyncio writer): appends never wait for room, the caller awaits
+        :meth:`has_room` itself."""
         self._info = info
         self._on_ack = on_ack
         self._sender = sender
-        delivery = Delivery(writer_id, router, conf.get("client.writer.delivery-timeout") / 1000)
+        delivery = Delivery(identity, router, conf.get("client.writer.delivery-timeout") / 1000)
         self.accumulator = RecordAccumulator(delivery, conf.get("client.writer.linger") / 1000, hold, reports=on_ack is not None)
         self._cond = self.accumulator.cond
         self._batch_bytes = conf.get("client.writer.batch-size")

@@ -30,13 +30,18 @@ class IcebergLakeStorage(LakeStorage):
         self._lock = threading.Lock()
 
     def create_lake_table(self, path: TablePath, schema: pa.Schema, lake_config: LakeConfig, partition_keys: Sequence[str] = ()) -> None:
+        self._catalog_of(lake_config).create_table(path, schema, partition_keys)
+
+    def evolve_lake_table(self, path: TablePath, schema: pa.Schema, lake_config: LakeConfig) -> None:
+        self._catalog_of(lake_config).evolve_table(path, schema)
+
+    def _catalog_of(self, lake_config: LakeConfig) -> "LakeCatalog":
         from lakelog.lake.lake_catalog import LakeCatalog
 
         with self._lock:
             if self._catalog is None:
                 self._catalog = LakeCatalog(lake_config)
-            catalog = self._catalog
-        catalog.create_table(path, schema, partition_keys)
+            return self._catalog
 
     def create_log_source(
         self,

@@ -9,14 +9,31 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+# The most of a message an error keeps, in UTF-8 bytes: a message crosses the wire as a gRPC status
+# (its details travel in a header, which gRPC clients refuse past 8-16 KiB, percent-encoded) and
+# echoes what it names, which a client may have sent at any length (a name of 100,000 characters).
+MAX_MESSAGE_BYTES = 1000
+
+
+def cut_message(message: str) -> str:
+    """``message`` within ``MAX_MESSAGE_BYTES``: a longer one keeps its start and its end (what is
+    wrong and why), the middle (the long name or value it echoes) is cut, saying how much."""
+    data = message.encode()
+    if len(data) <= MAX_MESSAGE_BYTES:
+        return message
+    keep = (MAX_MESSAGE_BYTES - 40) // 2
+    head, tail = data[:keep].decode(errors="ignore"), data[-keep:].decode(errors="ignore")
+    return f"{head}...[{len(data) - 2 * keep} bytes cut]...{tail}"
+
 
 class LakelogError(Exception):
-    """Base of every error lakelog raises to its users."""
+    """Base of every error lakelog raises to its users; its message is cut to ``MAX_MESSAGE_BYTES``."""
 
     code: ClassVar[int] = 1
     retriable: ClassVar[bool] = False
 
     def __init__(self, message: str) -> None:
+        message = cut_message(message)
         super().__init__(message)
         self.message = message
 
@@ -100,6 +117,20 @@ class InvalidTableError(LakelogError):
     """A table descriptor the server cannot accept (no columns, bad bucket count, bad property)."""
 
     code = 16
+
+
+class InvalidAlterTableError(InvalidRequestError):
+    """An ``alter_table`` change that is not allowed (a name clash, a type that is no widening, a
+    partition or bucket key widened, anything but adding or widening a column): names the column,
+    and nothing changed."""
+
+    code = 90
+
+
+class SchemaNotExistError(LakelogError):
+    """A schema id a table never had."""
+
+    code = 91
 
 
 class UnknownBucketError(LakelogError):
@@ -248,12 +279,37 @@ class PartitionNotExistError(LakelogError):
     code = 61
 
 
+class InvalidRecordError(InvalidRequestError):
+    """A produced batch whose body disagrees with its header (record count, more than one Arrow
+    record batch, buffers or values that do not decode): refused before it is stored, since every
+    reader of the bucket would fail on it."""
+
+    code = 66
+
+
+class UnknownWriterError(LakelogError):
+    """A produced batch of a writer id that the coordinator did not issue to the caller: the
+    writer token sent with it does not match the id and the caller's principal. Refused, so no
+    client can append under another writer's id and turn that writer's real batch into a
+    "duplicate". Not retriable: the writer must get an id of its own (a new writer)."""
+
+    code = 67
+
+
 class OutOfOrderSequenceError(LakelogError):
     """An idempotent writer's batch whose sequence is not the next one the bucket expects for that
     writer (a gap, or an epoch older than the one the bucket has seen): appending it could reorder
     or duplicate records, so it is refused. Not retriable: the writer must start a new epoch."""
 
     code = 64
+
+
+class WriterSequenceConflictError(OutOfOrderSequenceError):
+    """A batch whose writer, epoch and sequence match one the bucket appended, but whose bytes do
+    not (another CRC): it is not a resend of that batch, so it is neither appended nor answered
+    with that batch's offsets. Names the writer, the sequence and where the appended one lies."""
+
+    code = 68
 
 
 class DeliveryTimeoutError(LakelogError):
@@ -287,6 +343,14 @@ class PartitionNotInLakeError(LakelogError):
 
     code = 70
     retriable = True
+
+
+class TooManyBucketsError(LakelogError):
+    """Creating a table or partition would place more buckets on a tablet server than
+    ``coordinator.max-buckets-per-tablet-server`` allows (by default as many as its open-file
+    limit holds): refused before anything is created, so no table exists that cannot be led."""
+
+    code = 80
 
 
 _BY_CODE: dict[int, type[LakelogError]] = {}

@@ -20,11 +20,13 @@ from lakelog.server.coordinator_server import CoordinatorRole
 from lakelog.server.allocator import keep_buffers_on_heap
 from lakelog.server.data_dir_lock import DataDirLock
 from lakelog.server.log.log_tablet import wall_clock_ms
+from lakelog.server.metrics.http_token_gate import TokenGate
 from lakelog.server.metrics.metrics_endpoint import MetricsEndpoint
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.metrics.tablet_collector import TabletStateCollector
+from lakelog.server.open_file_limit import raise_open_file_limit
 from lakelog.security.tls import server_credentials
-from lakelog.server.rpc.auth_interceptor import AuthInterceptor
+from lakelog.server.rpc.auth_interceptor import AuthInterceptor, anonymous_caller
 from lakelog.server.rpc.cluster_secret import ClusterMemberInterceptor, cluster_secret
 from lakelog.server.rpc.grpc_server import bind_server, start_server
 from lakelog.server.tablet_server import TabletServerRole
@@ -89,6 +91,7 @@ class ServerProcess:
         auth = AuthInterceptor.from_configuration(self.conf, self.metrics)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         keep_buffers_on_heap(self.conf.get("server.malloc.mmap-threshold"))
+        raise_open_file_limit()  # a tablet server keeps every local segment of its buckets open
         self._lock = DataDirLock(self.data_dir)  # before anything in the directory is opened
         try:
             self._start(credentials, auth)
@@ -119,22 +122,24 @@ class ServerProcess:
         if "tablet-server" in self.roles:
             self.tablet = TabletServerRole(self.conf, self.data_dir, secret, self._clock)
         node_id = self.tablet.server_id if self.tablet else -1
+        caller = auth.caller_name if auth else anonymous_caller
         registrations, names = [], []
         if self.tablet:
-            registrations.append(self.tablet.service(self.metrics).register)
+            registrations.append(self.tablet.service(self.metrics, caller).register)
             self.metrics.registry.register(TabletStateCollector(self.tablet.replicas, self.tablet.logs, self.tablet.remote))
             names.append("TabletService")
         if self.coordinator:
-            registrations.append(self.coordinator.service(ServerNode(-1, self.host, self.port), self.metrics).register)
+            registrations.append(self.coordinator.service(ServerNode(-1, self.host, self.port), self.metrics, caller).register)
             names.append("CoordinatorService")
         start_server(self._server, registrations, names)
         log.info("lakelog %s listening on %s (data dir %s)", "+".join(self.roles), self.address, self.data_dir)
         self._log_security(credentials is not None, auth)
         if self.conf.get("metrics.port") >= 0:
-            pages = self.coordinator.status_pages(auth.tokens if auth else None) if self.coordinator else {}
+            pages = self.coordinator.status_pages() if self.coordinator else {}
             tls = (self.conf.get("security.tls.cert-file"), self.conf.get("security.tls.key-file")) if credentials else None
+            guard = TokenGate(auth.tokens).guard if auth else None
             self._metrics_endpoint = MetricsEndpoint(
-                self.metrics.registry, self.conf.get("metrics.host"), self.conf.get("metrics.port"), pages, tls
+                self.metrics.registry, self.conf.get("metrics.host"), self.conf.get("metrics.port"), pages, tls, guard
             )
             log.info("Prometheus metrics at %s", self._metrics_endpoint.url)
             if pages:

@@ -18,7 +18,9 @@ from lakelog.server.log.log_tablet import LogConfig, wall_clock_ms
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.replica.replica_manager import ReplicaManager
+from lakelog.security.writer_tokens import WriterTokens
 from lakelog.server.rpc.answer_budget import AnswerBudget
+from lakelog.server.rpc.auth_interceptor import CallerName
 from lakelog.server.rpc.coordinator_client import CoordinatorClient
 from lakelog.server.rpc.tablet_service import TabletService
 
@@ -69,8 +71,8 @@ class TabletServerRole:
             raise LakelogError("tablet server has not joined a coordinator yet")
         return self._coordinator.table_assignment(table_id)
 
-    def service(self, metrics: ServerMetrics) -> TabletService:
-        return TabletService(self.replicas, metrics, AnswerBudget(self._conf.get("server.fetch.max-inflight-bytes")))
+    def service(self, metrics: ServerMetrics, caller: CallerName) -> TabletService:
+        return TabletService(self.replicas, metrics, AnswerBudget(self._conf.get("server.fetch.max-inflight-bytes")), caller)
 
     def join(self, node: ServerNode, coordinator_address: str) -> None:
         """Register with the coordinator (retrying while it starts) and open every bucket we lead."""
@@ -78,13 +80,14 @@ class TabletServerRole:
         deadline = time.monotonic() + REGISTER_DEADLINE_S
         while True:
             try:
-                assignments, lake_ranges = self._coordinator.register(node)
+                assignments, lake_ranges, writer_key = self._coordinator.register(node)
                 break
             except LakelogError as error:
                 if not error.retriable or time.monotonic() > deadline:
                     raise
                 log.info("coordinator %s not reachable yet (%s); retrying", coordinator_address, error)
                 time.sleep(0.5)
+        self.replicas.writer_tokens = WriterTokens(writer_key)
         self.replicas.lake.update(lake_ranges)
         self.replicas.become_leader(assignments)
         self.replicas.mark_ready()

@@ -30,7 +30,7 @@ TABLE = TableInfo(7, TablePath("shop", "events"), SCHEMA, 1, 2, {})
 PARTITIONED = dataclasses.replace(TABLE, partition_keys=("dt",))
 NODE_A = ServerNode(1, "a", 1)
 NODE_B = ServerNode(2, "b", 2)
-CONF = {"client.scanner.partition-discovery.interval": "0ms"}
+CONF = {"client.scanner.partition-discovery.interval": "1ms"}
 
 
 def partition(partition_id: int) -> TableInfo:

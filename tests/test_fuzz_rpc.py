@@ -18,11 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakelog
-from lakelog.record.batch import encode_batch
+from lakelog.record.batch import encode_batch, read_header
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.security.tokens import CallMetadata
 from lakelog.server.rpc.cluster_secret import CLUSTER_SECRET_KEY
 from tests.conftest import ORDERS_SCHEMA, create_table, order_rows, scan_all
+from tests.harness.forged_batches import lie
 
 EXAMPLES = int(os.environ.get("LAKELOG_FUZZ_EXAMPLES", "40"))
 # CI replays a fixed example set; LAKELOG_FUZZ_EXAMPLES=N explores new random ones.
@@ -213,6 +214,47 @@ def test_garbage_frames_get_invalid_argument_naming_the_method(fuzz_target, serv
         assert code == grpc.StatusCode.INVALID_ARGUMENT, (payload, code, details)
         assert details.startswith(f"{method.name}: the request is not a valid {method.input_type.name}")
     assert sum(conn.admin.list_offsets(table.path).values()) >= 500
+
+
+HEADER_INT_FIELDS = {
+    "length": (-(2**31), 2**31 - 1),
+    "schema_id": (-(2**31), 2**31 - 1),
+    "attributes": (-(2**15), 2**15 - 1),
+    "record_count": (-(2**31), 2**31 - 1),
+    "body_length": (-(2**31), 2**31 - 1),
+    "writer_id": (-(2**63), 2**63 - 1),
+    "writer_epoch": (-(2**15), 2**15 - 1),
+    "batch_sequence": (-(2**31), 2**31 - 1),
+}
+# Fields whose lie would poison or hijack a bucket if accepted (the writer's epoch and sequence mean
+# nothing without a writer id, so they are not among them).
+POISONING_FIELDS = ("length", "schema_id", "attributes", "record_count", "body_length", "writer_id")
+
+
+def test_produced_headers_that_lie_under_a_valid_crc_are_refused(fuzz_target) -> None:  # noqa: ANN001
+    """A batch whose header fields lie, its CRC recomputed so no CRC check sees it: each is refused
+    by name, or accepted only when no field that matters lied; the survivor test below then reads
+    the bucket whole."""
+    _, _, table, channel = fuzz_target
+    produce = channel.unary_unary("/lakelog.rpc.TabletService/ProduceLog", response_deserializer=pb.ProduceLogResponse.FromString)
+
+    @settings(max_examples=4 * EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=DERANDOMIZE)
+    @given(
+        lies=st.fixed_dictionaries({}, optional={name: interesting_ints(*bounds) for name, bounds in HEADER_INT_FIELDS.items()}),
+        rows=st.integers(1, 20),
+    )
+    def fuzz(lies: dict[str, int], rows: int) -> None:
+        honest = encode_batch(order_rows(10_000, rows), schema_id=1)
+        forged = lie(honest, **lies)
+        request = pb.ProduceLogRequest(table_id=table.info.table_id, timeout_ms=10_000, buckets_req=[pb.PbProduceLogReqForBucket(records=forged)])
+        answer = produce(request.SerializeToString(), timeout=CALL_TIMEOUT_S).buckets_resp[0]
+        told = read_header(honest)
+        if answer.error_code == 0:
+            assert all(lies.get(name, getattr(told, name)) == getattr(told, name) for name in POISONING_FIELDS), (lies, answer)
+        else:
+            assert "keep.survivor bucket 0" in answer.error_message, answer.error_message
+
+    fuzz()
 
 
 def test_server_still_serves_after_fuzzing(fuzz_target) -> None:

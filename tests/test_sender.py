@@ -18,6 +18,7 @@ from lakelog.config import Configuration
 from lakelog.errors import LakelogError, NotLeaderError
 from lakelog.metadata import ServerNode, TablePath, TableInfo
 from lakelog.record import batch as rb
+from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.client.record_accumulator import AppendAck
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.messages import ProducedBatch, ProduceRequest
@@ -125,7 +126,7 @@ def sender(tablets: FakeTablets, router: LeaderRouter) -> Iterator[Sender]:
 
 def writer(sender: Sender, router: LeaderRouter, on_ack: Callable[[AppendAck], None] | None = None) -> AppendWriter:
     conf = Configuration({"client.writer.linger": "1h", "client.writer.max-inflight": 100})
-    return AppendWriter(TABLE, sender, router, conf, on_ack, writer_id=WRITER_ID)
+    return AppendWriter(TABLE, sender, router, conf, on_ack, identity=WriterIdentity(WRITER_ID, b"token"))
 
 
 def rows(partition_id: int, count: int) -> pa.Table:
@@ -147,6 +148,7 @@ def test_thirty_partitions_go_to_each_leader_in_one_request_within_the_in_flight
             appender.append_table_to(partition(partition_id), rows(partition_id, 2), bucket)
     tablets.release()
     appender.flush()
+    assert {sent.request.writer_token for sent in tablets.sent} == {b"token"}, "every request carries the writer's token"
     for node, bucket in ((NODE_A, 0), (NODE_B, 1)):
         requests = tablets.to(node)
         assert len(requests) == 2, f"30 partitions' batches for {node.address} in {len(requests)} requests"

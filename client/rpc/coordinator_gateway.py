@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
+from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.errors import InvalidConfigError, NetworkError, RequestTimeoutError, error_from_code
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
     LakeSnapshot,
     PartitionInfo,
+    SchemaInfo,
+    TableChange,
     TableDescriptor,
     TableInfo,
     TablePath,
     TieringJobInfo,
+    schema_from_bytes,
     schema_to_bytes,
 )
 from lakelog.rpc import codec
@@ -84,6 +88,16 @@ class CoordinatorGateway:
         request = pb.ListTablesRequest(database_name=database)
         return list(self._call(lambda stub: stub.ListTables, request).table_name)
 
+    def alter_table(self, path: TablePath, changes: Sequence[TableChange], ignore_if_not_exists: bool) -> int:
+        request = pb.AlterTableRequest(
+            table_path=codec.path_to_pb(path), changes=[codec.table_change_to_pb(c) for c in changes], ignore_if_not_exists=ignore_if_not_exists
+        )
+        return int(self._call(lambda stub: stub.AlterTable, request).schema_id)
+
+    def get_table_schema(self, path: TablePath, schema_id: int) -> SchemaInfo:
+        response = self._call(lambda stub: stub.GetTableSchema, pb.GetTableSchemaRequest(table_path=codec.path_to_pb(path), schema_id=schema_id))
+        return SchemaInfo(response.schema_id, schema_from_bytes(response.schema))
+
     def get_table_info(self, path: TablePath) -> TableInfo:
         request = pb.GetTableInfoRequest(table_path=codec.path_to_pb(path))
         return codec.table_info_from_pb(self._call(lambda stub: stub.GetTableInfo, request).table_info)
@@ -143,8 +157,9 @@ class CoordinatorGateway:
 
     # idempotent writers
 
-    def init_writer(self) -> int:
-        return int(self._call(lambda stub: stub.InitWriter, pb.InitWriterRequest()).writer_id)
+    def init_writer(self) -> WriterIdentity:
+        response = self._call(lambda stub: stub.InitWriter, pb.InitWriterRequest())
+        return WriterIdentity(response.writer_id, response.writer_token)
 
     # tiering jobs
 

@@ -71,6 +71,7 @@ class ProduceRequest:
     buckets: Sequence[ProduceBucket]
     timeout_ms: int
     hold_id: str = ""
+    writer_token: bytes = b""  # proof of the batches' writer id (see lakelog.security.writer_tokens)
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,9 @@ def encode_produce_request(produce: ProduceRequest) -> bytes:
     head = pb.ProduceLogRequest(acks=-1, table_id=produce.table_id, timeout_ms=produce.timeout_ms, hold_id=produce.hold_id)
     parts: list[bytes | memoryview] = [head.SerializeToString()]
     for item in produce.buckets:
-        bucket = pb.PbProduceLogReqForBucket(partition_id=item.partition_id, bucket_id=item.bucket).SerializeToString()
+        bucket = pb.PbProduceLogReqForBucket(
+            partition_id=item.partition_id, bucket_id=item.bucket, writer_token=produce.writer_token
+        ).SerializeToString()
         size = sum(len(batch) for batch in item.batches)
         records = length_prefix(_RECORDS_FIELD, size)
         parts += [length_prefix(_BUCKETS_FIELD, len(bucket) + len(records) + size), bucket, records, *item.batches]

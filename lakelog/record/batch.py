@@ -41,7 +41,7 @@ from typing import Iterator
 import crc32c as _crc32c
 import pyarrow as pa
 
-from lakelog.errors import CorruptRecordError, RecordFormatError
+from lakelog.errors import CorruptRecordError, InvalidRecordError, RecordFormatError
 
 MAGIC = 2
 ALIGNMENT = 64
@@ -322,6 +322,42 @@ def schema_message(buf: bytes | bytearray | memoryview, pos: int, header: BatchH
     view = memoryview(buf)[pos + HEADER_SIZE : pos + HEADER_SIZE + header.body_length]
     end = _schema_message_end(view)
     return bytes(view[:end]) if end else None
+
+
+def check_body(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader, schema: pa.Schema, where: str) -> None:
+    """Refuse a batch whose Arrow body disagrees with its header, before it is stored: exactly one
+    record batch of ``header.record_count`` rows, every buffer inside the body and every value
+    valid (offsets, UTF-8), nothing after the end-of-stream marker.
+
+    The CRC only proves the bytes are the producer's; a producer that lies in its header (a record
+    count that disagrees, two batches in one body) would otherwise poison the bucket for every
+    reader: offsets overlap, or a reader cannot get past the batch. ``schema`` is the batch's own,
+    already checked against the table's."""
+    start = pos + HEADER_SIZE
+    # Checked where it lies (a received request sits on no boundary in particular): nothing decoded
+    # here is kept, so the aligned copy that :func:`body` makes for readers is not needed.
+    stream = pa.py_buffer(memoryview(buf)[start : start + header.body_length])
+    view = memoryview(stream).cast("B")
+    split = _schema_message_end(view)
+    try:
+        message = pa.ipc.read_message(stream.slice(split)) if split else None
+        if message is not None and message.type == "record batch":
+            end = split + _IPC_PREFIX.size + message.metadata.size + (0 if message.body is None else message.body.size)
+            if view[end:] != _IPC_END:
+                raise InvalidRecordError(f"{where}: batch at byte {pos} holds more than one Arrow record batch")
+            batches = [pa.ipc.read_record_batch(message, schema)]
+        else:  # dictionaries or another framing: the full stream reader
+            batches = list(pa.ipc.open_stream(stream))
+        for batch in batches:
+            batch.validate(full=True)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InvalidRecordError(f"{where}: batch at byte {pos} has an Arrow body that does not decode: {exc}") from None
+    if len(batches) != 1:
+        raise InvalidRecordError(f"{where}: batch at byte {pos} holds {len(batches)} Arrow record batches, not 1")
+    if batches[0].num_rows != header.record_count:
+        raise InvalidRecordError(
+            f"{where}: batch at byte {pos} says it holds {header.record_count} records, its Arrow body holds {batches[0].num_rows}"
+        )
 
 
 def _decode_stream(stream: pa.Buffer, header: BatchHeader) -> pa.RecordBatch:

@@ -181,6 +181,50 @@ class ListTablesResponse(_message.Message):
     table_name: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, table_name: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class PbTableChange(_message.Message):
+    __slots__ = ("kind", "column_name", "column_type", "comment")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_NAME_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_TYPE_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    column_name: str
+    column_type: bytes
+    comment: str
+    def __init__(self, kind: _Optional[str] = ..., column_name: _Optional[str] = ..., column_type: _Optional[bytes] = ..., comment: _Optional[str] = ...) -> None: ...
+
+class AlterTableRequest(_message.Message):
+    __slots__ = ("table_path", "changes", "ignore_if_not_exists")
+    TABLE_PATH_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_IF_NOT_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    table_path: PbTablePath
+    changes: _containers.RepeatedCompositeFieldContainer[PbTableChange]
+    ignore_if_not_exists: bool
+    def __init__(self, table_path: _Optional[_Union[PbTablePath, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[PbTableChange, _Mapping]]] = ..., ignore_if_not_exists: _Optional[bool] = ...) -> None: ...
+
+class AlterTableResponse(_message.Message):
+    __slots__ = ("schema_id",)
+    SCHEMA_ID_FIELD_NUMBER: _ClassVar[int]
+    schema_id: int
+    def __init__(self, schema_id: _Optional[int] = ...) -> None: ...
+
+class GetTableSchemaRequest(_message.Message):
+    __slots__ = ("table_path", "schema_id")
+    TABLE_PATH_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_ID_FIELD_NUMBER: _ClassVar[int]
+    table_path: PbTablePath
+    schema_id: int
+    def __init__(self, table_path: _Optional[_Union[PbTablePath, _Mapping]] = ..., schema_id: _Optional[int] = ...) -> None: ...
+
+class GetTableSchemaResponse(_message.Message):
+    __slots__ = ("schema_id", "schema")
+    SCHEMA_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    schema_id: int
+    schema: bytes
+    def __init__(self, schema_id: _Optional[int] = ..., schema: _Optional[bytes] = ...) -> None: ...
+
 class GetTableInfoRequest(_message.Message):
     __slots__ = ("table_path", "table_id")
     TABLE_PATH_FIELD_NUMBER: _ClassVar[int]
@@ -232,12 +276,14 @@ class TabletServerHeartbeatResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class RegisterTabletServerResponse(_message.Message):
-    __slots__ = ("table_metadata", "lake_offsets")
+    __slots__ = ("table_metadata", "lake_offsets", "writer_key")
     TABLE_METADATA_FIELD_NUMBER: _ClassVar[int]
     LAKE_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    WRITER_KEY_FIELD_NUMBER: _ClassVar[int]
     table_metadata: _containers.RepeatedCompositeFieldContainer[PbTableMetadata]
     lake_offsets: NotifyLakeTableOffsetRequest
-    def __init__(self, table_metadata: _Optional[_Iterable[_Union[PbTableMetadata, _Mapping]]] = ..., lake_offsets: _Optional[_Union[NotifyLakeTableOffsetRequest, _Mapping]] = ...) -> None: ...
+    writer_key: bytes
+    def __init__(self, table_metadata: _Optional[_Iterable[_Union[PbTableMetadata, _Mapping]]] = ..., lake_offsets: _Optional[_Union[NotifyLakeTableOffsetRequest, _Mapping]] = ..., writer_key: _Optional[bytes] = ...) -> None: ...
 
 class ProduceLogRequest(_message.Message):
     __slots__ = ("acks", "table_id", "timeout_ms", "buckets_req", "hold_id")
@@ -254,14 +300,16 @@ class ProduceLogRequest(_message.Message):
     def __init__(self, acks: _Optional[int] = ..., table_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., buckets_req: _Optional[_Iterable[_Union[PbProduceLogReqForBucket, _Mapping]]] = ..., hold_id: _Optional[str] = ...) -> None: ...
 
 class PbProduceLogReqForBucket(_message.Message):
-    __slots__ = ("partition_id", "bucket_id", "records")
+    __slots__ = ("partition_id", "bucket_id", "records", "writer_token")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    WRITER_TOKEN_FIELD_NUMBER: _ClassVar[int]
     partition_id: int
     bucket_id: int
     records: bytes
-    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
+    writer_token: bytes
+    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., records: _Optional[bytes] = ..., writer_token: _Optional[bytes] = ...) -> None: ...
 
 class ProduceLogResponse(_message.Message):
     __slots__ = ("buckets_resp",)
@@ -714,10 +762,12 @@ class InitWriterRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class InitWriterResponse(_message.Message):
-    __slots__ = ("writer_id",)
+    __slots__ = ("writer_id", "writer_token")
     WRITER_ID_FIELD_NUMBER: _ClassVar[int]
+    WRITER_TOKEN_FIELD_NUMBER: _ClassVar[int]
     writer_id: int
-    def __init__(self, writer_id: _Optional[int] = ...) -> None: ...
+    writer_token: bytes
+    def __init__(self, writer_id: _Optional[int] = ..., writer_token: _Optional[bytes] = ...) -> None: ...
 
 class PbPartitionSpec(_message.Message):
     __slots__ = ("partition_key_values",)

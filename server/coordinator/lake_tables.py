@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Sequence
+from typing import Callable, Sequence
 
 import pyarrow as pa
 
@@ -38,11 +38,18 @@ class LakeTables:
     def create_table(self, path: TablePath, schema: pa.Schema, partition_keys: Sequence[str] = ()) -> None:
         """Create the lake table of a lake-enabled table (refusing a schema the lake cannot hold),
         partitioned by the table's partition keys, then by bucket."""
+        self._with_storage(lambda storage: storage.create_lake_table(path, schema, self.config, partition_keys))
+
+    def evolve_table(self, path: TablePath, schema: pa.Schema) -> None:
+        """Bring the lake table to the log table's altered ``schema``."""
+        self._with_storage(lambda storage: storage.evolve_lake_table(path, schema, self.config))
+
+    def _with_storage(self, call: Callable[[LakeStorage], None]) -> None:
         with self._lock:
             if self._storage is None:
                 self._storage = load_lake_storage(self.config.format)
             storage = self._storage
         try:
-            storage.create_lake_table(path, schema, self.config, partition_keys)
+            call(storage)
         except ImportError as exc:
             raise LakeError(f"lake-enabled tables need PyIceberg on the coordinator (pip install 'lakelog[lake]'): {exc}") from None

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+import pyarrow as pa
+
 from lakelog.metadata import (
     LakeBucketKey,
     LakeBucketOffset,
@@ -47,6 +49,12 @@ CREATE TABLE IF NOT EXISTS tables (
     bucket_keys TEXT NOT NULL DEFAULT '[]',
     partition_keys TEXT NOT NULL DEFAULT '[]',
     UNIQUE (database, name)
+);
+CREATE TABLE IF NOT EXISTS table_schemas (
+    table_id INTEGER NOT NULL REFERENCES tables(table_id) ON DELETE CASCADE,
+    schema_id INTEGER NOT NULL,
+    schema BLOB NOT NULL,
+    PRIMARY KEY (table_id, schema_id)
 );
 CREATE TABLE IF NOT EXISTS partitions (
     partition_id INTEGER PRIMARY KEY,
@@ -108,6 +116,10 @@ CREATE TABLE IF NOT EXISTS lake_partition_bucket_offsets (
 CREATE TABLE IF NOT EXISTS writer_ids (
     writer_id INTEGER PRIMARY KEY AUTOINCREMENT,
     allocated_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS writer_key (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    key BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS tiering_jobs (
     job_id TEXT PRIMARY KEY,
@@ -187,6 +199,10 @@ class MetadataStore:
                 ),
             )
             table_id = int(cursor.lastrowid or 0)
+            db.execute(
+                "INSERT INTO table_schemas (table_id, schema_id, schema) VALUES (?, 1, ?)",
+                (table_id, schema_to_bytes(descriptor.schema)),
+            )
             db.executemany(
                 "INSERT INTO bucket_leaders (table_id, bucket, leader_id) VALUES (?, ?, ?)",
                 [(table_id, bucket, leader) for bucket, leader in leaders.items()],
@@ -203,6 +219,31 @@ class MetadataStore:
             tuple(descriptor.bucket_keys),
             tuple(descriptor.partition_keys),
         )
+
+    def alter_schema(self, table_id: int, schema: pa.Schema) -> int:
+        """Make ``schema`` the table's next version, in one transaction with the version history
+        (a table created before histories were kept gets its current version recorded first); the
+        new version's id."""
+        with self._transaction() as db:
+            current, current_id = db.execute("SELECT schema, schema_id FROM tables WHERE table_id = ?", (table_id,)).fetchone()
+            db.execute(
+                "INSERT OR IGNORE INTO table_schemas (table_id, schema_id, schema) VALUES (?, ?, ?)", (table_id, current_id, current)
+            )
+            new_id = current_id + 1
+            encoded = schema_to_bytes(schema)
+            db.execute("UPDATE tables SET schema = ?, schema_id = ? WHERE table_id = ?", (encoded, new_id, table_id))
+            db.execute("INSERT INTO table_schemas (table_id, schema_id, schema) VALUES (?, ?, ?)", (table_id, new_id, encoded))
+        return new_id
+
+    def table_schema(self, table_id: int, schema_id: int) -> pa.Schema | None:
+        """Version ``schema_id`` of the table's schema, None if it has none of that id."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT schema FROM table_schemas WHERE table_id = ? AND schema_id = ?"
+                " UNION ALL SELECT schema FROM tables WHERE table_id = ? AND schema_id = ?",
+                (table_id, schema_id, table_id, schema_id),
+            ).fetchone()
+        return None if row is None else schema_from_bytes(row[0])
 
     def delete_table(self, table_id: int) -> None:
         with self._transaction() as db:
@@ -307,6 +348,15 @@ class MetadataStore:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM partitions").fetchone()[0])
 
+    def buckets_per_leader(self) -> dict[int, int]:
+        """Per tablet server id, how many buckets of tables and partitions it leads."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT leader_id, COUNT(*) FROM (SELECT leader_id FROM bucket_leaders"
+                " UNION ALL SELECT leader_id FROM partition_bucket_leaders) GROUP BY leader_id"
+            ).fetchall()
+        return {leader: count for leader, count in rows}
+
     def partition_leaders(self, table_id: int) -> dict[int, dict[int, int]]:
         """Per partition of the table, per bucket, its leader's id."""
         with self._lock:
@@ -395,6 +445,13 @@ class MetadataStore:
             writer_id = int(db.execute("INSERT INTO writer_ids (allocated_ms) VALUES (?)", (int(time.time() * 1000),)).lastrowid)
             db.execute("DELETE FROM writer_ids WHERE writer_id < ?", (writer_id,))
         return writer_id
+
+    def writer_key(self, new_key: bytes) -> bytes:
+        """The key writer tokens are made with: ``new_key`` stored on first use, the stored one
+        ever after, so tokens issued before a restart still check."""
+        with self._transaction() as db:
+            db.execute("INSERT OR IGNORE INTO writer_key (id, key) VALUES (0, ?)", (new_key,))
+            return bytes(db.execute("SELECT key FROM writer_key WHERE id = 0").fetchone()[0])
 
     def upsert_tiering_job(self, job: TieringJobInfo) -> None:
         with self._transaction() as db:

@@ -47,14 +47,17 @@ class LogManager:
     def _open(self, table_id: int, bucket: int, table_name: str, parent: Path) -> LogTablet:
         """Open one bucket's log. Lock held, so two callers never open the same directory."""
         callback = None if self._on_high_watermark is None else partial(self._on_high_watermark, table_id, bucket)
-        tablet = LogTablet.open(
-            parent / str(bucket),
-            self.config,
-            bucket,
-            f"{table_name} bucket {bucket}",
-            on_high_watermark=callback,
-            clock=self._clock,
-        )
+        try:
+            tablet = LogTablet.open(
+                parent / str(bucket),
+                self.config,
+                bucket,
+                f"{table_name} bucket {bucket}",
+                on_high_watermark=callback,
+                clock=self._clock,
+            )
+        except OSError as exc:  # a file of the log that cannot be opened: out of open files, or of disk
+            raise StorageError(f"cannot open the log of {table_name} bucket {bucket}: {exc}") from exc
         self._tablets[table_id, bucket] = tablet
         return tablet
 
@@ -109,13 +112,15 @@ class LogManager:
             tablet.close()
 
     def tick(self) -> None:
-        """Roll every active segment that has grown too old and checkpoint every log's acknowledged
-        offset; the server calls this from a timer. One bucket failing does not stop the others."""
+        """Roll every active segment that has grown too old, forget idle writers and checkpoint
+        every log's acknowledged offset; the server calls this from a timer. One bucket failing
+        does not stop the others."""
         with self._lock:
             tablets = list(self._tablets.values())
         for tablet in tablets:
             try:
                 tablet.maybe_roll_by_age()
+                tablet.expire_writers()
                 tablet.checkpoint_acknowledged()
             except LakelogError:
                 logger.exception("log maintenance of %s failed", tablet.name)

@@ -55,13 +55,14 @@ def wall_clock_ms() -> int:
 
 @dataclass(frozen=True)
 class LogConfig:
-    """The ``log.*`` settings of section 10 of the spec, in the units the log works in."""
+    """The ``log.*`` settings, in the units the log works in."""
 
     segment_max_bytes: int = OPTIONS["log.segment.max-bytes"].default
     segment_max_age_ms: int = OPTIONS["log.segment.max-age"].default
     index_interval_bytes: int = OPTIONS["log.index.interval-bytes"].default
     flush_mode: str = OPTIONS["log.flush.mode"].default
     flush_interval_ms: int = OPTIONS["log.flush.interval"].default
+    writer_expiration_ms: int = OPTIONS["server.writer-id.expiration-time"].default
 
     def __post_init__(self) -> None:
         if self.flush_mode not in ("sync", "async"):
@@ -77,6 +78,7 @@ class LogConfig:
             index_interval_bytes=conf.get("log.index.interval-bytes"),
             flush_mode=conf.get("log.flush.mode"),
             flush_interval_ms=conf.get("log.flush.interval"),
+            writer_expiration_ms=conf.get("server.writer-id.expiration-time"),
         )
 
 
@@ -132,7 +134,7 @@ class LogTablet:
         self._flushing = False
         self._closed = False
         self._acknowledged = AcknowledgedOffset(directory)
-        self._writers = WriterState(name)
+        self._writers = WriterState(name, config.writer_expiration_ms)
         self._segments, self._log_start_offset, self._holes = self._recover()
         self._durable_offset = self._segments[-1].next_offset  # recovery flushed what it kept
         self._fence = self._check_acknowledged()
@@ -363,6 +365,16 @@ class LogTablet:
         self._unpublished.append((offset, commit_timestamp))
         advanced = self.config.flush_mode == "async" and self._publish(self._end_mark())
         return AppendResult(base_offset, offset, commit_timestamp, count), advanced
+
+    def expire_writers(self) -> int:
+        """Forget the idempotent writers idle past their expiration time; how many went."""
+        with self._lock:
+            if self._closed:
+                return 0
+            expired = self._writers.expire(self._clock())
+        if expired:
+            logger.info("%s: forgot %d idempotent writer(s) idle for over %d ms", self.name, expired, self.config.writer_expiration_ms)
+        return expired
 
     def barrier_safe_time(self) -> int:
         """The largest T such that every record stamped <= T is visible (below the high watermark)

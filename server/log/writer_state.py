@@ -2,12 +2,17 @@
 
 As Kafka's producer state: a writer (an id from the coordinator) numbers its batches per bucket
 from 0 within an epoch. A batch whose sequence the bucket already holds is a retry of a batch that
-was appended but whose answer was lost: it is dropped and answered with its original offsets. A
-sequence past the next one, or an epoch older than the bucket's, is refused. The state is not a
-file of its own: every batch header carries its writer, epoch and sequence, so a restart rebuilds
-it by reading the headers of the local segments (recovery replays them, segment by segment). A writer whose batches all left the local log
-(uploaded and cleaned) is forgotten and accepted again from any sequence, as Kafka does once it
-has expired a producer id.
+was appended but whose answer was lost: it is dropped and answered with its original offsets, but
+only if it is the same batch (the same CRC, which covers its body and writer fields); a different
+batch under a held sequence is refused, so nobody can turn a writer's real batch into a
+"duplicate". A sequence past the next one, or an epoch older than the bucket's, is refused.
+
+A writer is forgotten once it has appended nothing for ``server.writer-id.expiration-time`` (as
+Kafka's ``producer.id.expiration.ms``): by age, never by a count that other clients could push.
+The state is not a file of its own: every batch header carries its writer, epoch and sequence, so a
+restart rebuilds it by reading the headers of the local segments (recovery replays them, segment
+by segment), each writer's age from its last batch's commit timestamp. A writer whose batches all
+left the local log (uploaded and cleaned) is forgotten too and accepted again from any sequence.
 """
 
 from __future__ import annotations
@@ -16,14 +21,12 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from lakelog.errors import InvalidRequestError, OutOfOrderSequenceError
+from lakelog.errors import InvalidRequestError, OutOfOrderSequenceError, WriterSequenceConflictError
 from lakelog.record.batch import NO_WRITER, BatchHeader
 
 # Batches remembered per writer: more than one produce request of a writer holds (the client
 # sends at most ``MAX_BATCHES_PER_REQUEST`` of them), so a whole retried request is recognised.
 BATCHES_REMEMBERED = 1024
-# Writers remembered per bucket, the least recently appending forgotten first.
-WRITERS_REMEMBERED = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +37,7 @@ class AppendedBatch:
     base_offset: int
     next_offset: int
     commit_timestamp: int
+    crc: int
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ class WriterBatches:
     epoch: int
     first_sequence: int
     last_sequence: int
+    crcs: tuple[int, ...]
 
     @classmethod
     def of(cls, headers: Sequence[BatchHeader], where: str) -> WriterBatches | None:
@@ -70,7 +75,18 @@ class WriterBatches:
                 )
         if first.writer_id == NO_WRITER:
             return None
-        return cls(first.writer_id, first.writer_epoch, first.batch_sequence, first.batch_sequence + len(headers) - 1)
+        if first.writer_epoch < 0 or first.batch_sequence < 0:
+            raise InvalidRequestError(
+                f"{where}: writer {first.writer_id} sent epoch {first.writer_epoch} sequence {first.batch_sequence}; "
+                "neither may be negative"
+            )
+        return cls(
+            first.writer_id,
+            first.writer_epoch,
+            first.batch_sequence,
+            first.batch_sequence + len(headers) - 1,
+            tuple(header.crc for header in headers),
+        )
 
 
 @dataclass
@@ -82,14 +98,23 @@ class _Writer:
     def last_sequence(self) -> int:
         return self.batches[-1].sequence if self.batches else -1
 
+    @property
+    def last_timestamp(self) -> int:
+        return self.batches[-1].commit_timestamp if self.batches else -1
+
 
 class WriterState:
-    """Per writer id, its epoch and last appended batches in one bucket. Not thread-safe: the log
-    calls it under its append lock, so a check and the append it allows are one step."""
+    """Per writer id, its epoch and last appended batches in one bucket, least recently appending
+    first. Not thread-safe: the log calls it under its append lock, so a check and the append it
+    allows are one step."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, expiration_ms: int) -> None:
         self._name = name
+        self._expiration_ms = expiration_ms
         self._writers: OrderedDict[int, _Writer] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._writers)
 
     def replay(self, headers: Iterable[BatchHeader]) -> None:
         """Rebuild from the log: its batch headers, oldest first, one segment after another."""
@@ -135,7 +160,26 @@ class WriterState:
                 f"{batches.first_sequence}..{batches.last_sequence}, older than the last "
                 f"{len(writer.batches)} this bucket remembers (up to {writer.last_sequence}); their offsets are unknown"
             )
+        for sequence, crc in enumerate(batches.crcs, batches.first_sequence):
+            appended = by_sequence[sequence]
+            if appended.crc != crc:
+                raise WriterSequenceConflictError(
+                    f"{self._name}: writer {batches.writer_id} epoch {batches.epoch} sequence {sequence} was appended "
+                    f"at offsets [{appended.base_offset}, {appended.next_offset}) with CRC {appended.crc:#010x}; this "
+                    f"batch has CRC {crc:#010x}, so it is not a resend of that batch and is refused"
+                )
         return Duplicate(first.base_offset, last.next_offset, first.commit_timestamp)
+
+    def expire(self, now_ms: int) -> int:
+        """Forget the writers that appended nothing for the expiration time; how many went."""
+        expired = 0
+        while self._writers:
+            writer = next(iter(self._writers.values()))
+            if now_ms - writer.last_timestamp <= self._expiration_ms:
+                break
+            self._writers.popitem(last=False)
+            expired += 1
+        return expired
 
     def appended(self, batches: WriterBatches, headers: Sequence[BatchHeader]) -> None:
         """Record ``headers`` (stamped with their offsets) as appended for ``batches``' writer."""
@@ -148,7 +192,5 @@ class WriterState:
         self._writers.move_to_end(writer_id)
         for header in headers:
             writer.batches.append(
-                AppendedBatch(header.batch_sequence, header.base_offset, header.next_offset, header.commit_timestamp)
+                AppendedBatch(header.batch_sequence, header.base_offset, header.next_offset, header.commit_timestamp, header.crc)
             )
-        while len(self._writers) > WRITERS_REMEMBERED:
-            self._writers.popitem(last=False)

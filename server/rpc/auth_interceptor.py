@@ -36,6 +36,8 @@ RPC_ACTIONS: Mapping[str, Action] = {
     _COORDINATOR + "ListDatabases": Action.READ,
     _COORDINATOR + "CreateTable": Action.ADMIN,
     _COORDINATOR + "DropTable": Action.ADMIN,
+    _COORDINATOR + "AlterTable": Action.ADMIN,
+    _COORDINATOR + "GetTableSchema": Action.READ,
     _COORDINATOR + "ListTables": Action.READ,
     _COORDINATOR + "GetTableInfo": Action.READ,
     _COORDINATOR + "GetMetadata": Action.READ,
@@ -65,6 +67,15 @@ RPC_ACTIONS: Mapping[str, Action] = {
 }
 
 
+# The principal a call comes from, for what is bound to it (writer tokens): the name of the token
+# it authenticated with, "" with authentication off, where every caller is the same principal.
+CallerName = Callable[[grpc.ServicerContext], str]
+
+
+def anonymous_caller(context: grpc.ServicerContext) -> str:
+    return ""
+
+
 class AuthInterceptor(grpc.ServerInterceptor):
     """Refusals are counted in ``metrics`` like every other failed call."""
 
@@ -90,6 +101,11 @@ class AuthInterceptor(grpc.ServerInterceptor):
     def tokens(self) -> TokenStore:
         """The accepted tokens, for the HTTP pages that share them (the status page)."""
         return self._tokens
+
+    def caller_name(self, context: grpc.ServicerContext) -> str:
+        """The name of the token the call presented (the interceptor admitted the call already)."""
+        authorization = next((str(v) for k, v in context.invocation_metadata() or () if k == AUTHORIZATION_KEY), None)
+        return self._tokens.authenticate(authorization).name
 
     def check(self, method: str, authorization: str | None) -> None:
         """Raises AuthenticationError or AuthorizationError unless the call may proceed."""

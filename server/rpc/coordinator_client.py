@@ -32,11 +32,12 @@ class CoordinatorClient:
         except grpc.RpcError as exc:
             raise error_from_rpc(exc, f"coordinator {self.address}") from None
 
-    def register(self, node: ServerNode) -> tuple[list[TableAssignment], list[LakeOffsets]]:
-        """The buckets this server leads and what of them is already in the lake."""
+    def register(self, node: ServerNode) -> tuple[list[TableAssignment], list[LakeOffsets], bytes]:
+        """The buckets this server leads, what of them is already in the lake and the key writer
+        tokens are checked with."""
         response = self._call(self._stub.RegisterTabletServer, pb.RegisterTabletServerRequest(server=codec.node_to_pb(node)))
         assignments = [codec.table_metadata_from_pb(m) for m in response.table_metadata]
-        return assignments, codec.lake_offsets_from_pb(response.lake_offsets)
+        return assignments, codec.lake_offsets_from_pb(response.lake_offsets), response.writer_key
 
     def heartbeat(self, server_id: int) -> None:
         self._call(self._stub.TabletServerHeartbeat, pb.TabletServerHeartbeatRequest(server_id=server_id))

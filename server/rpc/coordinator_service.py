@@ -5,22 +5,24 @@ from __future__ import annotations
 import grpc
 
 from lakelog.errors import InvalidRequestError, InvalidTableError, LakelogError
-from lakelog.metadata import ServerNode, TableDescriptor, schema_from_bytes
+from lakelog.metadata import ServerNode, TableDescriptor, schema_from_bytes, schema_to_bytes
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceServicer
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.metrics.server_metrics import ServerMetrics
+from lakelog.server.rpc.auth_interceptor import CallerName
 from lakelog.server.rpc.error_boundary import rpc_method
 from lakelog.server.rpc.grpc_server import RpcServer, add_servicer
 from lakelog.server.rpc.request_checks import check_lake_buckets
 
 
 class CoordinatorService(CoordinatorServiceServicer):
-    def __init__(self, coordinator: Coordinator, self_node: ServerNode, metrics: ServerMetrics) -> None:
+    def __init__(self, coordinator: Coordinator, self_node: ServerNode, metrics: ServerMetrics, caller: CallerName) -> None:
         self._coordinator = coordinator
         self._node = self_node
         self.metrics = metrics
+        self._caller = caller
 
     def register(self, server: RpcServer) -> None:
         add_servicer(server, self, "CoordinatorService")
@@ -61,6 +63,17 @@ class CoordinatorService(CoordinatorServiceServicer):
     def DropTable(self, request: pb.DropTableRequest, context: grpc.ServicerContext) -> pb.DropTableResponse:
         self._coordinator.drop_table(codec.path_from_pb(request.table_path), request.ignore_if_not_exists)
         return pb.DropTableResponse()
+
+    @rpc_method
+    def AlterTable(self, request: pb.AlterTableRequest, context: grpc.ServicerContext) -> pb.AlterTableResponse:
+        changes = [codec.table_change_from_pb(change, f"AlterTable: changes[{i}]") for i, change in enumerate(request.changes)]
+        schema_id = self._coordinator.alter_table(codec.path_from_pb(request.table_path), changes, request.ignore_if_not_exists)
+        return pb.AlterTableResponse(schema_id=schema_id)
+
+    @rpc_method
+    def GetTableSchema(self, request: pb.GetTableSchemaRequest, context: grpc.ServicerContext) -> pb.GetTableSchemaResponse:
+        found = self._coordinator.table_schema(codec.path_from_pb(request.table_path), request.schema_id)
+        return pb.GetTableSchemaResponse(schema_id=found.schema_id, schema=schema_to_bytes(found.schema))
 
     @rpc_method
     def ListTables(self, request: pb.ListTablesRequest, context: grpc.ServicerContext) -> pb.ListTablesResponse:
@@ -107,6 +120,7 @@ class CoordinatorService(CoordinatorServiceServicer):
         return pb.RegisterTabletServerResponse(
             table_metadata=[codec.table_metadata_to_pb(a.info, a.leaders) for a in assignments],
             lake_offsets=codec.lake_offsets_to_pb(lake_offsets),
+            writer_key=self._coordinator.writer_key,
         )
 
     @rpc_method
@@ -183,7 +197,8 @@ class CoordinatorService(CoordinatorServiceServicer):
 
     @rpc_method
     def InitWriter(self, request: pb.InitWriterRequest, context: grpc.ServicerContext) -> pb.InitWriterResponse:
-        return pb.InitWriterResponse(writer_id=self._coordinator.init_writer())
+        identity = self._coordinator.init_writer(self._caller(context))
+        return pb.InitWriterResponse(writer_id=identity.writer_id, writer_token=identity.token)
 
     @rpc_method
     def GetLakeConfig(self, request: pb.GetLakeConfigRequest, context: grpc.ServicerContext) -> pb.GetLakeConfigResponse:
