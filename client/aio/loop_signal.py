@@ -10,12 +10,23 @@ it looks at the state, so a notification between the look and the wait is never 
 from __future__ import annotations
 
 import asyncio
+import threading
+from typing import Callable
 
 
 class LoopSignal:
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, listeners: list[Callable[[], None]], lock: threading.Condition) -> None:
+        """Listens to ``listeners`` (a core object's, guarded by ``lock``) until :meth:`close`."""
         self._loop = loop
         self._event = asyncio.Event()
+        self._listeners = listeners
+        self._lock = lock
+        with lock:
+            listeners.append(self.notify)
+
+    def close(self) -> None:
+        with self._lock:
+            self._listeners.remove(self.notify)
 
     def notify(self) -> None:
         """From any thread: wake the coroutine waiting (a loop already closed has nobody to wake)."""

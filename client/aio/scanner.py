@@ -90,8 +90,7 @@ class AsyncLogScanner:
 
     async def close(self) -> None:
         if self._signal is not None:
-            with self._scanner.buffer.cond:
-                self._scanner.buffer.listeners.remove(self._signal.notify)
+            self._signal.close()
         self._scanner.close()
 
     async def __aenter__(self) -> "AsyncLogScanner":
@@ -102,7 +101,6 @@ class AsyncLogScanner:
 
     def _listening(self) -> LoopSignal:
         if self._signal is None:
-            self._signal = LoopSignal(asyncio.get_running_loop())
-            with self._scanner.buffer.cond:
-                self._scanner.buffer.listeners.append(self._signal.notify)
+            buffer = self._scanner.buffer
+            self._signal = LoopSignal(asyncio.get_running_loop(), buffer.listeners, buffer.cond)
         return self._signal

@@ -59,8 +59,7 @@ class AsyncWriter:
         finally:
             self._writer.close()  # nothing left to wait for: flushed, or failed
             if self._signal is not None:
-                with self._core.accumulator.cond:
-                    self._core.accumulator.listeners.remove(self._signal.notify)
+                self._signal.close()
 
     @property
     def delivery_stats(self) -> DeliveryStats:
@@ -90,7 +89,6 @@ class AsyncWriter:
 
     def _listening(self) -> LoopSignal:
         if self._signal is None:
-            self._signal = LoopSignal(asyncio.get_running_loop())
-            with self._core.accumulator.cond:
-                self._core.accumulator.listeners.append(self._signal.notify)
+            accumulator = self._core.accumulator
+            self._signal = LoopSignal(asyncio.get_running_loop(), accumulator.listeners, accumulator.cond)
         return self._signal
