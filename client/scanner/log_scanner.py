@@ -26,8 +26,15 @@ from typing import Any, Callable, Iterable, Mapping
 import pyarrow as pa
 
 from lakelog.config import Configuration
-from lakelog.errors import InvalidPartitionError, InvalidRequestError, InvalidTimestampError, LakelogError, OffsetOutOfRangeError
-from lakelog.errors import PartitionNotExistError, TableNotExistError, UnknownBucketError
+from lakelog.errors import (
+    InvalidPartitionError,
+    InvalidRequestError,
+    InvalidTimestampError,
+    OffsetOutOfRangeError,
+    PartitionNotExistError,
+    TableNotExistError,
+    UnknownBucketError,
+)
 from lakelog.metadata import LakeSnapshot, OffsetSpec, OffsetType, TableInfo
 from lakelog.client.admin import Admin, lake_offset
 from lakelog.log_source import LogSource
