@@ -16,7 +16,7 @@ import pytest
 from lakelog.config import Configuration
 from lakelog.errors import LakelogError, NotLeaderError
 from lakelog.log_source import FetchContext, LogSource, LookupContext
-from lakelog.metadata import LakeLogFetchInfo, OffsetSpec, ServerNode, TableInfo, TablePath
+from lakelog.metadata import MAX_BUCKETS, LakeLogFetchInfo, OffsetSpec, ServerNode, TableInfo, TablePath
 from lakelog.record import batch as rb
 from lakelog.record.meta_columns import with_meta_fields
 from lakelog.client.rpc.leader_router import LeaderRouter
@@ -215,3 +215,18 @@ def test_a_partition_created_while_scanning_is_read() -> None:
 def test_polls_without_a_subscription_are_refused(info: TableInfo) -> None:
     with pytest.raises(LakelogError, match="no bucket subscribed"):
         scanner(FakeCluster(), info).poll(timeout_ms=0)
+
+
+def test_a_server_leading_more_buckets_than_a_fetch_may_name_gets_several_fetches_and_every_bucket_is_read() -> None:
+    """A FetchLog names at most MAX_BUCKETS buckets (tablet servers refuse more): 600 partitions of
+    two buckets on one server are read through fetches within that bound, every bucket in turn."""
+    partitions = [partition(pid) for pid in range(1, 601)]
+    cluster = FakeCluster(partitions)
+    for pid in range(1, 601):
+        for bucket in (0, 1):
+            cluster.append(pid, bucket, 1)
+    scan = scanner(cluster, PARTITIONED)
+    scan.subscribe_from_beginning()
+    assert read(scan, 1200) == {(pid, bucket): [0] for pid in range(1, 601) for bucket in (0, 1)}
+    assert max(len(fetched) for fetched in cluster.fetched_buckets()) <= MAX_BUCKETS
+    scan.close()

@@ -32,7 +32,7 @@ import pyarrow as pa
 from lakelog.config import Configuration
 from lakelog.errors import LakelogError
 from lakelog.log_source import FetchContext, LogSource
-from lakelog.metadata import ServerNode, TableInfo
+from lakelog.metadata import MAX_BUCKETS, ServerNode, TableInfo
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.messages import FetchedBucket, FetchRequest
 from lakelog.client.rpc.tablet_gateway import TabletGateway
@@ -83,6 +83,7 @@ class LogFetcher:
         self._min_bytes = conf.get("client.scanner.fetch.min-bytes")
         self.log_source = log_source
         self._nodes_in_flight: dict[ServerNode, int] = defaultdict(int)
+        self._turn = 0  # where the next round starts among the positions (see send_fetches)
         self._backlogged: set[ServerNode] = set()  # servers whose last answer was large
         self._remote_conf = remote_conf or (lambda: conf)
         self._prefetch_num: int = conf.get("client.scanner.remote-log.prefetch-num")
@@ -112,7 +113,11 @@ class LogFetcher:
         lake_reads: list[TableBucket] = []
         now = time.monotonic()
         with buffer.cond:
-            for bucket, position in buffer.positions.items():
+            # A FetchLog names at most MAX_BUCKETS buckets: with more ready on one server, the rest go
+            # in later fetches, starting where this round stopped so every bucket gets its turn.
+            ready = list(buffer.positions.items())
+            start = self._turn % len(ready) if ready else 0
+            for bucket, position in ready[start:] + ready[:start]:
                 if bucket in buffer.in_flight or bucket in buffer.taking or bucket in buffer.readers or not buffer.reads_on(bucket):
                     continue
                 if bucket in buffer.lake_only:
@@ -128,8 +133,10 @@ class LogFetcher:
                 except LakelogError as error:
                     buffer.completed.setdefault(bucket, []).append(FetchedBucket(bucket, offset, error=error))
                     continue
-                if self._nodes_in_flight[node] < FETCHES_PER_SERVER:
+                fetches = min(self._fetches(node), FETCHES_PER_SERVER - self._nodes_in_flight[node])
+                if len(by_leader[node]) < MAX_BUCKETS * fetches:
                     by_leader[node].append((bucket, offset))
+                    self._turn += 1
             sends = [
                 (node, group, self._max_bytes // self._fetches(node))
                 for node, buckets in by_leader.items()
