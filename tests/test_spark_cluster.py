@@ -35,7 +35,7 @@ from lakelog.lake_config import HOST_ID_ENV
 from lakelog.server.server_process import ServerProcess
 from lakelog.spark_connect_server import SparkConnectServer
 from lakelog.tiering.kill_points import AFTER_WRITE, KILL_AT_ENV
-from tests.conftest import LAKE_TABLE, assert_lake_holds_log, create_table, expire_remote, lake_table, log_rows, produce_orders
+from tests.conftest import LAKE_TABLE, assert_lake_holds_log, create_table, expire_remote, lake_table, log_rows, order_rows, produce_orders
 from tests.postgres import PostgresServer
 from tests.s3 import REGION, MotoS3
 from tests.spark_standalone import EXECUTOR_CONF, StandaloneCluster, cluster_environment, submit_args
@@ -123,7 +123,10 @@ def cluster_lake(
         hosts = cluster.executor_hosts()
         lake_rows = assert_lake_holds_log(server, PATH) if rerun.returncode == 0 else pa.table({})
 
-        produce_orders(table, 50_000, 10_000)
+        # Each bucket rolls segments past the lake's end, however the writer spreads its batches.
+        with table.new_append().create_writer() as writer:
+            for bucket in range(BUCKETS):
+                writer.append_arrow(order_rows(50_000 + bucket * 10_000, 10_000), bucket=bucket)
         remote.run_once()
         truth = log_rows(server.address, PATH)
         assert expire_remote(remote, days=2).expired > 0
