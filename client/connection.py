@@ -17,6 +17,7 @@ from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.retry_policy import RetryPolicy
 from lakelog.client.rpc.tablet_gateway import TabletGateway
+from lakelog.client.sender import Sender
 from lakelog.client.table import Table
 
 if TYPE_CHECKING:
@@ -41,9 +42,10 @@ class Connection:
         # The admin and every scanner of this connection share one LogSource per table.
         self._lake = LakeSources(self.config, lambda: self.admin.get_lake_config())
         self.admin = Admin(coordinator, self._tablets, self._router, self._lake)
+        self._sender = Sender(self._tablets, self._router, self.config.get("client.writer.max-inflight"), self.config.get("client.writer.acks"))
 
     def get_table(self, path: TablePath) -> Table:
-        return Table(self._router.metadata.table(path), self._tablets, self._router, self.admin, self.config, self._lake)
+        return Table(self._router.metadata.table(path), self._tablets, self._router, self.admin, self.config, self._sender, self._lake)
 
     def open_barrier_hold(self, timeout_ms: int | None = None) -> BarrierHold:
         """A barrier hold on every tablet server (see :mod:`lakelog.client.barrier_hold`): writers
@@ -62,7 +64,9 @@ class Connection:
         return self._lake.lake_catalog()
 
     def close(self) -> None:
+        """Writers left open fail what they still hold (their ``flush()`` raises)."""
         try:
+            self._sender.close()
             self._lake.close()
         finally:
             self._edge.close()

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from lakelog.errors import DeliveryTimeoutError, LakelogError
+from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.record import batch as rb
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.retry_policy import TRANSPORT_ERRORS
@@ -59,12 +60,12 @@ class DeliveryStats:
 
 
 class Delivery:
-    """The retry decisions of one writer of one table."""
+    """The retry decisions of one writer, over every bucket it writes (of any partition)."""
 
-    def __init__(self, table: str, table_id: int, writer_id: int, router: LeaderRouter, timeout_s: float) -> None:
-        self.table = table
-        self.table_id = table_id
-        self.writer_id = writer_id
+    def __init__(self, identity: WriterIdentity | None, router: LeaderRouter, timeout_s: float) -> None:
+        """``identity``: the writer's id and token from the coordinator (None: not idempotent)."""
+        self.writer_id = identity.writer_id if identity else rb.NO_WRITER
+        self.token = identity.token if identity else b""  # sent with every ProduceLog bucket entry
         self.timeout_s = timeout_s
         self.stats = DeliveryStats()
         self._router = router
@@ -81,25 +82,26 @@ class Delivery:
     def _retried(self, error: LakelogError) -> bool:
         return self._router.policy.should_retry(error, self._resend_safe(error))
 
-    def retry_delay_s(self, error: LakelogError, attempt: int, failing_since: float, batches: int) -> float | None:
-        """The wait before resending a request of ``batches`` batches that failed with ``error``,
-        None to give up: not an error resent, or past the delivery timeout."""
-        delay = self._router.retry_delay_s(error, attempt, resend_safe=self._resend_safe(error), table_id=self.table_id)
+    def retry_delay_s(self, error: LakelogError, attempt: int, failing_since: float, batches: int, physical_id: int) -> float | None:
+        """The wait before resending ``batches`` batches of a bucket of ``physical_id`` (a table
+        or a partition) that failed with ``error``, None to give up: not an error resent, or past
+        the delivery timeout."""
+        delay = self._router.retry_delay_s(error, attempt, resend_safe=self._resend_safe(error), table_id=physical_id)
         if delay is None or time.monotonic() + delay - failing_since > self.timeout_s:
             return None
         self.stats.retried_requests += 1
         self.stats.retried_batches += batches
         return delay
 
-    def gave_up(self, bucket: int, batches: list[rb.EncodedBatch], error: LakelogError, attempts: int) -> LakelogError:
+    def gave_up(self, table: str, bucket: int, batches: list[rb.EncodedBatch], error: LakelogError, attempts: int) -> LakelogError:
         """The error a failed request reaches ``flush()`` with: a retriable one that ran out of time
-        becomes a :class:`DeliveryTimeoutError` naming the table, the bucket and the records lost."""
+        becomes a :class:`DeliveryTimeoutError` naming the table (or partition), the bucket and the records lost."""
         self.stats.failed_batches += len(batches)
         if not self._retried(error):
             return error
         records = sum(rb.read_header(data).record_count for data in batches)
         return DeliveryTimeoutError(
-            f"{records} record(s) of {self.table} bucket {bucket} were not delivered within "
+            f"{records} record(s) of {table} bucket {bucket} were not delivered within "
             f"client.writer.delivery-timeout ({self.timeout_s:g} s, {attempts} tries); last error: {error}",
             bucket,
             records,

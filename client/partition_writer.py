@@ -1,10 +1,12 @@
 """The writer of a partitioned table: each row goes to its partition by its partition key values.
 
-Each partition is a set of buckets of its own, written by an :class:`AppendWriter` of its own
-(created on the first row for it), so batching, ordering and retries are those of a table. A row
-for a partition that does not exist creates it when ``client.writer.dynamic-create-partition.
-enabled`` (the default), else raises :class:`PartitionNotExistError`. Arrow input is checked whole
-before any row is written: a bad or missing partition value anywhere writes nothing.
+Each partition is a set of buckets of its own; all of them are written by one :class:`AppendWriter`
+(one accumulator, whose buckets are keyed by partition too), so batching, ordering and retries are
+those of a table, the connection's sender carries many partitions' batches in one request, and the
+writer's threads do not grow with its partitions. A row for a partition that does not exist
+creates it when ``client.writer.dynamic-create-partition.enabled`` (the default), else raises
+:class:`PartitionNotExistError`. Arrow input is checked whole before any row is written: a bad or
+missing partition value anywhere writes nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from lakelog.client.admin import Admin
 from lakelog.client.arrow_input import arrow_table
 from lakelog.client.bucket_assigner import split_rows
 from lakelog.client.metadata_cache import MetadataCache
+from lakelog.client.delivery import DeliveryStats
 from lakelog.client.writer import AppendWriter
 
 
@@ -45,18 +48,18 @@ class PartitionedAppendWriter:
     def __init__(
         self,
         info: TableInfo,
-        new_writer: Callable[[TableInfo], AppendWriter],
+        new_writer: Callable[[Callable[[float], float]], AppendWriter],
         admin: Admin,
         metadata: MetadataCache,
         conf: Configuration,
     ) -> None:
-        """``new_writer(partition_info)``: the AppendWriter of one partition."""
+        """``new_writer(linger_first)``: the AppendWriter that writes every partition, which calls
+        ``linger_first`` on the sender's thread before it seals lingering rows."""
         self._info = info
-        self._new_writer = new_writer
         self._admin = admin
         self._metadata = metadata
         self._create = conf.get("client.writer.dynamic-create-partition.enabled")
-        self._writers: dict[str, AppendWriter] = {}
+        self._partitions: dict[str, TableInfo] = {}
         self._lock = threading.Lock()
         # Arrow input is held whole (no copy) until the partitions it holds could fill a batch
         # each, or for ``client.writer.linger``; then all of it is split by partition at once, one
@@ -72,20 +75,17 @@ class PartitionedAppendWriter:
         self._pending_lock = threading.Lock()
         self._drain_lock = threading.Lock()
         self._error: Exception | None = None
-        self._closed = threading.Event()
-        self._linger = threading.Thread(target=self._linger_loop, name="partition-writer-linger", daemon=True)
-        self._linger.start()
+        self._writer = new_writer(self._linger_pending)
 
     def append(self, row: Mapping[str, Any], bucket: int | None = None) -> None:
         """Append one row to its partition (see :meth:`AppendWriter.append`); Arrow rows handed in
         before it are sent first."""
-        name = partition_name(self._info.partition_keys, {key: row.get(key) for key in self._info.partition_keys})
-        writer = self._writer(name)
+        partition = self.partition_info(self.row_partition(row))
         self._raise_error()
         with self._drain_lock:
             self._drain_locked()
-            writer.append(row, bucket)
-
+            self._writer.append_row_to(partition, row, bucket)
+        self._writer.serve_acks()
     def append_arrow(self, data: Any, bucket: int | None = None) -> None:
         """Append Arrow data (see :meth:`AppendWriter.append_arrow`), split by partition; every
         partition value is checked, and missing partitions created, before anything is written."""
@@ -97,11 +97,13 @@ class PartitionedAppendWriter:
         if bucket is not None:  # pinned: sent as given, after what was handed in before it
             with self._drain_lock:
                 self._drain_locked()
-                self._split_to_writers([table], [codes], set(indexes), bucket)
+                self._split_to_partitions([table], [codes], set(indexes), bucket)
+            self._writer.serve_acks()
             return
         with self._pending_lock:
             pending = self._pending
-            if not pending.tables:
+            first = not pending.tables
+            if first:
                 pending.since = time.monotonic()
             pending.tables.append(table)
             pending.codes.append(codes)
@@ -110,20 +112,39 @@ class PartitionedAppendWriter:
             full = pending.size >= self._batch_bytes * len(pending.partitions)
         if full:
             self._drain()
+        elif first:
+            self._writer.send_soon()  # the sender learns when these rows' linger ends
+        self._writer.serve_acks()
 
     def flush(self) -> None:
-        """Send what was handed in, flush every partition's writer; raise the first failure."""
+        """Send what was handed in and wait until every partition's rows are acknowledged; raise the first failure."""
+        self.send_all()
+        self._writer.flush()
+
+    def send_all(self) -> None:
+        """A flush's start: what was handed in goes to the writer (a failure to split it is raised)."""
         self._drain()
         self._raise_error()
-        self._each(AppendWriter.flush)
+
+    @property
+    def info(self) -> TableInfo:
+        return self._info
+
+    @property
+    def writer(self) -> AppendWriter:
+        """The writer of every partition's buckets."""
+        return self._writer
 
     def close(self) -> None:
         try:
             self._drain()
         finally:
-            self._closed.set()
-            self._linger.join()
-            self._each(AppendWriter.close)
+            self._writer.close()
+
+    @property
+    def delivery_stats(self) -> DeliveryStats:
+        """Requests and batches resent, and batches given up on, so far (every partition's)."""
+        return self._writer.delivery_stats
 
     def _drain(self) -> None:
         with self._drain_lock:
@@ -135,11 +156,13 @@ class PartitionedAppendWriter:
         with self._pending_lock:
             pending, self._pending = self._pending, _Pending()
         if pending.tables:
-            self._split_to_writers(pending.tables, pending.codes, pending.partitions)
+            self._split_to_partitions(pending.tables, pending.codes, pending.partitions)
 
-    def _split_to_writers(self, tables: list[pa.Table], codes: list[pa.Array], partitions: set[int], bucket: int | None = None) -> None:
-        """Each partition's rows of ``tables`` (``codes``: each row's partition) to its writer, as
-        one contiguous table: a writer sends each chunk it is given as a batch of its own."""
+    def _split_to_partitions(
+        self, tables: list[pa.Table], codes: list[pa.Array], partitions: set[int], bucket: int | None = None, wait: bool = True
+    ) -> None:
+        """Each partition's rows of ``tables`` (``codes``: each row's partition) to the writer, as
+        one contiguous table per partition: the writer seals each chunk it is given as a batch."""
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         if len(partitions) == 1:
             pieces = [(next(iter(partitions)), table.combine_chunks())]
@@ -150,7 +173,7 @@ class PartitionedAppendWriter:
             split = split_rows(rest, codes[0] if len(codes) == 1 else pa.chunked_array(codes).combine_chunks())
             pieces = [(index, self._with_keys(rows, self._names[index])) for index, rows in split]
         for index, rows in pieces:
-            self._writers[self._names[index]].append_arrow(rows, bucket)
+            self._writer.append_table_to(self._partitions[self._names[index]], rows, bucket, wait)
 
     def _with_keys(self, rows: pa.Table, name: str) -> pa.Table:
         """``rows`` of partition ``name`` with its key columns back in their places of the schema."""
@@ -161,16 +184,26 @@ class PartitionedAppendWriter:
             rows = rows.add_column(schema.get_field_index(key), field, pa.repeat(pa.scalar(spec[key], field.type), rows.num_rows))
         return rows
 
-    def _linger_loop(self) -> None:
-        """Sends what waited ``client.writer.linger``; a failure is raised by the next call."""
-        while not self._closed.wait(self._linger_s):
+    def _linger_pending(self, now: float) -> float:
+        """On the sender's thread: split what waited ``client.writer.linger``, without waiting for
+        room (the sender makes it) nor for a drain the application runs (it sends the same rows);
+        when the next will have waited. A failure is raised by the next call."""
+        with self._pending_lock:
+            if not self._pending.tables:
+                return float("inf")
+            due_at = self._pending.since + self._linger_s
+        if due_at > now or not self._drain_lock.acquire(blocking=False):
+            return due_at
+        try:
             with self._pending_lock:
-                due = bool(self._pending.tables) and self._pending.since <= time.monotonic() - self._linger_s
-            if due:
-                try:
-                    self._drain()
-                except Exception as error:  # noqa: BLE001 - handed to the caller's next append or flush
-                    self._error = self._error or error
+                pending, self._pending = self._pending, _Pending()
+            if pending.tables:
+                self._split_to_partitions(pending.tables, pending.codes, pending.partitions, wait=False)
+        except Exception as error:  # noqa: BLE001 - handed to the caller's next append or flush
+            self._error = self._error or error
+        finally:
+            self._drain_lock.release()
+        return float("inf")
 
     def _raise_error(self) -> None:
         if self._error is not None:
@@ -182,18 +215,6 @@ class PartitionedAppendWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _each(self, action: Callable[[AppendWriter], None]) -> None:
-        with self._lock:
-            writers = list(self._writers.values())
-        first: Exception | None = None
-        for writer in writers:
-            try:
-                action(writer)
-            except Exception as error:  # noqa: BLE001 - every writer gets its turn; the first failure is raised after
-                first = first or error
-        if first is not None:
-            raise first
 
     def _row_names(self, table: pa.Table) -> pa.ChunkedArray:
         """Each row's partition name: its key values joined by ``$``; a null key value is refused."""
@@ -212,19 +233,28 @@ class PartitionedAppendWriter:
             raise InvalidPartitionError(f"{self._info.path}: partition values {name!r} may not contain {PARTITION_NAME_SEPARATOR!r}")
         partition_name(self._info.partition_keys, dict(zip(self._info.partition_keys, values)))
 
-    def _writer(self, name: str) -> AppendWriter:
+    def unknown_partitions(self, table: pa.Table) -> list[str]:
+        """The partitions ``table``'s rows go to that this writer has not looked up yet."""
+        names = pc.unique(self._row_names(table).combine_chunks()).to_pylist()
         with self._lock:
-            writer = self._writers.get(name)
-            if writer is not None:
-                return writer
-            partition = self._partition(name)
-            writer = self._writers[name] = self._new_writer(partition)
-            return writer
+            return [name for name in names if name not in self._partitions]
+
+    def row_partition(self, row: Mapping[str, Any]) -> str:
+        """The name of the partition ``row`` goes to."""
+        return partition_name(self._info.partition_keys, {key: row.get(key) for key in self._info.partition_keys})
+
+    def partition_info(self, name: str) -> TableInfo:
+        """The partition ``name``'s info, looked up (or created) on first use."""
+        with self._lock:
+            partition = self._partitions.get(name)
+            if partition is None:
+                partition = self._partitions[name] = self._partition(name)
+            return partition
 
     def _partition_codes(self, names: pa.Array) -> tuple[pa.Array, list[int]]:
         """Each row's partition as its index among this writer's partitions, and the indexes that
         occur. Rows of partitions written before are looked up by name; a name not seen yet is
-        checked, and its partition's writer made (the partition created), first."""
+        checked, and its partition looked up (or created), first."""
         known = self._known_names
         if known is not None:
             codes = pc.index_in(names, value_set=known)
@@ -233,14 +263,14 @@ class PartitionedAppendWriter:
         encoded = names.dictionary_encode()  # each name once, checked and mapped on
         distinct = encoded.dictionary.to_pylist()
         for name in distinct:
-            if name not in self._writers:  # a partition's name was checked when its writer was made
+            if name not in self._partitions:  # a partition's name was checked when it was looked up
                 self._check_name(name)
         indexes = [self._index(name) for name in distinct]
         return pc.take(pa.array(indexes, pa.int32()), encoded.indices), indexes
 
     def _index(self, name: str) -> int:
-        """The partition's index among this writer's, its writer made (and the partition created) first."""
-        self._writer(name)
+        """The partition's index among this writer's, the partition looked up (or created) first."""
+        self.partition_info(name)
         with self._lock:
             if name not in self._indexes:
                 self._indexes[name] = len(self._names)
@@ -252,7 +282,7 @@ class PartitionedAppendWriter:
         """The partition named ``name``, created if missing and allowed. The partitions are looked
         up fresh by a writer's first row (a cached one may have been dropped and created again
         since), and again for a name not found."""
-        known = self._metadata.partitions(self._info, refresh=not self._writers)
+        known = self._metadata.partitions(self._info, refresh=not self._partitions)
         if name not in known:
             known = self._metadata.partitions(self._info, refresh=True)
         if name in known:

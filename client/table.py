@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Callable, Sequence
 
 import pyarrow as pa
@@ -10,18 +9,17 @@ import pyarrow as pa
 from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.config import Configuration
 from lakelog.errors import BarrierHoldError, InvalidPartitionError, InvalidRequestError, LakeSnapshotNotExistError, PartitionNotExistError
-from lakelog.metadata import LakeSnapshot, PartitionInfo, TableInfo, TablePath
+from lakelog.metadata import LakeSnapshot, TableInfo, TablePath
 from lakelog.client.admin import Admin
 from lakelog.client.barrier_hold import BarrierHold
 from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.tablet_gateway import TabletGateway
-from lakelog.client.scanner.lake_partition_scanner import LakePartitionScanner
 from lakelog.client.scanner.log_scanner import LogScanner
-from lakelog.client.scanner.partition_scanner import PartitionedLogScanner
-from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.client.partition_writer import PartitionedAppendWriter
-from lakelog.client.writer import AppendAck, AppendWriter
+from lakelog.client.record_accumulator import AppendAck
+from lakelog.client.sender import Sender
+from lakelog.client.writer import AppendWriter
 
 
 class Table:
@@ -32,10 +30,13 @@ class Table:
         router: LeaderRouter,
         admin: Admin,
         conf: Configuration,
+        sender: Sender,
         lake: LakeSources | None = None,
     ) -> None:
+        """``sender``: the connection's, which sends every writer's batches."""
         self.info = info
         self._lake = lake
+        self._sender = sender
         self._tablets = tablets
         self._router = router
         self._admin = admin
@@ -57,7 +58,7 @@ class Table:
         found = self._router.metadata.partitions(self.info, refresh=True).get(name)
         if found is None:
             raise PartitionNotExistError(f"table {self.path} has no partition {name!r}")
-        return Table(found, self._tablets, self._router, self._admin, self._conf, self._lake)
+        return Table(found, self._tablets, self._router, self._admin, self._conf, self._sender, self._lake)
 
     def new_append(self) -> "TableAppend":
         return TableAppend(self)
@@ -65,26 +66,33 @@ class Table:
     def new_scan(self) -> "TableScan":
         return TableScan(self)
 
-    def _writer(
-        self, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None
+    def writer(
+        self, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None, blocking: bool = True
     ) -> AppendWriter | PartitionedAppendWriter:
+        """A writer of this table (see :meth:`TableAppend.create_writer`); not ``blocking``: its
+        appends never wait for room (an asyncio writer awaits it)."""
         identity = self._admin.init_writer()
         if self.info.partitioned:  # also on a partition's handle: each row goes where its key value says
             # One writer id for every partition: sequences are kept per bucket log, and each
             # partition's buckets are logs of their own.
             return PartitionedAppendWriter(
                 self.info,
-                lambda partition: self._append_writer(partition, on_ack, hold, identity),
+                lambda linger_first: self._append_writer(on_ack, hold, identity, blocking, linger_first),
                 self._admin,
                 self._router.metadata,
                 self._conf,
             )
-        return self._append_writer(self.info, on_ack, hold, identity)
+        return self._append_writer(on_ack, hold, identity, blocking)
 
     def _append_writer(
-        self, info: TableInfo, on_ack: Callable[[AppendAck], None] | None, hold: BarrierHold | None, identity: WriterIdentity
+        self,
+        on_ack: Callable[[AppendAck], None] | None,
+        hold: BarrierHold | None,
+        identity: WriterIdentity,
+        blocking: bool,
+        linger_first: Callable[[float], float] | None = None,
     ) -> AppendWriter:
-        writer = AppendWriter(info, self._tablets, self._router, self._conf, on_ack, hold, identity)
+        writer = AppendWriter(self.info, self._sender, self._router, self._conf, on_ack, hold, identity, linger_first, blocking)
         if hold is not None:
             try:
                 hold.attach(writer)
@@ -93,44 +101,26 @@ class Table:
                 raise
         return writer
 
-    def _scanner(self, projection: list[int] | None) -> LogScanner | PartitionedLogScanner:
-        if self.info.partitioned and self.info.partition_id is None:
-            return PartitionedLogScanner(
-                self.info,
-                projection,
-                lambda partition, budget: self._log_scanner(partition, projection, budget),
-                self._router.metadata,
-                self._conf,
-                lambda: self._lake_only_scanners(projection),
-            )
-        return self._log_scanner(self.info, projection)
+    def scanner(self, projection: list[int] | None) -> LogScanner:
+        lake = self._lake
+        source = lake.log_source(self.info) if lake is not None else None
+        remote_conf = (lambda: lake.with_remote_settings(self._conf)) if lake is not None else None
+        if not (self.info.partitioned and self.info.partition_id is None) or source is None:
+            return LogScanner(self.info, projection, self._tablets, self._router, self._admin, self._conf, source, remote_conf)
 
-    def _lake_only_scanners(self, projection: list[int] | None) -> dict[int, Callable[[ReadAheadBudget], LakePartitionScanner]]:
-        """Per lake-only partition, how to make its scanner; none when this client reads without the lake.
-        The lake snapshot covers every partition: asked once, by the first scanner made."""
-        source = self._lake.log_source(self.info) if self._lake is not None else None
-        if source is None:
-            return {}
-        partitions = [p for p in self._admin.list_partition_infos(self.path) if p.lake_only]
+        def lake_only() -> dict[int, TableInfo]:
+            return {p.partition_id: self.info.for_partition(p) for p in self._admin.list_partition_infos(self.path) if p.lake_only}
 
         def snapshot() -> LakeSnapshot:
+            """The lake snapshot covers every partition."""
             try:
                 return self._admin.get_lake_snapshot(self.path)
             except LakeSnapshotNotExistError:  # dropped empty before any tiering round: nothing to read
                 return LakeSnapshot(-1)
 
-        lake = functools.cache(snapshot)
-
-        def make(partition: PartitionInfo, budget: ReadAheadBudget) -> LakePartitionScanner:
-            return LakePartitionScanner(self.info.for_partition(partition), projection, source, lake(), budget)
-
-        return {p.partition_id: functools.partial(make, p) for p in partitions}
-
-    def _log_scanner(self, info: TableInfo, projection: list[int] | None, budget: ReadAheadBudget | None = None) -> LogScanner:
-        lake = self._lake
-        source = lake.log_source(info) if lake is not None else None
-        remote_conf = (lambda: lake.with_remote_settings(self._conf)) if lake is not None else None
-        return LogScanner(info, projection, self._tablets, self._router, self._admin, self._conf, source, budget, remote_conf)
+        return LogScanner(
+            self.info, projection, self._tablets, self._router, self._admin, self._conf, source, remote_conf, lake_only, snapshot
+        )
 
 
 class TableAppend:
@@ -143,13 +133,18 @@ class TableAppend:
         """``on_ack`` receives every acknowledged append's offsets and commit timestamp. With ``hold``
         (:meth:`Connection.open_barrier_hold`), no tiering barrier falls between the writer's appends
         and those of the hold's other writers."""
-        return self._table._writer(on_ack, hold)
+        return self._table.writer(on_ack, hold)
 
 
 class TableScan:
     def __init__(self, table: Table, projection: list[int] | None = None) -> None:
         self._table = table
         self._projection = projection
+
+    @property
+    def projection(self) -> list[int] | None:
+        """The columns' indexes (None: every column)."""
+        return self._projection
 
     def project(self, columns: Sequence[str | int]) -> "TableScan":
         """Only these columns (names or indexes), in this order."""
@@ -169,5 +164,5 @@ class TableScan:
             raise InvalidRequestError("project() needs at least one column")
         return TableScan(self._table, indexes)
 
-    def create_log_scanner(self) -> LogScanner | PartitionedLogScanner:
-        return self._table._scanner(self._projection)
+    def create_log_scanner(self) -> LogScanner:
+        return self._table.scanner(self._projection)

@@ -20,7 +20,8 @@ from lakelog.log_source import FetchContext, LakeStorage, LogSource, LookupConte
 from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.client.scanner.scan_records import ScanRecord, ScanRecords
 from lakelog.client.table import Table
-from lakelog.client.writer import AppendAck, AppendWriter
+from lakelog.client.record_accumulator import AppendAck
+from lakelog.client.writer import AppendWriter
 from lakelog.errors import (
     AuthenticationError,
     AuthorizationError,
@@ -136,3 +137,5 @@ __all__ = [
     "__version__",
     "connect",
 ]
+
+from lakelog import aio  # noqa: E402 - after the sync client it is built on; `lakelog.aio.connect(...)`

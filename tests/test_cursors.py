@@ -86,7 +86,7 @@ def test_offset_reset_on_an_offset_no_tier_serves(
                 assert [(r.offset, r.row["id"]) for r in records] == [(latest + i, 10**6 + i) for i in range(3)]
                 assert records.high_watermark(0) == latest + 3
             assert scanner.positions() == {0: target + len(records)}
-        resets = [r.getMessage() for r in caplog.records if r.name == "lakelog.client.scanner.log_fetcher"]
+        resets = [r.getMessage() for r in caplog.records if r.name == "lakelog.client.scanner.fetch_collector"]
         assert resets == [f"{path} bucket 0: offset 1 is out of range (offset-reset={mode}), skipping offsets [1, {target})"]
 
 

@@ -3,9 +3,12 @@ partition, dropping a partition."""
 
 from __future__ import annotations
 
+import collections
 import json
 import subprocess
 import sys
+import threading
+from pathlib import Path
 from typing import Callable
 
 import pyarrow as pa
@@ -17,7 +20,7 @@ import lakelog
 from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
 from lakelog.rpc.rpc_edge import RpcEdge
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import wait_until
+from tests.conftest import ServerSubprocess, wait_until
 from tests.s3 import MotoS3
 from tests.test_remote_server import Remote
 
@@ -481,3 +484,26 @@ def test_subscribe_from_timestamp_per_partition(server: ServerProcess, conn: lak
         scanner.subscribe_from_timestamp(since)
         got = _poll_until(scanner, 7)
     assert sorted(r.row["id"] for r in got) == list(range(20, 27))
+
+
+def test_a_writers_threads_do_not_grow_with_its_partitions(tmp_path: Path) -> None:
+    """One partition or thirty: the writer's batches go through the connection's one sender. The
+    server runs in a process of its own, so every thread counted here is the client's."""
+    server = ServerSubprocess(tmp_path / "data").start()
+    try:
+        with lakelog.connect(server.address) as conn:
+            table = _partitioned(conn, buckets=4)
+            with table.new_append().create_writer() as writer:
+                writer.append_arrow(_rows("d00", 0, 100))
+                writer.flush()
+                one_partition = collections.Counter(thread.name for thread in threading.enumerate())
+                for day in range(1, 30):
+                    writer.append_arrow(_rows(f"d{day:02}", day * 100, 100))
+                    writer.append({"dt": f"d{day:02}", "id": -day, "amount": 0.0})
+                writer.flush()
+                thirty_partitions = collections.Counter(thread.name for thread in threading.enumerate())
+            assert thirty_partitions == one_partition, "threads by name, with one partition and with thirty"
+            written = [sum(conn.admin.list_offsets(PATH, partition_name=f"d{day:02}").values()) for day in range(30)]
+        assert written == [100] + [101] * 29
+    finally:
+        server.stop()

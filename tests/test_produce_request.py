@@ -11,9 +11,10 @@ import lakelog
 
 from lakelog.client.arrow_input import arrow_table
 from lakelog.client.bucket_assigner import split_rows
-from lakelog.client.rpc.messages import ProduceRequest
+from lakelog.client.rpc.messages import ProduceBucket, ProduceRequest
 from lakelog.client.rpc.tablet_gateway import encode_produce_request
 from lakelog.errors import SchemaMismatchError
+from lakelog.record.batch import iter_headers
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.server.rpc.error_boundary import MalformedRequest
 from lakelog.server.rpc.produce_request import BucketRecords, parse_produce_request
@@ -23,18 +24,17 @@ from tests.conftest import create_table, order_rows
 
 def test_hand_serialized_request_is_the_protobuf_message() -> None:
     batches = [b"a" * 5, b"b" * 300, b"c" * 70_000]
-    produce = ProduceRequest(7, 3, batches, 30_000, "hold-1", 12)
+    produce = ProduceRequest(7, [ProduceBucket(3, batches, 12), ProduceBucket(1, [b"d" * 9], 13)], 30_000, "hold-1")
 
     parsed = pb.ProduceLogRequest.FromString(encode_produce_request(produce))
 
     assert (parsed.acks, parsed.table_id, parsed.timeout_ms, parsed.hold_id) == (-1, 7, 30_000, "hold-1")
-    [bucket] = parsed.buckets_req
-    assert (bucket.partition_id, bucket.bucket_id, bucket.records) == (12, 3, b"".join(batches))
+    assert [(b.partition_id, b.bucket_id, b.records) for b in parsed.buckets_req] == [(12, 3, b"".join(batches)), (13, 1, b"d" * 9)]
 
 
 def test_the_server_reads_a_request_as_protobuf_does_and_its_records_as_views_of_it() -> None:
     batches = [b"a" * 5, b"c" * 70_000]
-    data = encode_produce_request(ProduceRequest(7, 3, batches, 30_000, "hold-1", 12))
+    data = encode_produce_request(ProduceRequest(7, [ProduceBucket(3, batches, 12)], 30_000, "hold-1"))
     # Protobuf's own serialization puts the records last and the small fields first; another bucket, unknown field 15.
     other = pb.ProduceLogRequest(buckets_req=[pb.PbProduceLogReqForBucket(bucket_id=5, records=b"z" * 9)]).SerializeToString()
     data += other + bytes([15 << 3 | 0, 1])
@@ -80,7 +80,8 @@ def test_input_already_of_the_schema_is_taken_as_is_but_still_checked_for_nulls(
 def test_a_table_a_little_over_the_batch_size_is_one_request_not_a_full_one_and_a_sliver(server: ServerProcess) -> None:
     """What a partitioned writer gathers ends a little past ``client.writer.batch-size``: one
     batch, one request (in sync flush mode, one fsync), not a full batch and a sliver that the
-    sticky bucket sends to the next bucket; a larger table goes in batches of equal rows."""
+    sticky bucket sends to the next bucket; a larger table goes in batches of equal rows (one
+    request may carry several of a bucket's batches: the stored batches tell)."""
     row_bytes = order_rows(0, 1).nbytes  # one row's bytes, as the writer estimates them
     acks: list[lakelog.AppendAck] = []
     with lakelog.connect(server.address, {"client.writer.batch-size": str(1000 * row_bytes)}) as conn:
@@ -91,4 +92,10 @@ def test_a_table_a_little_over_the_batch_size_is_one_request_not_a_full_one_and_
             writer.flush()
             writer.append_arrow(order_rows(1041, 2600))
     assert [ack.record_count for ack in acks[:2]] == [1, 1040]
-    assert sorted(ack.record_count for ack in acks[2:]) == [866, 867, 867]
+    assert sum(ack.record_count for ack in acks[2:]) == 2600
+    stored = [
+        header.record_count
+        for segment in sorted((server.data_dir / "tablet-server" / "log").glob("*/*/*.log"))
+        for _, header in iter_headers(segment.read_bytes())
+    ]
+    assert sorted(stored) == [1, 866, 867, 867, 1040]

@@ -22,6 +22,7 @@ from lakelog.remote_fs import RemoteLocation, file_system
 from lakelog.server.log.log_tablet import LogConfig, LogTablet
 from lakelog.server.server_process import ServerProcess
 from lakelog.client.scanner.log_fetcher import LogFetcher
+from lakelog.client.table_bucket import TableBucket
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader
 from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment
 from lakelog.client.scanner.remote_log_reader import RemoteLogReader
@@ -379,16 +380,16 @@ def test_e2e_a_fetch_completing_while_a_poll_starts_a_remote_read_is_no_second_r
     fetch came back with the same remote pointer and started a second reader over the first, whose
     downloads then held the scanner's budget for good: a large scan stopped dead. Here the segments
     would be read twice."""
-    start_reader = LogFetcher._start_reader
+    start_reader = LogFetcher.start_reader
 
-    def racing(fetcher: LogFetcher, bucket: int, reader: object) -> None:
+    def racing(fetcher: LogFetcher, bucket: TableBucket, reader: object) -> None:
         fetcher.send_fetches()  # what a fetch completing on a gRPC thread does in this window
         deadline = time.monotonic() + 5
-        while fetcher._in_flight and time.monotonic() < deadline:
+        while fetcher._buffer.in_flight and time.monotonic() < deadline:
             time.sleep(0.01)
         start_reader(fetcher, bucket, reader)
 
-    monkeypatch.setattr(LogFetcher, "_start_reader", racing)
+    monkeypatch.setattr(LogFetcher, "start_reader", racing)
     with cluster.scanner(["amount", "id"]) as scanner:
         scanner.subscribe_from_beginning()
         table = scan_all(scanner, E2E_TOTAL)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+import types
 from typing import Callable, Iterator
 
 import pyarrow as pa
@@ -16,8 +17,9 @@ import pyarrow as pa
 import lakelog
 from lakelog.client.rpc.messages import FetchRequest
 from lakelog.client.scanner.log_fetcher import FETCHES_PER_SERVER
-from lakelog.client.scanner.lake_partition_scanner import LakePartitionScanner
-from lakelog.client.scanner.read_ahead_budget import READER_BYTES, ReadAheadBudget
+from lakelog.client.scanner.log_scanner import LogScanner
+from lakelog.client.scanner.read_ahead_budget import READER_BYTES
+from lakelog.config import Configuration
 from lakelog.log_source import FetchContext, LogSource, LookupContext
 from lakelog.metadata import LakeBucketOffset, LakeSnapshot, TableInfo
 from lakelog.record.meta_columns import with_meta_fields
@@ -183,28 +185,27 @@ ROWS = 5000
 
 
 def test_lake_only_partitions_open_lake_reads_a_window_at_a_time() -> None:
-    """Two lake-only partitions of four buckets each, under one budget that allows two readers:
-    never more than two lake reads are open at once, and every record comes once, in order."""
+    """Two lake-only partitions of four buckets each, in one scanner whose budget allows two
+    readers: never more than two lake reads are open at once, and every record comes once, in
+    order. No server holds such partitions: the scanner needs no gateway, router or admin."""
     lake = _CountingLake()
     info = TableInfo(1, PATH, SCHEMA.remove(2), 0, 4, {}, partition_keys=("dt",))
     snapshot = LakeSnapshot(9, {(pid, bucket): LakeBucketOffset(0, ROWS) for pid in (5, 6) for bucket in range(4)})
-    budget = ReadAheadBudget(2 * READER_BYTES)
-    scanners = {
-        pid: LakePartitionScanner(dataclasses.replace(info, partition_id=pid, partition_name=f"d{pid}"), None, lake, snapshot, budget)
-        for pid in (5, 6)
-    }
+    partitions = {pid: dataclasses.replace(info, partition_id=pid, partition_name=f"d{pid}") for pid in (5, 6)}
+    conf = Configuration({"client.scanner.max-buffered-bytes": str(2 * READER_BYTES)})
+    router = types.SimpleNamespace(metadata=None)
+    scanner = LogScanner(info, None, None, router, None, conf, lake, None, lambda: partitions, lambda: snapshot)  # type: ignore[arg-type]
+    for pid in partitions:
+        for bucket in range(4):
+            scanner.subscribe_partition(pid, bucket, 0)
     got: dict[tuple[int, int], list[int]] = {}
-    for scanner in scanners.values():
-        scanner.subscribe_from_beginning()
     deadline = time.monotonic() + 60
-    while any(scanner.positions() != {b: ROWS for b in range(4)} for scanner in scanners.values()):
-        assert time.monotonic() < deadline, {pid: s.positions() for pid, s in scanners.items()}
-        for pid, scanner in scanners.items():
-            records = scanner.poll(timeout_ms=10)
-            for bucket in records.buckets():
-                got.setdefault((pid, bucket), []).extend(records.to_arrow(bucket).column("__offset").to_pylist())
-    for scanner in scanners.values():
-        scanner.close()
+    while scanner.positions() != {(pid, bucket): ROWS for pid in (5, 6) for bucket in range(4)}:
+        assert time.monotonic() < deadline, scanner.positions()
+        records = scanner.poll(timeout_ms=10)
+        for key in records.buckets():
+            got.setdefault(key, []).extend(records.to_arrow(key).column("__offset").to_pylist())
+    scanner.close()
     assert got == {(pid, bucket): list(range(ROWS)) for pid in (5, 6) for bucket in range(4)}
     assert lake.most == 2
 

@@ -19,7 +19,7 @@ import grpc
 
 import lakelog
 import lakelog.spark
-from lakelog.client.rpc.messages import ProduceRequest
+from lakelog.client.rpc.messages import ProduceBucket, ProduceRequest
 from lakelog.client.rpc.tablet_gateway import encode_produce_request
 from lakelog.record.batch import encode_batch
 from lakelog.rpc import lakelog_api_pb2 as pb
@@ -172,7 +172,7 @@ def test_a_batch_of_a_schema_id_the_table_never_had_is_refused(server: ServerPro
         "/lakelog.rpc.TabletService/ProduceLog", response_deserializer=pb.ProduceLogResponse.FromString
     )
     batch = encode_batch(rows(0, 3, amount=False), schema_id=7)
-    answer = produce(encode_produce_request(ProduceRequest(table.info.table_id, 0, [batch], 10_000)), timeout=30).buckets_resp[0]
+    answer = produce(encode_produce_request(ProduceRequest(table.info.table_id, [ProduceBucket(0, [batch])], 10_000)), timeout=30).buckets_resp[0]
     assert answer.error_code == SchemaMismatchError.code
     assert "batch has schema id 7; the table's are 1..1" in answer.error_message
 

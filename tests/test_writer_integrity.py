@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 import lakelog
-from lakelog.client.rpc.messages import ProduceRequest
+from lakelog.client.rpc.messages import ProduceBucket, ProduceRequest
 from lakelog.client.rpc.tablet_gateway import encode_produce_request
 from lakelog.errors import (
     CorruptRecordError,
@@ -60,7 +60,7 @@ class RawClient:
         return WriterIdentity(answer.writer_id, answer.writer_token)
 
     def produce(self, table_id: int, batches: list[bytes], token: bytes = b"") -> pb.PbProduceLogRespForBucket:
-        payload = encode_produce_request(ProduceRequest(table_id, 0, batches, 30_000, writer_token=token))
+        payload = encode_produce_request(ProduceRequest(table_id, [ProduceBucket(0, batches)], 30_000, writer_token=token))
         return self._produce(payload, metadata=self.metadata, timeout=60).buckets_resp[0]
 
     def produce_many(self, table_id: int, entries: list[tuple[bytes, bytes]]) -> list[pb.PbProduceLogRespForBucket]:

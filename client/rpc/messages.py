@@ -12,6 +12,7 @@ from typing import Sequence
 from lakelog.errors import LakelogError
 from lakelog.metadata import LakeLogFetchInfo, RemoteLogFetchInfo, ServerNode, TableAssignment
 from lakelog.record.batch import EncodedBatch
+from lakelog.client.table_bucket import TableBucket
 
 
 @dataclass(frozen=True)
@@ -25,17 +26,16 @@ class ClusterMetadata:
 
 @dataclass(frozen=True)
 class FetchRequest:
-    """One FetchLog to one leader: ``buckets`` as ``(bucket, fetch offset)``."""
+    """One FetchLog to one leader: ``buckets`` (of any partitions of ``table_id``) as ``(bucket, fetch offset)``."""
 
     table_id: int
-    buckets: Sequence[tuple[int, int]]
+    buckets: Sequence[tuple[TableBucket, int]]
     projection: Sequence[int] = ()
     max_bytes: int = 16 << 20
     bucket_max_bytes: int = 4 << 20
     max_wait_ms: int = 0
     min_bytes: int = 1
     enable_lake: bool = False
-    partition_id: int = 0  # > 0: the buckets of this partition of table_id
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class FetchedBucket:
     """One bucket's fetch answer: records read locally, or where the records are (remote segments,
     the lake), or the error that stopped it. ``records`` may be a view of the received message."""
 
-    bucket: int
+    bucket: TableBucket
     fetch_offset: int
     records: bytes | memoryview = b""
     high_watermark: int = -1
@@ -54,16 +54,23 @@ class FetchedBucket:
 
 
 @dataclass(frozen=True)
-class ProduceRequest:
-    """One ProduceLog of encoded batches to one bucket's leader; the batches are joined into the
-    request once, as it is serialized."""
+class ProduceBucket:
+    """One bucket's encoded batches in a ProduceLog."""
 
-    table_id: int
     bucket: int
     batches: Sequence[EncodedBatch]
+    partition_id: int = 0  # > 0: the bucket of this partition of the request's table
+
+
+@dataclass(frozen=True)
+class ProduceRequest:
+    """One ProduceLog to one tablet server: batches of any of the table's buckets that it leads,
+    of any partition; the batches are joined into the request once, as it is serialized."""
+
+    table_id: int
+    buckets: Sequence[ProduceBucket]
     timeout_ms: int
     hold_id: str = ""
-    partition_id: int = 0  # > 0: the bucket of this partition of table_id
     writer_token: bytes = b""  # proof of the batches' writer id (see lakelog.security.writer_tokens)
     acks: int = -1  # -1: acknowledged once every in-sync replica holds it; 1 (and 0): once the leader does
 

@@ -18,6 +18,7 @@ from lakelog.rpc.length_prefix import length_prefix
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.rpc.rpc_edge import RpcEdge
 from lakelog.client.rpc.fetch_response_parser import parse_fetch_response
+from lakelog.client.table_bucket import TableBucket
 from lakelog.client.rpc.messages import BucketRepair, FetchedBucket, FetchRequest, ListedOffset, ProducedBatch, ProduceRequest
 
 
@@ -44,38 +45,44 @@ def encode_produce_request(produce: ProduceRequest) -> bytes:
     (see :mod:`lakelog.rpc.length_prefix`): building it with protobuf copied them three times,
     most of the writer's time per request."""
     head = pb.ProduceLogRequest(acks=produce.acks, table_id=produce.table_id, timeout_ms=produce.timeout_ms, hold_id=produce.hold_id)
-    bucket = pb.PbProduceLogReqForBucket(
-        partition_id=produce.partition_id, bucket_id=produce.bucket, writer_token=produce.writer_token
-    ).SerializeToString()
-    size = sum(len(batch) for batch in produce.batches)
-    records = length_prefix(_RECORDS_FIELD, size)
-    entry = length_prefix(_BUCKETS_FIELD, len(bucket) + len(records) + size)
-    return b"".join([head.SerializeToString(), entry, bucket, records, *produce.batches])
+    parts: list[bytes | memoryview] = [head.SerializeToString()]
+    for item in produce.buckets:
+        bucket = pb.PbProduceLogReqForBucket(
+            partition_id=item.partition_id, bucket_id=item.bucket, writer_token=produce.writer_token
+        ).SerializeToString()
+        size = sum(len(batch) for batch in item.batches)
+        records = length_prefix(_RECORDS_FIELD, size)
+        parts += [length_prefix(_BUCKETS_FIELD, len(bucket) + len(records) + size), bucket, records, *item.batches]
+    return b"".join(parts)
 
 
 def _target(node: ServerNode) -> str:
     return f"tablet server {node.address}"
 
 
-def _raise_bucket_error(item: pb.PbListOffsetsRespForBucket | pb.PbLogBucketInfo | pb.PbProduceLogRespForBucket) -> None:
+def _raise_bucket_error(item: pb.PbListOffsetsRespForBucket | pb.PbLogBucketInfo) -> None:
     if item.error_code:
         raise error_from_code(item.error_code, item.error_message)
 
 
-def _produced(response: pb.ProduceLogResponse) -> ProducedBatch:
-    item = response.buckets_resp[0]
-    _raise_bucket_error(item)
-    return ProducedBatch(item.bucket_id, item.base_offset, item.commit_timestamp)
+def _produced(response: pb.ProduceLogResponse) -> list[ProducedBatch | LakelogError]:
+    """Per bucket of the request, in its order (the server answers every bucket, in order)."""
+    return [
+        error_from_code(item.error_code, item.error_message)
+        if item.error_code
+        else ProducedBatch(item.bucket_id, item.base_offset, item.commit_timestamp)
+        for item in response.buckets_resp
+    ]
 
 
 def _fetched(enable_lake: bool) -> Callable[[bytes], list[FetchedBucket]]:
     def convert(response: bytes) -> list[FetchedBucket]:
         answers = []
-        for _, item, records in parse_fetch_response(response):
+        for table_id, item, records in parse_fetch_response(response):
             error = error_from_code(item.error_code, item.error_message) if item.error_code else None
             answers.append(
                 FetchedBucket(
-                    item.bucket_id,
+                    TableBucket(table_id, item.partition_id or None, item.bucket_id),
                     item.fetch_offset,
                     records,
                     item.high_watermark,
@@ -98,10 +105,18 @@ class TabletGateway:
     def timeout_s(self) -> float:
         return self._edge.timeout_s
 
+    @property
+    def closed(self) -> bool:
+        """The connection is closed: every request fails at once."""
+        return self._edge.closed
+
     def _stub(self, node: ServerNode) -> TabletServiceStub:
         return self._edge.stub(node.address, TabletServiceStub)
 
-    def produce_log(self, node: ServerNode, produce: ProduceRequest, on_done: Callable[[ProducedBatch | LakelogError], None]) -> None:
+    def produce_log(
+        self, node: ServerNode, produce: ProduceRequest, on_done: Callable[[list[ProducedBatch | LakelogError] | LakelogError], None]
+    ) -> None:
+        """``on_done`` gets one answer per bucket of ``produce``, in its order, or the error that failed the whole request."""
         timeout_s = produce.timeout_ms / 1000
         produce_log = self._edge.stub(node.address, _raw_produce_log)
         self._edge.call_async(produce_log, encode_produce_request(produce), _target(node), timeout_s, _produced, on_done)
@@ -120,7 +135,7 @@ class TabletGateway:
                     projected_fields=list(fetch.projection),
                     buckets_req=[
                         pb.PbFetchLogReqForBucket(
-                            partition_id=fetch.partition_id, bucket_id=b, fetch_offset=o, max_fetch_bytes=fetch.bucket_max_bytes
+                            partition_id=b.partition_id or 0, bucket_id=b.bucket, fetch_offset=o, max_fetch_bytes=fetch.bucket_max_bytes
                         )
                         for b, o in fetch.buckets
                     ],

@@ -8,7 +8,7 @@ high watermark stops yielding (leader gone, data lost). A plain poll loop gives 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,9 +17,6 @@ from lakelog.errors import CorruptRecordError, RequestTimeoutError
 from lakelog.metadata import TablePath
 from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.record.meta_columns import OFFSET_COLUMN
-
-if TYPE_CHECKING:
-    from lakelog.client.scanner.partition_scanner import PartitionedLogScanner
 
 # A bucket with a large backlog is read by several tasks at once, and no file grows unbounded.
 MAX_RECORDS_PER_SPLIT = 1_000_000
@@ -35,7 +32,7 @@ def split_range(start: int, end: int, size: int = MAX_RECORDS_PER_SPLIT) -> list
 
 
 def read_offset_range(
-    scanner: "LogScanner | PartitionedLogScanner", path: TablePath, bucket: int, start: int, end: int, partition_id: int | None = None
+    scanner: LogScanner, path: TablePath, bucket: int, start: int, end: int, partition_id: int | None = None
 ) -> Iterator[pa.Table]:
     """Subscribe ``scanner`` (a scanner of table ``path``) to ``bucket`` (of partition
     ``partition_id`` of a partitioned table's scanner) at ``start`` and yield its

@@ -9,7 +9,7 @@ from typing import Any, Iterator, Mapping, Self
 
 import pyarrow as pa
 
-from lakelog.client.scanner.scan_records import BucketKey, ScanRecord, ScanRecords
+from lakelog.client.scanner.scan_records import ScanRecord, ScanRecords
 from lakelog.record.meta_columns import OFFSET_COLUMN
 
 ITERATION_POLL_MS = 1000
@@ -61,7 +61,7 @@ class PolledScanner(ABC):
         taken now, when the reader is made."""
         return pa.RecordBatchReader.from_batches(self._out_schema, self._batches_until(self.end_offsets()))
 
-    def _batches_until(self, ends: dict[BucketKey, int]) -> Iterator[pa.RecordBatch]:
+    def _batches_until(self, ends: dict[Any, int]) -> Iterator[pa.RecordBatch]:
         """Poll until every bucket reached its end offset; records past an end are not returned, and
         the bucket is set back to its end, so they are not lost to the next poll either."""
         try:

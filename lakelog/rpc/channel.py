@@ -58,6 +58,10 @@ class ChannelPool:
                 channel = self._channels[address] = open_channel(address, self._conf)
             return channel
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
         """Closed outside the lock: closing a channel cancels its calls and waits for their
         callbacks, and a callback that sends again (a scanner's fetch) calls :meth:`get`; under the

@@ -66,6 +66,11 @@ class RpcEdge:
 
         method.future(request, timeout=timeout_s).add_done_callback(done)
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called: nothing can be sent any more."""
+        return self._channels.closed
+
     def close(self) -> None:
         self._stubs.clear()
         self._channels.close()

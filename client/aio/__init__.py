@@ -1,0 +1,1 @@
+"""The asyncio client (``lakelog.aio``): the same core as the sync client, awaited."""
