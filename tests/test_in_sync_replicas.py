@@ -59,3 +59,14 @@ def test_a_fetch_from_a_server_that_holds_no_copy_changes_nothing() -> None:
     isr = three_in_sync()
     isr.fetched(9, 500, 500, 1.0)
     assert isr.follower_log_end(9) == UNKNOWN and isr.high_watermark_limit() == UNKNOWN
+
+
+def test_a_follower_that_left_the_isr_must_fetch_again_before_it_rejoins() -> None:
+    isr = three_in_sync()
+    isr.fetched(3, 500, 500, 1.0)
+    isr.update(BucketReplicas((1, 2, 3), (1, 2), 4, 1))  # 3 restarted, maybe with an empty disk
+    assert isr.follower_log_end(3) == UNKNOWN and isr.caught_up(400) == ()
+    isr.fetched(3, 0, 500, 2.0)
+    assert isr.caught_up(400) == ()
+    isr.fetched(3, 500, 500, 3.0)
+    assert isr.caught_up(400) == (3,)

@@ -29,8 +29,10 @@ def test_a_sole_isr_member_that_restarts_keeps_the_bucket_under_a_new_epoch() ->
     assert without_server(1, alone, 1, {1, 2, 3}, returning=True) == (1, BucketReplicas((1, 2, 3), (1,), 6, 10))
 
 
-def test_a_server_outside_the_isr_changes_nothing() -> None:
-    assert without_server(1, BucketReplicas((1, 2, 3), (1, 2), 5, 9), 3, {1, 2}, returning=True) is None
+def test_a_server_outside_the_isr_lost_changes_nothing_and_restarted_bumps_the_isr_version() -> None:
+    outside = BucketReplicas((1, 2, 3), (1, 2), 5, 9)
+    assert without_server(1, outside, 3, {1, 2}, returning=False) is None
+    assert without_server(1, outside, 3, {1, 2, 3}, returning=True) == (1, BucketReplicas((1, 2, 3), (1, 2), 5, 10))
 
 
 def test_the_preferred_leader_returns_once_it_is_in_sync_and_live() -> None:

@@ -111,16 +111,24 @@ def in_sync(cluster: ReplicaCluster, path: lakelog.TablePath) -> lakelog.BucketI
     return info if info.leader_available and len(info.isr) == 3 else None
 
 
-def read_log(cluster: ReplicaCluster, path: lakelog.TablePath) -> list[int]:
-    """Bucket 0's ids in offset order; its offsets must run from 0 without a gap."""
+def read_log(cluster: ReplicaCluster, path: lakelog.TablePath, at_least: int) -> list[int]:
+    """Bucket 0's ids in offset order; its offsets must run from 0 without a gap. A new leader shows
+    what its predecessor acknowledged once its followers (or the coordinator) let its high watermark
+    get there: the read waits for ``at_least`` records first."""
     with cluster.connect(CLIENT) as conn:
-        total = conn.admin.list_offsets(path)[0]
+        (total,) = wait_until(
+            lambda: (end := conn.admin.list_offsets(path)[0]) >= at_least and (end,), "the high watermark covers every acknowledgement"
+        )
         with conn.get_table(path).new_scan().project(["id"]).create_log_scanner() as scanner:
             scanner.subscribe_from_beginning()
             rows = scan_all(scanner, total).to_pydict()
     log = [record_id for _, record_id in sorted(zip(rows["__offset"], rows["id"]))]
     assert sorted(rows["__offset"]) == list(range(total)), "offsets run from 0 without a gap"
     return log
+
+
+def acknowledged_end(producer: Producer) -> int:
+    return max((base + len(ids) for base, ids in producer.acked), default=0)
 
 
 def check(log: list[int], producer: Producer, reader: Reader) -> dict[str, int]:
@@ -167,7 +175,7 @@ def test_killing_the_leader_again_and_again_loses_no_acknowledged_record(cluster
             to_read.append(read_at - killed_at)
             cluster.start_tablet(leader)
         stop_traffic(producer, reader)
-        figures = check(read_log(cluster, path), producer, reader)
+        figures = check(read_log(cluster, path, acknowledged_end(producer)), producer, reader)
     finally:
         producer.stopped.set()
         reader.stopped.set()
@@ -202,7 +210,7 @@ def test_a_wiped_server_copies_its_buckets_back_and_then_alone_serves_everything
         if other != wiped:
             cluster.tablets[other].signal(signal.SIGKILL)
     assert wait_until(lambda: (i := in_sync_or_alone(cluster, path)) and i.leader == wiped, "the rebuilt server leads")
-    figures = check(read_log(cluster, path), producer, reader)
+    figures = check(read_log(cluster, path, acknowledged_end(producer)), producer, reader)
     assert (figures["lost"], figures["reused"], figures["taken_back"]) == (0, 0, 0), figures
 
 
@@ -248,7 +256,7 @@ def paused_leader_is_replaced(cluster: ReplicaCluster) -> None:
     finally:
         producer.stopped.set()
         cluster.tablets[leader].signal(signal.SIGCONT)
-    log = read_log(cluster, path)
+    log = read_log(cluster, path, acknowledged_end(producer))
     assert log[:100] == list(range(100))
     assert check(log, producer, Reader(cluster, path))["lost"] == 0
     assert "truncated from offset" in cluster.tablets[leader].log_path.read_text(), "the replaced leader cut its unreplicated tail"

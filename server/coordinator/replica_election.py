@@ -6,7 +6,8 @@ that is in the ISR and live, under the next leader epoch; with none, the bucket 
 its last leader, which alone may lead it again. A server that restarts lost what it had not
 flushed and may come back with an empty disk, so it is treated as lost first; a sole ISR member
 keeps the bucket, under a new epoch (what it appended before is told apart from what it appends now).
-Every change bumps the ISR version, which a leader's ISR change must name.
+Every change bumps the ISR version, which a leader's ISR change must name; a follower outside the
+ISR that restarts bumps it too, so its leader forgets the log end it had fetched up to.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ def without_server(leader: int, copies: BucketReplicas, lost: int, live: Collect
     """The bucket's leader and replicas once ``lost`` is gone (``returning``: it restarted and
     registers again); None when nothing changes."""
     if lost not in copies.isr and lost != leader:
-        return None
+        # A restarted follower outside the ISR: a new ISR version makes its leader forget what it
+        # had fetched before (its disk may be empty now).
+        return (leader, BucketReplicas(copies.replicas, copies.isr, copies.leader_epoch, copies.isr_version + 1)) if returning else None
     isr = tuple(r for r in copies.isr if r != lost)
     if lost != leader:
         return leader, BucketReplicas(copies.replicas, isr, copies.leader_epoch, copies.isr_version + 1)

@@ -6,7 +6,7 @@ Kafka's rules (its ``Partition``): a follower's log end is the offset it fetches
 up at a fetch that reaches the leader's log end, or that reaches where the leader's log ended at its
 previous fetch (it keeps pace with a leader that keeps appending); a follower of the ISR that has
 not caught up for ``max_lag_ms`` leaves it; one outside rejoins once it holds the high watermark and
-everything this leader appended in its own epoch starts after. The high watermark is the smallest
+everything this leader appended in its own epoch starts after, as its fetches since it left show. The high watermark is the smallest
 log end of the ISR. Plain Python: the clock is passed in.
 """
 
@@ -41,11 +41,16 @@ class InSyncReplicas:
         return self.copies.isr
 
     def update(self, copies: BucketReplicas) -> None:
-        """The bucket as the coordinator keeps it now (an ISR change it accepted)."""
+        """The bucket as the coordinator keeps it now (an ISR change it accepted, or one it made:
+        a follower lost or restarted). What a follower outside the ISR fetched before is forgotten:
+        it may have restarted with less (an empty disk), so it proves its log end by fetching again
+        before it can rejoin."""
         self.copies = copies
         for replica in copies.replicas:
             if replica != self.leader:
-                self._followers.setdefault(replica, _Follower())
+                state = self._followers.setdefault(replica, _Follower())
+                if replica not in copies.isr:
+                    state.log_end = UNKNOWN
 
     def fetched(self, follower: int, fetch_offset: int, leader_end: int, now_ms: float) -> None:
         """``follower`` fetches from ``fetch_offset`` while this log ends at ``leader_end``."""
