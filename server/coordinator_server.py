@@ -18,6 +18,7 @@ from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore
 from lakelog.server.coordinator.tablet_liveness import TabletLiveness
+from lakelog.server.metrics.lake_collector import LakeTableCollector
 from lakelog.server.metrics.metrics_endpoint import WsgiApp
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.rpc.auth_interceptor import CallerName
@@ -58,6 +59,7 @@ class CoordinatorRole:
 
     def service(self, node: ServerNode, metrics: ServerMetrics, caller: CallerName) -> CoordinatorService:
         metrics.registry.register(_LivenessCollector(self.coordinator.liveness))
+        metrics.registry.register(LakeTableCollector(self.coordinator))
         return CoordinatorService(self.coordinator, node, metrics, caller)
 
     def status_pages(self, tokens: TokenStore | None) -> dict[str, WsgiApp]:

@@ -16,8 +16,9 @@ import pyarrow as pa
 from lakelog.errors import InvalidTableError, LakeError
 from lakelog.lake_config import ICEBERG, LakeConfig
 from lakelog.lake_plugins import load_lake_storage
-from lakelog.log_source import LakeStorage
-from lakelog.metadata import DATALAKE_FORMAT, TableDescriptor, TablePath
+from lakelog.log_source import LakeStorage, LakeTableStats
+from lakelog.metadata import DATALAKE_FORMAT, TableDescriptor, TableInfo, TablePath
+from lakelog.server.coordinator.table_properties import TARGET_FILE_SIZE, table_property
 
 SUPPORTED_FORMATS = (ICEBERG,)
 
@@ -38,11 +39,22 @@ class LakeTables:
     def create_table(self, path: TablePath, schema: pa.Schema, partition_keys: Sequence[str] = ()) -> None:
         """Create the lake table of a lake-enabled table (refusing a schema the lake cannot hold),
         partitioned by the table's partition keys, then by bucket."""
+        try:
+            self._plugin().create_lake_table(path, schema, self.config, partition_keys)
+        except ImportError as exc:
+            raise LakeError(f"lake-enabled tables need PyIceberg on the coordinator (pip install 'lakelog[lake]'): {exc}") from None
+
+    def stats(self, info: TableInfo) -> LakeTableStats | None:
+        """The numbers of a lake-enabled table's lake table (None: its format does not tell them).
+        Raises :class:`LakeError` when the catalog or its files cannot be read."""
+        target = table_property(str(info.path), info.properties, TARGET_FILE_SIZE)
+        try:
+            return self._plugin().table_stats(info.path, self.config, target)
+        except ImportError as exc:
+            raise LakeError(f"the lake's numbers need PyIceberg on the coordinator: {exc}") from None
+
+    def _plugin(self) -> LakeStorage:
         with self._lock:
             if self._storage is None:
                 self._storage = load_lake_storage(self.config.format)
-            storage = self._storage
-        try:
-            storage.create_lake_table(path, schema, self.config, partition_keys)
-        except ImportError as exc:
-            raise LakeError(f"lake-enabled tables need PyIceberg on the coordinator (pip install 'lakelog[lake]'): {exc}") from None
+            return self._storage

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from lakelog.config import parse_duration_ms
+from lakelog.config import parse_duration_ms, parse_size
 from lakelog.errors import InvalidRequestError, InvalidTableError
 from lakelog.metadata import DATALAKE_ENABLED, DATALAKE_FORMAT
 
@@ -25,6 +25,11 @@ AUTO_PARTITION_TIME_ZONE = "table.auto-partition.time-zone"
 # Partition names of auto-partitioning per time unit, as Fluss names them.
 TIME_UNIT_FORMATS = {"year": "%Y", "month": "%Y%m", "day": "%Y%m%d", "hour": "%Y%m%d%H"}
 TTL = "table.log.ttl"
+TARGET_FILE_SIZE = "table.datalake.target-file-size"
+AUTO_COMPACTION = "table.datalake.auto-compaction"
+SNAPSHOT_RETENTION = "table.datalake.snapshot-retention"
+# Below this a lake file is mostly footer: compacting to it would not cut the per-file read cost.
+MIN_TARGET_FILE_SIZE = 64 << 10
 MAX_COMMENT_BYTES = 64 << 10
 MAX_PROPERTIES = 256
 MAX_KEY_BYTES = 256
@@ -54,6 +59,13 @@ def _positive_duration(text: str) -> int:
     value = parse_duration_ms(text)
     if value < 1:
         raise ValueError("must be at least 1ms")
+    return value
+
+
+def _target_file_size(text: str) -> int:
+    value = parse_size(text)
+    if value < MIN_TARGET_FILE_SIZE:
+        raise ValueError(f"must be at least {MIN_TARGET_FILE_SIZE >> 10}kb")
     return value
 
 
@@ -89,6 +101,15 @@ TABLE_PROPERTIES: Mapping[str, TableProperty] = {
     DATALAKE_FORMAT: TableProperty(_iceberg, "iceberg"),
     LOCAL_SEGMENTS: TableProperty(_positive_int, "2"),
     TTL: TableProperty(_positive_duration, "7d"),
+    # 128 MB: the per-file cost of a lake read (about 0.7 ms: footer, plan entry, open) is lost in
+    # the seconds a file this size takes to decode, while one compaction task still rewrites a bin
+    # in seconds and streams it row group by row group, so its memory does not grow with the size.
+    TARGET_FILE_SIZE: TableProperty(_target_file_size, "128mb"),
+    AUTO_COMPACTION: TableProperty(_boolean, "false"),
+    # 1 h: longer than a lake read holds one snapshot (a scanner plans a bucket's range at one
+    # snapshot and reads it through), short enough that a table tiered every 10 s keeps a few
+    # hundred snapshots in its metadata, which every commit rewrites.
+    SNAPSHOT_RETENTION: TableProperty(_positive_duration, "1h"),
     AUTO_PARTITION_ENABLED: TableProperty(_boolean, "false"),
     AUTO_PARTITION_TIME_UNIT: TableProperty(_time_unit, "day"),
     AUTO_PARTITION_NUM_PRECREATE: TableProperty(_non_negative_int, "2"),
