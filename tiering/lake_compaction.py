@@ -8,7 +8,8 @@ A compaction:
 3. checks each new file's statistics against its bin (records, first and last offset), then swaps
    the bins' files for the new ones in one snapshot whose summary carries the newest tiering
    commit's offsets and barrier unchanged (:func:`lakelog.lake.snapshot_summary.compaction_summary`);
-4. tells the coordinator, so the tablet servers hand readers the compacted snapshot.
+4. tells the coordinator, so the tablet servers hand readers the compacted snapshot (its id is
+   above theirs: of two snapshots with the same lake ranges they keep the larger id).
 
 A tiering round and a compaction race like two tiering rounds: each commit asserts the snapshot it
 was planned on, so one wins and the other's is refused. A refused tiering round plans again (see
@@ -39,7 +40,7 @@ from lakelog.errors import LakeDataError, LakeError
 from lakelog.human_size import human_size
 from lakelog.lake.iceberg_scan_planner import files_by_bucket, snapshot_data_files
 from lakelog.lake.lake_catalog import LakeCatalog, lake_call
-from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, compaction_summary, decode_bucket_offsets, latest_lake_snapshot
+from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, compaction_summary, decode_bucket_offsets, latest_lake_snapshot, served_snapshot_ids
 from lakelog.metadata import LakeSnapshot, TablePath
 from lakelog.progress import counted
 from lakelog.server.coordinator.table_properties import TARGET_FILE_SIZE, table_property
@@ -163,7 +164,7 @@ class LakeCompactor:
         """Commit the swap, again on top of whatever committed first; then tell the coordinator."""
         for attempt in range(COMMIT_ATTEMPTS):
             summary = compaction_summary(table, self.commit_user, len(replaced), len(added))
-            snapshot_id = replace_files(table, replaced, added, summary)
+            snapshot_id = replace_files(table, replaced, added, summary, max(served_snapshot_ids(table), default=0))
             if snapshot_id is not None:
                 break
             table = self._catalog.load_table(path)

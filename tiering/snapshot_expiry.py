@@ -4,7 +4,7 @@ files only they referenced.
 An expiry:
 
 1. decides which snapshots stay (:mod:`.snapshot_retention`: the current one, the coordinator's,
-   those the tablet servers may hand out (:func:`served_snapshots`), those replaced within
+   those the tablet servers may hand out (:func:`~lakelog.lake.snapshot_summary.served_snapshot_ids`), those replaced within
    retention, those consistent cuts answer now);
 2. works out the files only the others reference: data files, manifests and manifest lists that no
    snapshot it keeps references (a manifest's entries never change, so each is read once);
@@ -37,8 +37,8 @@ from pyiceberg.table.snapshots import Snapshot
 from lakelog.client.admin import Admin
 from lakelog.errors import LakeError, LakelogError, LakeSnapshotNotExistError
 from lakelog.lake.lake_catalog import LakeCatalog, lake_call
-from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, barrier_snapshots, decode_bucket_offsets
-from lakelog.metadata import LakeBucketKey, TablePath
+from lakelog.lake.snapshot_summary import barrier_snapshots, served_snapshot_ids
+from lakelog.metadata import TablePath
 from lakelog.server.coordinator.table_properties import SNAPSHOT_RETENTION, table_property
 from lakelog.tiering.kill_points import EXPIRE_AFTER_COMMIT, kill_point
 from lakelog.tiering.lake_commit import discard_files
@@ -83,7 +83,7 @@ class SnapshotExpiry:
                 [SnapshotEntry(s.snapshot_id, s.sequence_number or 0, s.timestamp_ms) for s in table.snapshots()],
                 current.snapshot_id if current else None,
                 self._coordinator_snapshot(path),
-                self._cuts(path, table) | served_snapshots(table),
+                self._cuts(path, table) | served_snapshot_ids(table),
                 retention_ms,
                 now_ms,
             )
@@ -133,20 +133,6 @@ class SnapshotExpiry:
             if common:
                 cuts.add(mine[max(common)])
         return cuts
-
-
-def served_snapshots(table: Table) -> set[int]:
-    """The snapshots tablet servers may hand to readers: per bucket, of the snapshots that end it
-    where the lake ends it now, the one with the largest id. A tablet server takes a notified
-    snapshot whose range ends where its own does only if its id is larger, so after a compaction
-    it may keep handing out the tiering snapshot until a round moves the bucket on."""
-    ends: dict[LakeBucketKey, list[tuple[int, int]]] = {}
-    for snapshot in table.snapshots():
-        text = snapshot.summary.get(BUCKET_OFFSETS) if snapshot.summary is not None else None
-        if text is not None:
-            for key, offsets in decode_bucket_offsets(text).items():
-                ends.setdefault(key, []).append((offsets.log_end_offset, snapshot.snapshot_id))
-    return {max(found)[1] for found in ends.values()}
 
 
 def _commit_expiry(table: Table, expired: Iterable[Snapshot]) -> bool:
