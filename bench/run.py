@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterator
 
-from bench import hostile_clients, lake_tier, local_tier, memory, partitions, produce, remote_tier, report, scaling, spark_paths, tiering, timestamp_lookup
+from bench import compaction, hostile_clients, lake_tier, local_tier, memory, partitions, produce, remote_tier, report, scaling, spark_paths, tiering, timestamp_lookup
 from bench.cluster import BenchCluster
 from bench.measure import Result, progress
 from bench.sizes import FULL, QUICK
@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "produce": produce,
     "lookup": timestamp_lookup,
     "scaling": scaling,
+    "compaction": compaction,
     "memory": memory,
     "partitions": partitions,
     "hostile": hostile_clients,

@@ -10,6 +10,7 @@ SparkSession, a SQLite catalog and a local warehouse, checked with PyIceberg and
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any, Callable
 
 import pyarrow as pa
@@ -254,3 +255,57 @@ def test_a_lake_only_partition_is_compacted(spark: Any, server_factory: Callable
             middle = stamps[1000]
             spec = lakelog.OffsetSpec.timestamp(middle)
             assert conn.admin.list_offsets(path, [bucket], spec, partition_name="20260101") == {bucket: stamps.index(middle)}
+
+
+def test_compaction_while_tiering_and_reading(spark: Any, server_factory: Callable[..., ServerProcess]) -> None:
+    """A producer and a tiering job run rounds in a thread; compactions run meanwhile; a reader
+    checks every snapshot it sees: each bucket's offsets from 0, no gap, no duplicate."""
+    server = server_factory()
+    with lakelog.connect(server.address) as conn:
+        table = create_table(conn, buckets=BUCKETS, properties=COMPACTED_TABLE)
+        produced = tier_rounds(spark, server, table, rounds=3, records=1000)
+        stop = threading.Event()
+        failures: list[BaseException] = []
+        rounds = 0
+
+        def tier() -> None:
+            nonlocal produced, rounds
+            try:
+                with TieringJob(TieringOptions(server.address, tables=(PATH,)), spark=spark) as job:
+                    while not stop.is_set():
+                        produce_orders(table, produced, 500, batch=250)
+                        produced += 500
+                        assert job.run_round().records == 500
+                        rounds += 1
+            except BaseException as error:  # noqa: BLE001 - reported by the test thread
+                failures.append(error)
+
+        def read() -> None:
+            try:
+                while not stop.is_set():
+                    rows = lake_rows(server)
+                    for bucket in range(BUCKETS):
+                        offsets = rows.filter(pc.equal(rows.column("__bucket"), bucket)).column("__offset").to_pylist()
+                        assert offsets == list(range(len(offsets))), f"bucket {bucket}: a gap or a duplicate"
+            except BaseException as error:  # noqa: BLE001 - reported by the test thread
+                failures.append(error)
+
+        threads = [threading.Thread(target=tier, name="tier"), threading.Thread(target=read, name="read")]
+        for thread in threads:
+            thread.start()
+        compactions = []
+        try:
+            with maintenance(server, spark) as jobs:
+                while len([c for c in compactions if c.snapshot_id is not None]) < 3 and not failures:
+                    compactions.append(jobs.compactor().compact(PATH))
+                    if compactions[-1].snapshot_id is None:
+                        stop.wait(0.2)  # until a round adds files to merge
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=120)
+        assert not failures, failures
+        assert rounds > 0
+    lake = assert_lake_holds_log(server, PATH)
+    assert lake.num_rows == produced
+    assert set(lake.column("id").to_pylist()) == set(range(produced))

@@ -1,13 +1,16 @@
 """The compaction's Spark task: rewrite one bin of neighbouring lake files as one file.
 
 It runs on Spark's Python workers and reads and writes through the lake table's own FileIO, row
-group by row group (memory holds about one row group, whatever the bin's size). Every input row
+group by row group (memory holds about one row group and a few small files read ahead, whatever
+the bin's size). Every input row
 group is checked to continue the offsets exactly where the previous one ended, so a bin that is not
 one run of consecutive offsets fails its task instead of reaching the lake.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Iterator, Mapping, Sequence
 
@@ -17,13 +20,16 @@ import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, load_file_io
 
 from lakelog.errors import LakeDataError, LakeError
-from lakelog.lake.iceberg_file_reader import reading
+from lakelog.lake.iceberg_file_reader import WHOLE_FILE_BYTES, reading
+from lakelog.lake.iceberg_scan_planner import LakeDataFile
 from lakelog.lake.schema_mapping import in_current_schema
 from lakelog.record.meta_columns import OFFSET_COLUMN
 from lakelog.spark_worker_heap import freeze_worker_heap
 from lakelog.tiering.compaction_planner import CompactionBin
 from lakelog.tiering.split_writer import lake_file_writer, row_groups
 
+# Files of a bin read ahead of the one being written (each small one held whole: a few MB at most).
+READ_AHEAD_FILES = 4
 RESULT_DDL = "bin int, file_path string, record_count long, file_size_bytes long"
 RESULT_SCHEMA = pa.schema([("bin", pa.int32()), ("file_path", pa.string()), ("record_count", pa.int64()), ("file_size_bytes", pa.int64())])
 
@@ -71,17 +77,44 @@ def compact_bin(settings: CompactionSettings, index: int, compaction: Compaction
 
 
 def _bin_rows(io: FileIO, compaction: CompactionBin, schema: pa.Schema) -> Iterator[pa.Table]:
-    """The bin's rows, file after file, row group by row group, each checked to continue the offsets."""
+    """The bin's rows, file after file, row group by row group, each checked to continue the offsets.
+    The next files are read ahead on a few threads (a small file whole, with one request, and
+    decoded there): with many small files, opening each one is most of the work."""
     expected = compaction.first_offset
-    for file in compaction.files:
-        with reading(file.path), io.new_input(file.path).open() as stream:
-            parquet = pq.ParquetFile(stream, page_checksum_verification=True)
-            for group in range(parquet.metadata.num_row_groups):
-                rows = parquet.read_row_group(group)
+    with ThreadPoolExecutor(READ_AHEAD_FILES, thread_name_prefix="compaction-read") as pool:
+        ahead: deque[tuple[LakeDataFile, Future[list[pa.Table]] | None]] = deque()
+        remaining = iter(compaction.files)
+
+        def read_ahead() -> None:
+            while len(ahead) < READ_AHEAD_FILES and (file := next(remaining, None)) is not None:
+                small = 0 < file.size_bytes <= WHOLE_FILE_BYTES
+                ahead.append((file, pool.submit(_whole_file_rows, io, file.path) if small else None))
+
+        read_ahead()
+        while ahead:
+            file, read = ahead.popleft()
+            read_ahead()
+            for rows in read.result() if read is not None else _streamed_rows(io, file.path):
                 expected = _continued(rows.column(OFFSET_COLUMN), expected, file.path)
                 yield in_current_schema(rows, schema)
-        if expected != file.last_offset + 1:
-            raise LakeDataError(f"lake data file {file.path} ends at offset {expected - 1}, its statistics say {file.last_offset}")
+            if expected != file.last_offset + 1:
+                raise LakeDataError(f"lake data file {file.path} ends at offset {expected - 1}, its statistics say {file.last_offset}")
+
+
+def _whole_file_rows(io: FileIO, path: str) -> list[pa.Table]:
+    """A small file's row groups, its bytes fetched with one read."""
+    with reading(path):
+        with io.new_input(path).open() as stream:
+            parquet = pq.ParquetFile(pa.BufferReader(stream.read()), page_checksum_verification=True)
+        return [parquet.read_row_group(group) for group in range(parquet.metadata.num_row_groups)]
+
+
+def _streamed_rows(io: FileIO, path: str) -> Iterator[pa.Table]:
+    """A larger file's row groups, one at a time."""
+    with reading(path), io.new_input(path).open() as stream:
+        parquet = pq.ParquetFile(stream, page_checksum_verification=True)
+        for group in range(parquet.metadata.num_row_groups):
+            yield parquet.read_row_group(group)
 
 
 def _continued(offsets: pa.ChunkedArray, expected: int, path: str) -> int:
