@@ -135,7 +135,8 @@ def read_whole_file(io: FileIO, file: FileRange, log_schema: pa.Schema, batch_ro
         metadata = pq.ParquetFile(buffer).metadata
         batches: list[pa.RecordBatch] = []
         for unit in wanted_row_groups(file, metadata):
-            batches += decode_row_group(buffer, unit, log_schema, batch_rows)
+            # A small file's row groups are too small to pay for handing their columns to Arrow's pool.
+            batches += decode_row_group(buffer, unit, log_schema, batch_rows, use_threads=False)
         return batches
 
 
@@ -171,12 +172,15 @@ def read_row_group(io: FileIO, unit: RowGroupRead, log_schema: pa.Schema, batch_
             return decode_row_group(stream, unit, log_schema, batch_rows)
 
 
-def decode_row_group(source: Any, unit: RowGroupRead, log_schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def decode_row_group(
+    source: Any, unit: RowGroupRead, log_schema: pa.Schema, batch_rows: int, use_threads: bool = True
+) -> Iterator[pa.RecordBatch]:
     """Like :func:`read_row_group`, from ``source``: the file, or any file-like object that holds
-    at least the bytes of the row group's wanted columns at their places in the file."""
+    at least the bytes of the row group's wanted columns at their places in the file. Without
+    ``use_threads`` its columns decode on this thread, not on Arrow's pool."""
     with reading(unit.file.path):
         parquet = pq.ParquetFile(source, metadata=unit.metadata, page_checksum_verification=True)
-        rows = parquet.read_row_group(unit.group, columns=log_schema.names)
+        rows = parquet.read_row_group(unit.group, columns=log_schema.names, use_threads=use_threads)
     return _log_batches(rows, unit.file, log_schema, batch_rows)
 
 
