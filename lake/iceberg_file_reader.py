@@ -30,6 +30,8 @@ from lakelog.record.meta_columns import OFFSET_COLUMN
 # A file this small is read whole with one request and decoded in one task, ahead of the consumer:
 # for it, opening the file and reading its footer, then each row group, cost more than decoding.
 WHOLE_FILE_BYTES = 1 << 20
+# Row groups up to this many rows decode on the reading thread, larger ones on Arrow's pool too.
+POOLED_ROW_GROUP_ROWS = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +137,9 @@ def read_whole_file(io: FileIO, file: FileRange, log_schema: pa.Schema, batch_ro
         metadata = pq.ParquetFile(buffer).metadata
         batches: list[pa.RecordBatch] = []
         for unit in wanted_row_groups(file, metadata):
-            # A small file's row groups are too small to pay for handing their columns to Arrow's pool.
-            batches += decode_row_group(buffer, unit, log_schema, batch_rows, use_threads=False)
+            # A row group of a few thousand rows costs less to decode than to hand to Arrow's pool.
+            threads = metadata.row_group(unit.group).num_rows > POOLED_ROW_GROUP_ROWS
+            batches += decode_row_group(buffer, unit, log_schema, batch_rows, use_threads=threads)
         return batches
 
 
