@@ -46,12 +46,19 @@ AWS_ENVIRONMENT = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "tes
 # A lake table whose records live only in the lake: expire remote segments at once, keep one local segment.
 LAKE_PROPERTIES = {"table.datalake.enabled": "true", "table.log.ttl": "1ms", "table.log.tiered.local-segments": "1"}
 REMOTE_PROPERTIES = {"table.log.tiered.local-segments": "1"}
+CLUSTER_SECRET = "lakelog-bench-cluster"
 
 
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def tablet_server_config(base: dict[str, Any], directory: Path, coordinator: str, server_id: int) -> dict[str, Any]:
+    """The configuration of tablet server ``server_id`` of a cluster in ``directory``: the same on
+    every restart, so a restarted server comes back with its data dir and id."""
+    return {**base, "data.dir": str(directory / f"tablet-{server_id}"), "coordinator.address": coordinator, "tablet-server.id": server_id}
 
 
 def _pieces(start: int, end: int, count: int | None) -> list[tuple[int, int]]:
@@ -115,6 +122,20 @@ class BenchCluster:
         self.conn = lakelog.connect(self.server.address, self.client_config())
         self.conn.admin.create_database(DATABASE, ignore_if_exists=True)
         self._spark: Any = None
+
+    def start_cluster(self, name: str, tablet_servers: int, extra: dict[str, Any] | None = None) -> list[HostedServer]:
+        """A coordinator, then ``tablet_servers`` tablet servers (ids 1, 2, ...) registered with it,
+        each in a process of its own; the coordinator first. The caller stops them."""
+        directory = self.directory / name
+        base = {
+            "server.port": 0, "log.segment.max-bytes": self.segment_bytes, "remote.log.task-interval": "1h",
+            "cluster.secret": CLUSTER_SECRET, **(extra or {}),
+        }
+        coordinator = HostedServer({**base, "data.dir": str(directory / "coordinator")}, ("coordinator",))
+        return [coordinator] + [
+            HostedServer(tablet_server_config(base, directory, coordinator.address, server_id), ("tablet-server",))
+            for server_id in range(1, tablet_servers + 1)
+        ]
 
     def start_server(self, flush_mode: str, remote: str = "s3") -> HostedServer:
         """Another embedded server (coordinator + tablet server) in its own process with its own data

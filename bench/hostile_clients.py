@@ -35,7 +35,7 @@ POLLS_PER_CHANNEL = 20
 LONG_POLL_MS = 60_000
 BIG_ROW = "x" * 1000
 TARGET_P99_MS = 100.0
-# A small budget, so the never-read streams fill it (the default, 256mb, would need 32 of them).
+# A small budget, so the never-read streams hold most of it: each of their 6 connections an eighth.
 SERVER_CONFIG = {"server.fetch.max-inflight-bytes": "64mb"}
 
 

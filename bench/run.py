@@ -20,7 +20,23 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterator
 
-from bench import compaction, hostile_clients, lake_tier, local_tier, memory, partitions, produce, remote_tier, report, scaling, spark_paths, tiering, timestamp_lookup
+from bench import (
+    compaction,
+    hostile_clients,
+    lake_tier,
+    local_tier,
+    memory,
+    partitions,
+    produce,
+    remote_tier,
+    replication,
+    report,
+    scaling,
+    schema_evolution,
+    spark_paths,
+    tiering,
+    timestamp_lookup,
+)
 from bench.cluster import BenchCluster
 from bench.measure import Result, progress
 from bench.sizes import FULL, QUICK
@@ -39,6 +55,8 @@ BENCHMARKS: dict[str, ModuleType] = {
     "partitions": partitions,
     "hostile": hostile_clients,
     "spark": spark_paths,
+    "replication": replication,
+    "evolution": schema_evolution,
 }
 
 

@@ -22,7 +22,6 @@ from bench.cluster import LAKE_PROPERTIES, BenchCluster
 from bench.lake_tier import lakelog_scan
 from bench.measure import progress, timed
 from bench.scan import drain
-from bench.server_host import HostedServer
 from bench.sizes import Sizes
 
 BUCKETS = (1, 4, 16, 64)
@@ -30,7 +29,6 @@ SERVERS = (1, 2, 3)
 WIDTHS = (3, 30)
 SERVER_BUCKETS = 12  # split evenly over 1, 2 or 3 tablet servers
 RUNS = 2  # per point: a dozen points, and the ratios that matter are between points of one curve
-SECRET = {"cluster.secret": "lakelog-bench-scaling"}
 
 # Why each curve has the shape it has, from how lakelog does the work (the report adds the numbers).
 WHY = {
@@ -97,7 +95,7 @@ def _servers(cluster: BenchCluster, sizes: Sizes) -> list[Point]:
     records, points = sizes.scaling_records, []
     for count in SERVERS:
         progress(f"scaling: a coordinator and {count} tablet server processes")
-        servers = _start_cluster(cluster, count)
+        servers = cluster.start_cluster(f"scaling-{count}", count)
         try:
             with cluster.connect(server=servers[0]) as conn:
                 table = cluster.table("scaling_servers", conn=conn, buckets=SERVER_BUCKETS)
@@ -107,23 +105,6 @@ def _servers(cluster: BenchCluster, sizes: Sizes) -> list[Point]:
             for server in reversed(servers):
                 server.stop()
     return points
-
-
-def _start_cluster(cluster: BenchCluster, tablet_servers: int) -> list[HostedServer]:
-    """A coordinator, then ``tablet_servers`` tablet servers registered with it; the coordinator first."""
-    directory = cluster.directory / f"scaling-{tablet_servers}"
-    base = {"server.port": 0, "log.segment.max-bytes": cluster.segment_bytes, "remote.log.task-interval": "1h", **SECRET}
-    coordinator = HostedServer({**base, "data.dir": str(directory / "coordinator")}, ("coordinator",))
-    servers = [coordinator]
-    for server_id in range(1, tablet_servers + 1):
-        config = {
-            **base,
-            "data.dir": str(directory / f"tablet-{server_id}"),
-            "coordinator.address": coordinator.address,
-            "tablet-server.id": server_id,
-        }
-        servers.append(HostedServer(config, ("tablet-server",)))
-    return servers
 
 
 def _lake_files(cluster: BenchCluster, sizes: Sizes) -> list[Point]:

@@ -103,6 +103,7 @@ class HostedServer(_Child):
     of the two ``roles`` of a cluster."""
 
     def __init__(self, config: Mapping[str, Any], roles: tuple[str, ...] = ROLES) -> None:
+        self.config = dict(config)  # as given: a restart after a kill starts from it again
         self.conf = Configuration(dict(config))
         self.data_dir = Path(self.conf.get("data.dir")).resolve()
         super().__init__(_serve_lakelog, dict(config), roles)

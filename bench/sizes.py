@@ -26,6 +26,8 @@ class Sizes:
     runs: int = 5
     hostile_polls: int = 200
     hostile_streams: int = 60
+    failover_kills: int = 20
+    evolution_records: int = 5_000_000
 
 
 FULL = Sizes()
@@ -47,4 +49,6 @@ QUICK = Sizes(
     runs=3,
     hostile_polls=50,
     hostile_streams=20,
+    failover_kills=3,
+    evolution_records=300_000,
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable, Mapping, TypeVar
+from typing import Callable, Iterable, Mapping, Sequence, TypeVar
 
 from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.errors import (
@@ -29,6 +29,8 @@ from lakelog.metadata import (
     OffsetSpec,
     OffsetType,
     PartitionInfo,
+    SchemaInfo,
+    TableChange,
     TableDescriptor,
     TableInfo,
     TablePath,
@@ -105,6 +107,19 @@ class Admin:
 
     def get_table_info(self, path: TablePath) -> TableInfo:
         return self._read("get table info", lambda: self._coordinator.get_table_info(path))
+
+    def alter_table(self, path: TablePath, changes: Sequence[TableChange], ignore_if_not_exists: bool = False) -> int:
+        """Add nullable columns last and widen columns (``TableChange.add_column``,
+        ``TableChange.widen_column``), all as one new schema version; its id. A change that is not
+        allowed raises :class:`InvalidAlterTableError` naming the column, and nothing changes.
+        Writers opened before keep writing their schema; readers read every record in the new one."""
+        schema_id = self._change("alter table", lambda: self._coordinator.alter_table(path, list(changes), ignore_if_not_exists))
+        self._metadata.forget(path)
+        return schema_id
+
+    def get_table_schema(self, path: TablePath, schema_id: int = 0) -> SchemaInfo:
+        """Version ``schema_id`` of the table's schema (the current one by default)."""
+        return self._read("get table schema", lambda: self._coordinator.get_table_schema(path, schema_id))
 
     # partitions
 
@@ -282,7 +297,7 @@ class Admin:
 
     def get_consistent_lake_snapshots(self, paths: Iterable[TablePath]) -> dict[TablePath, int]:
         """Per table, the lake snapshot at the largest timestamp barrier every listed table has
-        committed: read together they are one consistent cut (SPEC section 9). Read from the lake's
+        committed: read together they are one consistent cut (docs/contract.md, "Tiering, consistent cuts and cursors"). Read from the lake's
         own snapshot history, which holds only committed snapshots, so the answer is repeatable.
 
         Raises :class:`LakeSnapshotNotExistError` while the tables share no barrier.
@@ -327,7 +342,7 @@ class Admin:
         return self._read("get tiering jobs", self._coordinator.get_tiering_jobs)
 
     def get_tiering_status(self) -> dict[TablePath, TableTieringStatus]:
-        """Per table a tiering job reported, how fresh its lake is (SPEC section 9): the last barrier
+        """Per table a tiering job reported, how fresh its lake is (docs/contract.md, "Tiering, consistent cuts and cursors"): the last barrier
         of the job heard from last, the lake's max timestamp and ends from the coordinator's lake
         snapshot, and the high watermarks from the tablet servers, read now."""
         latest_job = {path: job for job in self.get_tiering_jobs() for path in job.tables}

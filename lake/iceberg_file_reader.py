@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from pyiceberg.io import FileIO
 
 from lakelog.errors import LakeDataError, LakeError
-from lakelog.lake.log_rows import to_log_rows
+from lakelog.lake.log_rows import file_columns, to_log_rows
 from lakelog.lake.row_group_queue import RowGroupQueue
 from lakelog.record.meta_columns import OFFSET_COLUMN
 
@@ -82,7 +82,7 @@ def read_lake_file(
             for unit in wanted_row_groups(file, parquet.metadata):
                 if row_groups is not None and unit.group not in row_groups:
                     continue
-                yield from _log_batches(parquet.read_row_group(unit.group, columns=log_schema.names), file, log_schema, batch_rows)
+                yield from _log_batches(parquet.read_row_group(unit.group, columns=file_columns(parquet.schema_arrow.names, log_schema)), file, log_schema, batch_rows)
 
 
 def read_lake_files(
@@ -183,7 +183,8 @@ def decode_row_group(
     ``use_threads`` its columns decode on this thread, not on Arrow's pool."""
     with reading(unit.file.path):
         parquet = pq.ParquetFile(source, metadata=unit.metadata, page_checksum_verification=True)
-        rows = parquet.read_row_group(unit.group, columns=log_schema.names, use_threads=use_threads)
+        columns = file_columns(parquet.schema_arrow.names, log_schema)
+        rows = parquet.read_row_group(unit.group, columns=columns, use_threads=use_threads)
     return _log_batches(rows, unit.file, log_schema, batch_rows)
 
 

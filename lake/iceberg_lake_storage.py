@@ -33,21 +33,23 @@ class IcebergLakeStorage(LakeStorage):
         self._lock = threading.Lock()
 
     def create_lake_table(self, path: TablePath, schema: pa.Schema, lake_config: LakeConfig, partition_keys: Sequence[str] = ()) -> None:
-        self._open_catalog(lake_config).create_table(path, schema, partition_keys)
+        self._catalog_of(lake_config).create_table(path, schema, partition_keys)
+
+    def evolve_lake_table(self, path: TablePath, schema: pa.Schema, lake_config: LakeConfig) -> None:
+        self._catalog_of(lake_config).evolve_table(path, schema)
 
     def table_stats(self, path: TablePath, lake_config: LakeConfig, target_file_size: int) -> LakeTableStats:
         from lakelog.lake.lake_catalog import lake_call
         from lakelog.lake.lake_table_stats import LakeTableStatsCache
 
-        catalog = self._open_catalog(lake_config)
+        catalog = self._catalog_of(lake_config)
         with self._lock:
             if self._stats is None:
                 self._stats = LakeTableStatsCache()
             stats = self._stats
         return lake_call(f"cannot read the numbers of {path}'s lake table", lambda: stats.stats(catalog.load_table(path), target_file_size))
 
-    def _open_catalog(self, lake_config: LakeConfig) -> "LakeCatalog":
-        """The one catalog this plugin keeps open, opened on first use."""
+    def _catalog_of(self, lake_config: LakeConfig) -> "LakeCatalog":
         from lakelog.lake.lake_catalog import LakeCatalog
 
         with self._lock:

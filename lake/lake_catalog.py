@@ -86,6 +86,19 @@ class LakeCatalog:
 
         return lake_call(f"cannot create lake table {path}", create)
 
+    def evolve_table(self, path: TablePath, log_schema: pa.Schema) -> None:
+        """Add the columns ``log_schema`` has and the lake table lacks, and widen those it widened,
+        by name: field ids stay, so every data file written before reads in the new schema (a
+        column it lacks as null). Nothing changes when the lake table has the schema already."""
+        wanted = lake_schema(log_schema, str(path))
+        table = self.load_table(path)
+
+        def evolve() -> None:
+            with table.update_schema() as update:
+                update.union_by_name(wanted)
+
+        lake_call(f"cannot evolve lake table {path}", evolve)
+
     def load_table(self, path: TablePath) -> Table:
         def load() -> Table:
             try:

@@ -7,17 +7,30 @@ milliseconds again (the lake holds it as timestamptz microseconds).
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.record.meta_columns import TIMESTAMP_COLUMN
+from lakelog.record.meta_columns import RESERVED_COLUMNS, TIMESTAMP_COLUMN
+
+
+def file_columns(names: Sequence[str], log_schema: pa.Schema) -> list[str]:
+    """The columns of ``log_schema`` that a data file whose columns are ``names`` holds: one written
+    before a column was added lacks it."""
+    held = set(names)
+    return [name for name in log_schema.names if name in held]
 
 
 def to_log_rows(lake_rows: pa.RecordBatch, log_schema: pa.Schema) -> pa.RecordBatch:
     """The columns of ``log_schema`` (projected columns plus the meta columns) out of a batch of
-    lake rows. Raises ArrowException (or KeyError for a missing column) when a value does not fit."""
+    lake rows; a table column the rows lack (added after they were tiered) reads null. Raises
+    ArrowException (or KeyError for a missing meta column) when a value does not fit."""
     columns = []
     for field in log_schema:
+        if field.name not in lake_rows.schema.names and field.name not in RESERVED_COLUMNS:
+            columns.append(pa.nulls(lake_rows.num_rows, field.type))
+            continue
         column = lake_rows.column(field.name)
         if field.name == TIMESTAMP_COLUMN:
             column = pc.divide(column.cast(pa.int64()), 1000)

@@ -7,7 +7,7 @@ covering every bucket tiered so far. A partitioned table's buckets are keyed
 one bucket log for good; a partition the log dropped keeps its key while the lake holds it). The lake, not the coordinator, is the source of truth for what
 was tiered: a job resumes from here, and the coordinator is brought up to date from here.
 
-A commit that tiered every bucket exactly up to a timestamp barrier B (SPEC section 9) also carries
+A commit that tiered every bucket exactly up to a timestamp barrier B (docs/contract.md, "Tiering, consistent cuts and cursors") also carries
 ``lakelog.barrier`` = B: the snapshots of several tables with the same barrier are a consistent cut.
 
 A compaction's snapshot holds the same records as the one it rewrote, so it carries that one's

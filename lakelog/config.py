@@ -101,21 +101,45 @@ def _choice(*values: str) -> Callable[[Any], str]:
     return parse
 
 
+INT32_MAX = (1 << 31) - 1
+# The widest range of each numeric kind, for keys that set none narrower: what the wire and the
+# RPC libraries carry (int32 counts, messages under 2 GiB) and what a timer can wait (a century).
+_KIND_RANGES: dict[Callable[[Any], Any], tuple[int, int]] = {
+    int: (0, INT32_MAX),
+    parse_size: (0, INT32_MAX),
+    parse_duration_ms: (0, 100 * 365 * 86_400_000),
+}
+
+
 @dataclass(frozen=True)
 class ConfigOption:
     key: str
     parse: Callable[[Any], Any]
     default: Any
     description: str
+    low: int | None = None  # None: the least of its kind (_KIND_RANGES)
+    high: int | None = None  # None: the most of its kind
+
+    @property
+    def bounds(self) -> tuple[int, int] | None:
+        """The values a numeric key may take, both ends included; None for other keys."""
+        kind = _KIND_RANGES.get(self.parse)
+        if kind is None:
+            return None
+        return (kind[0] if self.low is None else self.low, kind[1] if self.high is None else self.high)
+
+    def text(self, value: int) -> str:
+        """A value as a user writes it (``256mb``, ``7d``)."""
+        if self.parse is parse_size:
+            return format_size(value)
+        if self.parse is parse_duration_ms:
+            return format_duration_ms(value)
+        return str(value)
 
     @property
     def default_text(self) -> str:
         """The default as a user writes it (``256mb``, ``7d``), not in the bytes or ms it is kept in."""
-        if self.parse is parse_size:
-            return format_size(self.default)
-        if self.parse is parse_duration_ms:
-            return format_duration_ms(self.default)
-        return str(self.default).lower() if isinstance(self.default, bool) else str(self.default)
+        return str(self.default).lower() if isinstance(self.default, bool) else self.text(self.default)
 
 
 def _options(*options: ConfigOption) -> dict[str, ConfigOption]:
@@ -126,48 +150,50 @@ OPTIONS: dict[str, ConfigOption] = _options(
     # servers
     ConfigOption("data.dir", str, "./data", "Directory for the coordinator store and local log segments."),
     ConfigOption("server.host", str, "127.0.0.1", "Address the gRPC server binds to."),
-    ConfigOption("server.port", int, 9123, "Port of the gRPC server (0 picks a free one)."),
+    ConfigOption("server.port", int, 9123, "Port of the gRPC server (0 picks a free one).", high=65535),
     ConfigOption("server.advertised-host", str, "", "Host clients use to reach this server (default: server.host)."),
-    ConfigOption("server.advertised-port", int, 0, "Port clients use to reach a tablet server, e.g. behind a proxy (0: the port it listens on)."),
-    ConfigOption("server.rpc.threads", int, 64, "Worker threads of a gRPC server (long polls and fetches waiting for budget hold none)."),
-    ConfigOption("rpc.max-message-size", parse_size, 128 << 20, "Largest gRPC message, both directions."),
+    ConfigOption("server.advertised-port", int, 0, "Port clients use to reach a tablet server, e.g. behind a proxy (0: the port it listens on).", high=65535),
+    ConfigOption("server.rpc.threads", int, 64, "Worker threads of a gRPC server (long polls and fetches waiting for budget hold none).", low=1),
+    ConfigOption("rpc.max-message-size", parse_size, 128 << 20, "Largest gRPC message, both directions.", low=1 << 10),
     ConfigOption("coordinator.address", str, "", "HOST:PORT of the coordinator a tablet server registers with."),
-    ConfigOption("tablet-server.id", int, -1, "Id of a tablet server (default: kept in the data dir, else 0)."),
-    ConfigOption("tablet-server.heartbeat.interval", parse_duration_ms, 1000, "How often a tablet server tells the coordinator it is alive."),
-    ConfigOption("coordinator.tablet-server.heartbeat-timeout", parse_duration_ms, 6000, "A tablet server silent this long is down (metric, WARNING, unavailable buckets)."),
-    ConfigOption("log.segment.max-bytes", parse_size, 256 << 20, "A segment rolls once it would grow past this."),
-    ConfigOption("log.segment.max-age", parse_duration_ms, 7 * 86_400_000, "A segment rolls once its first batch is this old."),
+    ConfigOption("tablet-server.id", int, -1, "Id of a tablet server (default: kept in the data dir, else 0).", low=-1),
+    ConfigOption("tablet-server.heartbeat.interval", parse_duration_ms, 1000, "How often a tablet server tells the coordinator it is alive.", low=1),
+    ConfigOption("coordinator.tablet-server.heartbeat-timeout", parse_duration_ms, 6000, "A tablet server silent this long is down (metric, WARNING, unavailable buckets).", low=1),
+    ConfigOption("log.segment.max-bytes", parse_size, 256 << 20, "A segment rolls once it would grow past this.", low=1 << 10),
+    ConfigOption("log.segment.max-age", parse_duration_ms, 7 * 86_400_000, "A segment rolls once its first batch is this old.", low=1),
     ConfigOption("log.index.interval-bytes", parse_size, 4096, "Bytes of batches between two offset/time index entries."),
     ConfigOption("log.flush.mode", _choice("sync", "async"), "sync", "sync: fsync (group commit) before a produce is acknowledged."),
-    ConfigOption("log.flush.interval", parse_duration_ms, 1000, "How often async mode fsyncs."),
+    ConfigOption("log.flush.interval", parse_duration_ms, 1000, "How often async mode fsyncs.", low=1),
     ConfigOption(
         "server.writer-id.expiration-time", parse_duration_ms, 7 * 86_400_000,
         "A bucket forgets an idempotent writer that appended nothing for this long; a batch it resends later is appended again.",
+        low=1,
     ),
-    ConfigOption("log.replica.max-append-bytes", parse_size, 64 << 20, "Largest produce request a tablet server accepts."),
+    ConfigOption("log.replica.max-append-bytes", parse_size, 64 << 20, "Largest produce request a tablet server accepts.", low=1 << 10),
     ConfigOption("remote.data.dir", str, "", "Remote log storage, file://... or s3://... (default <data-dir>/remote)."),
     ConfigOption("remote.fs.s3.endpoint", str, "", "S3 endpoint override (moto, MinIO)."),
     ConfigOption("remote.fs.s3.region", str, "us-east-1", "S3 region."),
-    ConfigOption("remote.log.task-interval", parse_duration_ms, 5000, "How often uploads, local cleanup and remote expiry run."),
+    ConfigOption("remote.log.task-interval", parse_duration_ms, 5000, "How often uploads, local cleanup and remote expiry run.", low=1),
     ConfigOption("remote.log.orphan-grace", parse_duration_ms, 3_600_000, "Remote files no manifest names are deleted only past the manifest's range and once this old."),
-    ConfigOption("remote.log.stall-warning", parse_duration_ms, 30_000, "A remote log task pass stuck on one bucket this long is logged once at WARNING, with the upload backlog."),
-    ConfigOption("remote.log.manifest-check-interval", parse_duration_ms, 60_000, "How often each bucket's remote objects are listed against its manifest, to find a remote tier whose objects vanished."),
+    ConfigOption("remote.log.stall-warning", parse_duration_ms, 30_000, "A remote log task pass stuck on one bucket this long is logged once at WARNING, with the upload backlog.", low=1),
+    ConfigOption("remote.log.manifest-check-interval", parse_duration_ms, 60_000, "How often each bucket's remote objects are listed against its manifest, to find a remote tier whose objects vanished.", low=1),
     ConfigOption("datalake.format", _choice("iceberg"), "iceberg", "Lake format of lake-enabled tables."),
     # bounded server memory (issue 15)
-    ConfigOption("server.rpc.max-concurrent-streams", int, 100, "Calls one client connection may have open at once (HTTP/2 streams); more wait in the client."),
-    ConfigOption("server.fetch.max-inflight-bytes", parse_size, 256 << 20, "FetchLog answer bytes a tablet server holds at once, until each call ends; a fetch waits for room."),
+    ConfigOption("server.rpc.max-concurrent-streams", int, 100, "Calls one client connection may have open at once (HTTP/2 streams); more wait in the client.", low=1),
+    ConfigOption("server.fetch.max-inflight-bytes", parse_size, 256 << 20, "FetchLog answer bytes a tablet server holds at once, until each call ends, a client connection an eighth of them at most; a fetch waits for room.", low=1 << 10),
     ConfigOption("server.fetch.max-parked-polls", int, 1000, "Long polls (FetchLog waiting for data) parked at once; one more is answered at once with what there is."),
     ConfigOption(
         "server.malloc.mmap-threshold", parse_size, 32 << 20,
         "Buffers up to this size (a fetch answer) stay on glibc's heap and are reused, with twice it kept free; 0: glibc's defaults. Costs that much resident memory, saves the page faults of every answer.",
+        high=1 << 30,
     ),
     ConfigOption(
         "datalake.catalog-name", str, "lakelog",
         "Name the lake's Iceberg catalog is loaded under (a SQL catalog keys its tables by it; PyIceberg's ~/.pyiceberg.yaml and PYICEBERG_CATALOG__<NAME>__* apply to it).",
     ),
     # metrics
-    ConfigOption("metrics.port", int, -1, "Port of the Prometheus endpoint, http://HOST:PORT/metrics (-1: off, 0 picks a free one)."),
-    ConfigOption("metrics.host", str, "127.0.0.1", "Address the Prometheus endpoint binds to (it has no TLS or token: loopback unless set)."),
+    ConfigOption("metrics.port", int, -1, "Port of the Prometheus endpoint, http://HOST:PORT/metrics (-1: off, 0 picks a free one).", low=-1, high=65535),
+    ConfigOption("metrics.host", str, "127.0.0.1", "Address the Prometheus endpoint binds to (open to anyone who reaches it unless TLS and token authentication are on: loopback unless set)."),
     # security (README "Security"); servers calling each other and the tiering job use the client keys too
     ConfigOption("security.tls.enabled", parse_bool, False, "Serve (server) or dial (client) every gRPC call over TLS."),
     ConfigOption("security.tls.cert-file", str, "", "PEM certificate chain a server presents; must name its advertised host."),
@@ -179,29 +205,27 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("cluster.secret", Secret, "", "Shared by every server of a cluster: internal RPCs need it (embedded `lakelog server`: generated under the data dir)."),
     # client
     ConfigOption("bootstrap.servers", parse_addresses, (), "Coordinator addresses HOST:PORT, comma-separated; any live one bootstraps a client (connect()'s argument wins)."),
-    ConfigOption("client.request-timeout", parse_duration_ms, 30_000, "Deadline of one client RPC, and of a lookup with its retries."),
+    ConfigOption("client.request-timeout", parse_duration_ms, 30_000, "Deadline of one client RPC, and of a lookup with its retries.", low=1),
     ConfigOption("client.retry.backoff", parse_duration_ms, 100, "First wait before a failed request is tried again; doubled each time, jittered."),
-    ConfigOption("client.retry.max-backoff", parse_duration_ms, 1000, "Longest wait between two tries of a failed request."),
-    ConfigOption("client.writer.batch-size", parse_size, 1 << 20, "Bytes of rows a writer gathers per bucket before it sends."),
+    ConfigOption("client.retry.max-backoff", parse_duration_ms, 1000, "Longest wait between two tries of a failed request.", low=1),
+    ConfigOption("client.writer.batch-size", parse_size, 1 << 20, "Bytes of rows a writer gathers per bucket before it sends.", low=1),
     ConfigOption("client.writer.linger", parse_duration_ms, 100, "How long a writer waits for a batch to fill."),
-    ConfigOption("client.writer.max-inflight", int, 8, "Produce requests in flight per writer."),
-    ConfigOption("client.writer.delivery-timeout", parse_duration_ms, 120_000, "How long a writer retries a batch (leader unreachable or moved, timeouts, lost connections) before failing it; safe, as servers drop duplicates."),
-    ConfigOption("client.barrier-hold.timeout", parse_duration_ms, 60_000, "How long a barrier hold may stay open before the servers drop it (at most 15min)."),
-    ConfigOption("client.scanner.fetch.max-bytes", parse_size, 16 << 20, "Bytes one fetch to a tablet server may return, counted after projection; up to two fetches per server are in flight, and while its answers come back large its buckets are split between two of half this each."),
-    ConfigOption("client.scanner.fetch.max-bytes-per-bucket", parse_size, 4 << 20, "Bytes one fetch may return per bucket."),
+    ConfigOption("client.writer.max-inflight", int, 8, "Produce requests in flight per writer.", low=1),
+    ConfigOption("client.writer.delivery-timeout", parse_duration_ms, 120_000, "How long a writer retries a batch (leader unreachable or moved, timeouts, lost connections) before failing it; safe, as servers drop duplicates.", low=1),
+    ConfigOption("client.barrier-hold.timeout", parse_duration_ms, 60_000, "How long a barrier hold may stay open before the servers drop it (at most 15min).", low=1, high=15 * 60_000),
+    ConfigOption("client.scanner.fetch.max-bytes", parse_size, 16 << 20, "Bytes one fetch to a tablet server may return, counted after projection; up to two fetches per server are in flight, and while its answers come back large its buckets are split between two of half this each.", low=1),
+    ConfigOption("client.scanner.fetch.max-bytes-per-bucket", parse_size, 4 << 20, "Bytes one fetch may return per bucket.", low=1),
     ConfigOption("client.scanner.fetch.max-wait", parse_duration_ms, 500, "How long a server holds a fetch that has no data."),
     ConfigOption("client.scanner.fetch.min-bytes", int, 1, "Bytes a server waits for before it answers a fetch."),
-    ConfigOption("client.scanner.remote-log.prefetch-num", int, 4, "Remote segment GETs a scanner runs at once (within its buffered bytes)."),
+    ConfigOption("client.scanner.remote-log.prefetch-num", int, 4, "Remote segment GETs a scanner runs at once (within its buffered bytes).", low=1),
     ConfigOption(
         "client.scanner.max-poll-records", int, -1,
-        "Records one poll returns at most, shared by the buckets (below 1: no limit); the rest stays read ahead for the next poll.",
-    ),
+        "Records one poll returns at most, shared by the buckets (below 1: no limit); the rest stays read ahead for the next poll.", low=-1),
     ConfigOption(
         "client.scanner.max-buffered-bytes", parse_size, 128 << 20,
         "Bytes one scanner reads ahead of its polls, over all its buckets and partitions: fetch answers, remote segment pieces, "
         "lake batches. Remote segments are read in GETs of up to half of it, so two are in flight: 64mb, which read a 64 MB "
-        "segment in two GETs one after the other, held the remote read at 0.54-0.59x of its baseline (bench 3a, moto S3).",
-    ),
+        "segment in two GETs one after the other, held the remote read at 0.54-0.59x of its baseline (bench 3a, moto S3).", low=1),
     ConfigOption("client.scanner.offset-reset", _choice("error", "earliest", "latest"), "error", "What a scanner does at an offset no tier can serve."),
     ConfigOption("client.lake.enabled", parse_bool, True, "Read lake tiers through a LogSource plugin."),
     ConfigOption(
@@ -210,19 +234,24 @@ OPTIONS: dict[str, ConfigOption] = _options(
         "auto",
         "Which lake LogSource reads Iceberg: iceberg (PySpark), iceberg-arrow (in-process), or auto: iceberg when a Spark endpoint is known (lake.spark.master, own or advertised), else iceberg-arrow.",
     ),
-    ConfigOption("client.lake.read-threads", int, 2, "Row groups a lake LogSource decodes at once per bucket (and reads ahead): iceberg-arrow reads and decodes them, iceberg decodes what its Spark tasks fetched; 1: one after the other."),
-    ConfigOption("client.lake.batch-rows", int, 65_536, "Rows per batch a lake LogSource reads; bounds a lake read's memory with the scanner's few batches of read-ahead."),
+    ConfigOption("client.lake.read-threads", int, 2, "Row groups a lake LogSource decodes at once per bucket (and reads ahead): iceberg-arrow reads and decodes them, iceberg decodes what its Spark tasks fetched; 1: one after the other.", low=1),
+    ConfigOption("client.lake.batch-rows", int, 65_536, "Rows per batch a lake LogSource reads; bounds a lake read's memory with the scanner's few batches of read-ahead.", low=1),
     ConfigOption(
         "lake.spark.master",
         str,
         "",
         "Spark of the PySpark lake LogSource and the tiering job (sc://HOST:PORT, spark://..., local[*]); a coordinator advertises its own to clients and jobs that set none. Unset: local[*] when Spark is used.",
     ),
-    # partitioned tables (SPEC section 11)
+    ConfigOption(
+        "coordinator.max-buckets-per-tablet-server", int, 0,
+        "Buckets the coordinator places on one tablet server at most; a table or partition that would pass it is refused (TooManyBucketsError). "
+        "0: as many as the open-file limit holds (raised to its hard limit at start), 9 files a bucket (3 per local segment) with a quarter kept for connections.",
+    ),
+    # partitioned tables (docs/contract.md, "Partitioned tables and bucket keys")
     ConfigOption("max.partition.num", int, 1000, "Most partitions the coordinator keeps over all tables; one more is refused (TooManyPartitionsError)."),
-    ConfigOption("coordinator.auto-partition.check-interval", parse_duration_ms, 60_000, "How often the coordinator pre-creates and expires partitions of auto-partitioned tables."),
+    ConfigOption("coordinator.auto-partition.check-interval", parse_duration_ms, 60_000, "How often the coordinator pre-creates and expires partitions of auto-partitioned tables.", low=1),
     ConfigOption("client.writer.dynamic-create-partition.enabled", parse_bool, True, "A write to a missing partition creates it (false: PartitionNotExistError)."),
-    ConfigOption("client.scanner.partition-discovery.interval", parse_duration_ms, 10_000, "How often a scanner subscribed to a whole partitioned table looks for new and dropped partitions."),
+    ConfigOption("client.scanner.partition-discovery.interval", parse_duration_ms, 10_000, "How often a scanner subscribed to a whole partitioned table looks for new and dropped partitions.", low=1),
 )
 
 PASS_THROUGH_PREFIXES = ("datalake.iceberg.", "remote.fs.")
@@ -256,9 +285,14 @@ class Configuration:
                 return str(value)
             raise InvalidConfigError(f"unknown configuration key {key!r} (see `lakelog config` for the keys)")
         try:
-            return option.parse(value)
+            parsed = option.parse(value)
         except (TypeError, ValueError) as exc:
             raise InvalidConfigError(f"configuration key {key!r}: {exc}") from None
+        bounds = option.bounds
+        if bounds is not None and not bounds[0] <= parsed <= bounds[1]:
+            low, high = (option.text(bound) for bound in bounds)
+            raise InvalidConfigError(f"configuration key {key!r}: {value!r} is out of its range, {low} to {high}")
+        return parsed
 
     @classmethod
     def load(

@@ -9,14 +9,31 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+# The most of a message an error keeps, in UTF-8 bytes: a message crosses the wire as a gRPC status
+# (its details travel in a header, which gRPC clients refuse past 8-16 KiB, percent-encoded) and
+# echoes what it names, which a client may have sent at any length (a name of 100,000 characters).
+MAX_MESSAGE_BYTES = 1000
+
+
+def cut_message(message: str) -> str:
+    """``message`` within ``MAX_MESSAGE_BYTES``: a longer one keeps its start and its end (what is
+    wrong and why), the middle (the long name or value it echoes) is cut, saying how much."""
+    data = message.encode()
+    if len(data) <= MAX_MESSAGE_BYTES:
+        return message
+    keep = (MAX_MESSAGE_BYTES - 40) // 2
+    head, tail = data[:keep].decode(errors="ignore"), data[-keep:].decode(errors="ignore")
+    return f"{head}...[{len(data) - 2 * keep} bytes cut]...{tail}"
+
 
 class LakelogError(Exception):
-    """Base of every error lakelog raises to its users."""
+    """Base of every error lakelog raises to its users; its message is cut to ``MAX_MESSAGE_BYTES``."""
 
     code: ClassVar[int] = 1
     retriable: ClassVar[bool] = False
 
     def __init__(self, message: str) -> None:
+        message = cut_message(message)
         super().__init__(message)
         self.message = message
 
@@ -100,6 +117,20 @@ class InvalidTableError(LakelogError):
     """A table descriptor the server cannot accept (no columns, bad bucket count, bad property)."""
 
     code = 16
+
+
+class InvalidAlterTableError(InvalidRequestError):
+    """An ``alter_table`` change that is not allowed (a name clash, a type that is no widening, a
+    partition or bucket key widened, anything but adding or widening a column): names the column,
+    and nothing changed."""
+
+    code = 90
+
+
+class SchemaNotExistError(LakelogError):
+    """A schema id a table never had."""
+
+    code = 91
 
 
 class UnknownBucketError(LakelogError):
@@ -312,6 +343,14 @@ class PartitionNotInLakeError(LakelogError):
 
     code = 70
     retriable = True
+
+
+class TooManyBucketsError(LakelogError):
+    """Creating a table or partition would place more buckets on a tablet server than
+    ``coordinator.max-buckets-per-tablet-server`` allows (by default as many as its open-file
+    limit holds): refused before anything is created, so no table exists that cannot be led."""
+
+    code = 80
 
 
 _BY_CODE: dict[int, type[LakelogError]] = {}

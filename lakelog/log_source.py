@@ -1,4 +1,4 @@
-"""The lake plugin interface (SPEC section 6): a :class:`LakeStorage`, found through the entry-point
+"""The lake plugin interface (docs/contract.md, "Client API"): a :class:`LakeStorage`, found through the entry-point
 group ``lakelog.lake_storage`` by a table's ``table.datalake.format`` (see
 :mod:`lakelog.lake_plugins`), creates the lake table for the coordinator and a :class:`LogSource`
 that serves a client the offsets only the lake holds.
@@ -89,6 +89,12 @@ class LakeStorage(ABC):
         by the table's ``partition_keys`` when it has any. Raises
         :class:`~lakelog.errors.InvalidTableError` for a schema the lake cannot hold, and
         ImportError when a library it needs is missing."""
+
+    @abstractmethod
+    def evolve_lake_table(self, path: TablePath, schema: pa.Schema, lake_config: LakeConfig) -> None:
+        """Bring the lake table of ``path`` to the log table's new ``schema`` (the coordinator's call
+        as it alters a table): added columns added, widened ones widened, field ids kept. Doing it
+        again is harmless."""
 
     @abstractmethod
     def create_log_source(

@@ -6,7 +6,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Mapping, Sequence, Union
+from typing import ClassVar, Mapping, Sequence, Union
 
 import pyarrow as pa
 
@@ -199,6 +199,36 @@ def partition_spec(partition_keys: Sequence[str], name: str) -> dict[str, str]:
     return spec
 
 
+@dataclass(frozen=True)
+class TableChange:
+    """One change of ``admin.alter_table``: a nullable column added last, or a column widened (see
+    :mod:`lakelog.schema_evolution` for what is allowed and why)."""
+
+    ADD_COLUMN: ClassVar[str] = "add_column"
+    WIDEN_COLUMN: ClassVar[str] = "widen_column"
+
+    kind: str
+    name: str
+    type: pa.DataType
+    comment: str = ""
+
+    @classmethod
+    def add_column(cls, name: str, arrow_type: pa.DataType, comment: str = "") -> "TableChange":
+        return cls(cls.ADD_COLUMN, name, arrow_type, comment)
+
+    @classmethod
+    def widen_column(cls, name: str, arrow_type: pa.DataType) -> "TableChange":
+        return cls(cls.WIDEN_COLUMN, name, arrow_type)
+
+
+@dataclass(frozen=True)
+class SchemaInfo:
+    """One version of a table's schema: ids count from 1, one more per alter."""
+
+    schema_id: int
+    schema: pa.Schema
+
+
 @dataclass(frozen=True, order=True, slots=True)
 class PartitionInfo:
     """A partition of a partitioned table: its coordinator-assigned id (never reused) and name.
@@ -301,7 +331,7 @@ class LakeBucketOffset:
 
 
 # How a lake snapshot keys a bucket: its number in a table without partitions, else
-# ``(partition_id, bucket)`` (SPEC section 11).
+# ``(partition_id, bucket)`` (docs/contract.md, "Partitioned tables and bucket keys").
 LakeBucketKey = Union[int, tuple[int, int]]
 
 
@@ -345,7 +375,7 @@ class LakeOffsets:
 
 @dataclass(frozen=True)
 class TieringJobInfo:
-    """A tiering job as the coordinator last heard of it (SPEC section 9, freshness and lineage)."""
+    """A tiering job as the coordinator last heard of it (docs/contract.md, "Tiering, consistent cuts and cursors", freshness and lineage)."""
 
     job_id: str
     tables: tuple[TablePath, ...]

@@ -97,7 +97,8 @@ def _close_shared_channels() -> None:
     """Close the shared sessions' channels while gRPC's threads still run. Left to PySpark's
     ``__del__`` at interpreter shutdown, the close waits for a lock a frozen gRPC thread holds, and
     the process never exits (a script that read the lake and called its own ``spark.stop()`` hung
-    so). Closing the channel ends nothing on the server: the session stays for the other clients."""
+    so). Closing the channel ends nothing on the server: the session stays for the other clients.
+    PySpark's own exit handler is not registered for these sessions (see :func:`_without_exit_cleanup`)."""
     with _shared_lock:
         sessions = list(_shared.values())
     for session in sessions:
@@ -108,15 +109,23 @@ def _close_shared_channels() -> None:
                 log.debug("closing the channel of a shared Spark Connect session failed: %s", error)
 
 
+def _without_exit_cleanup(session: "SparkSession") -> "SparkSession":
+    """``session`` without PySpark's exit handler, which asks the server to clean the session's ML
+    cache: a shared session has none (lakelog runs no ML), and against a Connect server that
+    stopped first the handler retries for minutes before the process may exit."""
+    atexit.unregister(session.client._on_exit)
+    return session
+
+
 def _join_shared(address: str) -> "SparkSession":
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     if ";session_id=" in address:
-        return ConnectSession.builder.remote(address).create()
+        return _without_exit_cleanup(ConnectSession.builder.remote(address).create())
     separator = ";" if "/;" in address else "/;"
     for generation in range(SHARED_SESSION_GENERATIONS):
         session_id = uuid.uuid5(SHARED_SESSION_NAMESPACE, f"{address}#{generation}")
-        session = ConnectSession.builder.remote(f"{address}{separator}session_id={session_id}").create()
+        session = _without_exit_cleanup(ConnectSession.builder.remote(f"{address}{separator}session_id={session_id}").create())
         session.release_session_on_close = False
         try:
             session.conf.get("spark.master")  # the first call: the server creates, joins or refuses the session
@@ -126,7 +135,7 @@ def _join_shared(address: str) -> "SparkSession":
                 raise
             _left.append(session)  # not closed: PySpark's channel close can hang here
     log.info("the %d shared Spark Connect sessions of %s are closed; this client takes one of its own", SHARED_SESSION_GENERATIONS, address)
-    return ConnectSession.builder.remote(address).create()
+    return _without_exit_cleanup(ConnectSession.builder.remote(address).create())
 
 
 def refuse_local_lake(spark: "SparkSession", lake_config: "LakeConfig") -> None:

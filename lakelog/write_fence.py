@@ -1,4 +1,4 @@
-"""Fencing a table's or partition's writes while its leaders keep it (SPEC section 11).
+"""Fencing a table's or partition's writes while its leaders keep it (docs/contract.md, "Partitioned tables and bucket keys").
 
 Before the coordinator drops a lake-enabled partition's log it checks that the lake holds all of
 it; a write acknowledged after that check would go with the log. So it fences the partition's

@@ -3,6 +3,7 @@ the coordinator logic behind its service and the status page."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import Iterator
@@ -13,7 +14,6 @@ from prometheus_client.registry import Collector
 from lakelog.config import Configuration
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import ServerNode
-from lakelog.security.tokens import TokenStore
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore
@@ -21,15 +21,28 @@ from lakelog.server.coordinator.tablet_liveness import TabletLiveness
 from lakelog.server.metrics.lake_collector import LakeTableCollector
 from lakelog.server.metrics.metrics_endpoint import WsgiApp
 from lakelog.server.metrics.server_metrics import ServerMetrics
+from lakelog.server.open_file_limit import buckets_within, open_file_limit
 from lakelog.server.rpc.auth_interceptor import CallerName
 from lakelog.server.rpc.coordinator_service import CoordinatorService
 from lakelog.server.rpc.tablet_client import GrpcTabletNotifier
 from lakelog.server.status.cluster_status import ClusterStatus
 from lakelog.server.status.status_page import StatusPage
 
+log = logging.getLogger(__name__)
+
 # How often the coordinator looks for silent tablet servers, at most: a down server is reported
 # within the heartbeat timeout plus this.
 LIVENESS_CHECK_S = 1.0
+
+
+def max_buckets_per_server(conf: Configuration) -> int:
+    """``coordinator.max-buckets-per-tablet-server``, or when 0 what this process's open-file limit
+    holds (raised at start, see :class:`ServerProcess`; the tablet servers of a cluster are
+    expected to run with the limit of their coordinator, else the key is set)."""
+    configured = conf.get("coordinator.max-buckets-per-tablet-server")
+    cap = configured or buckets_within(open_file_limit())
+    log.info("at most %d buckets per tablet server%s", cap, "" if configured else " (from the open-file limit)")
+    return cap
 
 
 class CoordinatorRole:
@@ -43,6 +56,7 @@ class CoordinatorRole:
             self.tablets,
             lake,
             timeout_ms,
+            max_buckets_per_server(conf),
             conf.get("max.partition.num"),
             conf.get("coordinator.auto-partition.check-interval"),
         )
@@ -62,11 +76,11 @@ class CoordinatorRole:
         metrics.registry.register(LakeTableCollector(self.coordinator))
         return CoordinatorService(self.coordinator, node, metrics, caller)
 
-    def status_pages(self, tokens: TokenStore | None) -> dict[str, WsgiApp]:
-        """The status page's routes (``tokens``: ``None`` when auth is off); sampling the lake lag
-        for its line starts here, so a coordinator without the page does not sample."""
+    def status_pages(self) -> dict[str, WsgiApp]:
+        """The status page's routes; sampling the lake lag for its line starts here, so a
+        coordinator without the page does not sample."""
         self._status = ClusterStatus(self.coordinator, self.tablets).start()
-        return StatusPage(self._status, tokens).routes()
+        return StatusPage(self._status).routes()
 
     def close(self) -> None:
         if self._status is not None:

@@ -1,4 +1,4 @@
-"""The lock a server holds on its data directory while it runs (spec section 12).
+"""The lock a server holds on its data directory while it runs (docs/contract.md, "Operations").
 
 Two servers writing one directory would interleave segment files, truncate each other's tails in
 recovery and share one SQLite store; the second must stop before it opens anything. ``flock`` on

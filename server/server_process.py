@@ -20,9 +20,11 @@ from lakelog.server.coordinator_server import CoordinatorRole
 from lakelog.server.allocator import keep_buffers_on_heap
 from lakelog.server.data_dir_lock import DataDirLock
 from lakelog.server.log.log_tablet import wall_clock_ms
+from lakelog.server.metrics.http_token_gate import TokenGate
 from lakelog.server.metrics.metrics_endpoint import MetricsEndpoint
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.metrics.tablet_collector import TabletStateCollector
+from lakelog.server.open_file_limit import raise_open_file_limit
 from lakelog.security.tls import server_credentials
 from lakelog.server.rpc.auth_interceptor import AuthInterceptor, anonymous_caller
 from lakelog.server.rpc.cluster_secret import ClusterMemberInterceptor, cluster_secret
@@ -89,6 +91,7 @@ class ServerProcess:
         auth = AuthInterceptor.from_configuration(self.conf, self.metrics)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         keep_buffers_on_heap(self.conf.get("server.malloc.mmap-threshold"))
+        raise_open_file_limit()  # a tablet server keeps every local segment of its buckets open
         self._lock = DataDirLock(self.data_dir)  # before anything in the directory is opened
         try:
             self._start(credentials, auth)
@@ -132,10 +135,11 @@ class ServerProcess:
         log.info("lakelog %s listening on %s (data dir %s)", "+".join(self.roles), self.address, self.data_dir)
         self._log_security(credentials is not None, auth)
         if self.conf.get("metrics.port") >= 0:
-            pages = self.coordinator.status_pages(auth.tokens if auth else None) if self.coordinator else {}
+            pages = self.coordinator.status_pages() if self.coordinator else {}
             tls = (self.conf.get("security.tls.cert-file"), self.conf.get("security.tls.key-file")) if credentials else None
+            guard = TokenGate(auth.tokens).guard if auth else None
             self._metrics_endpoint = MetricsEndpoint(
-                self.metrics.registry, self.conf.get("metrics.host"), self.conf.get("metrics.port"), pages, tls
+                self.metrics.registry, self.conf.get("metrics.host"), self.conf.get("metrics.port"), pages, tls, guard
             )
             log.info("Prometheus metrics at %s", self._metrics_endpoint.url)
             if pages:

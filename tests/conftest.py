@@ -112,11 +112,18 @@ def wait_until(condition: Callable[[], Any], what: str, timeout_s: float = 60.0)
 class ServerSubprocess:
     """`python -m lakelog server` in its own process, for kill -9 tests."""
 
-    def __init__(self, data_dir: Path, *extra: str) -> None:
+    def __init__(self, data_dir: Path, *extra: str, open_files: tuple[int, int] | None = None) -> None:
+        """``open_files``: the process's soft and hard limits on open files (default: this one's)."""
         self.data_dir = data_dir
         self.extra = extra
+        self.open_files = open_files
         self.proc: subprocess.Popen[str] | None = None
         self.address = ""
+
+    def _limit_open_files(self) -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, self.open_files)
 
     def start(self) -> "ServerSubprocess":
         self.proc = subprocess.Popen(
@@ -124,6 +131,7 @@ class ServerSubprocess:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
+            preexec_fn=self._limit_open_files if self.open_files else None,
         )
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
@@ -176,14 +184,10 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-@pytest.fixture(scope="session")
-def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`lakelog spark-connect` in its own process (local[2]), shared by every test that reaches Spark
-    through it; its ``sc://`` address. At the end it must stop cleanly on SIGTERM and free its port.
-    Connect sessions live in subprocesses only: one in this process would switch PySpark to Connect
-    mode under the tests that use the classic ``spark`` fixture."""
+def start_spark_connect(log: Path) -> tuple[subprocess.Popen[str], str]:
+    """`lakelog spark-connect` in its own process (local[2]), its log in ``log``; the process and its
+    ``sc://`` address once it says it is ready."""
     port = free_port()
-    log = tmp_path_factory.mktemp("spark-connect") / "server.log"
     # The repository on its Python path, as site-packages is after a regular install: Spark finds
     # module pyspark_lakelog with pkgutil.iter_modules, which cannot see an editable install's modules.
     python_path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")]))
@@ -198,7 +202,19 @@ def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     assert proc.stdout is not None
     ready = proc.stdout.readline()
     assert f"ready on sc://127.0.0.1:{port}" in ready, f"spark-connect said {ready!r}; its log: {log.read_text()[-3000:]}"
-    yield f"sc://127.0.0.1:{port}"
+    return proc, f"sc://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Spark Connect server shared by every test that reaches Spark through it; its ``sc://``
+    address. At the end it must stop cleanly on SIGTERM and free its port. Connect sessions live in
+    subprocesses only: one in this process would switch PySpark to Connect mode under the tests that
+    use the classic ``spark`` fixture."""
+    log = tmp_path_factory.mktemp("spark-connect") / "server.log"
+    proc, address = start_spark_connect(log)
+    yield address
+    port = int(address.rsplit(":", 1)[1])
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(60) == 0, log.read_text()[-3000:]
     with socket.socket() as probe:

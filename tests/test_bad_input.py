@@ -163,8 +163,12 @@ def test_create_table_errors(conn: lakelog.Connection) -> None:
     ("properties", "named"),
     [
         ({"table.log.ttl": "-1d"}, "table.log.ttl='-1d'"),
-        ({"table.log.ttl": "0ms"}, "table.log.ttl='0ms': must be at least 1ms"),
-        ({"table.log.tiered.local-segments": "0"}, "table.log.tiered.local-segments='0': must be at least 1"),
+        ({"table.log.ttl": "0ms"}, "table.log.ttl='0ms': must be between 1ms and 36500d"),
+        ({"table.log.ttl": "99999999999999999999"}, "table.log.ttl='99999999999999999999': must be between 1ms and 36500d"),
+        ({"table.log.tiered.local-segments": "0"}, "table.log.tiered.local-segments='0': must be between 1 and 1000"),
+        ({"table.log.tiered.local-segments": "99999999999999999999"}, "local-segments='99999999999999999999': must be between 1 and 1000"),
+        ({"table.auto-partition.num-precreate": "1000000"}, "num-precreate='1000000': must be between 0 and 1000"),
+        ({"table.auto-partition.num-retention": "99999999999999999999"}, "num-retention='99999999999999999999': must be between 0 and 1000000"),
         ({"table.log.tiered.local-segments": "abc"}, "table.log.tiered.local-segments='abc'"),
         ({"table.datalake.enabled": "maybe"}, "table.datalake.enabled='maybe': must be true or false"),
         ({"table.datalake.format": "paimon"}, "table.datalake.format='paimon'"),
@@ -182,6 +186,15 @@ def test_bad_table_properties_are_refused_at_create_naming_key_and_value(
     assert conn.admin.list_tables("shop") == []
     table = create_table(conn, properties={"table.log.ttl": "2d", "owner": "team-a"})  # the server goes on
     assert table.info.properties["owner"] == "team-a"
+
+
+def test_auto_partitioning_that_reaches_past_the_years_a_date_holds_is_refused(conn: lakelog.Connection) -> None:
+    conn.admin.create_database("shop")
+    properties = {"table.auto-partition.enabled": "true", "table.auto-partition.time-unit": "year", "table.auto-partition.num-retention": "5000"}
+    descriptor = lakelog.TableDescriptor(ORDERS_SCHEMA, properties=properties, partition_keys=["name"])
+    with pytest.raises(lakelog.InvalidTableError, match="num-retention=5000 years reach past the years 1 to 9999"):
+        conn.admin.create_table(lakelog.TablePath("shop", "yearly"), descriptor)
+    assert conn.admin.list_tables("shop") == []
 
 
 def test_oversized_comments_and_a_zero_bucket_count_are_refused(server, conn: lakelog.Connection) -> None:
@@ -245,3 +258,30 @@ def test_lake_offsets_that_are_not_ranges_or_name_no_table_are_refused(server, c
     assert unknown.error_code == lakelog.TableNotExistError.code and "table id 99" in unknown.error_message
     with pytest.raises(lakelog.LakeSnapshotNotExistError):
         conn.admin.get_lake_snapshot(table.path)
+
+
+def test_names_of_100000_characters_are_refused_as_invalid_with_the_name_cut(server) -> None:  # noqa: ANN001
+    """The name is echoed cut (its start, its end and how much was cut), so the answer is the
+    INVALID_ARGUMENT of a bad name, not a status too large for the client to read."""
+    import grpc
+
+    from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
+
+    long_name = "n" * 100_000
+    with grpc.insecure_channel(server.address) as channel:
+        stub = CoordinatorServiceStub(channel)
+        for call, request in (
+            (stub.CreateDatabase, pb.CreateDatabaseRequest(database_name=long_name)),
+            (stub.CreateTable, pb.CreateTableRequest(table_path=pb.PbTablePath(database_name="shop", table_name=long_name))),
+            (stub.GetTableInfo, pb.GetTableInfoRequest(table_path=pb.PbTablePath(database_name=long_name, table_name="t"))),
+        ):
+            with pytest.raises(grpc.RpcError) as info:
+                call(request, timeout=30)
+            assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
+            details = info.value.details()
+            assert "name 'nnnn" in details and "bytes cut]" in details and "names match [A-Za-z0-9_]" in details
+            assert len(details) <= lakelog.errors.MAX_MESSAGE_BYTES
+        stub.CreateDatabase(pb.CreateDatabaseRequest(database_name="shop"), timeout=30)  # the server goes on
+    with pytest.raises(lakelog.InvalidNameError, match=r"bytes cut\].*names match") as refused:
+        lakelog.TablePath("shop", long_name)
+    assert len(refused.value.message) <= lakelog.errors.MAX_MESSAGE_BYTES

@@ -38,6 +38,14 @@ def test_unknown_key_and_bad_values_are_refused(tmp_path: Path) -> None:
         Configuration({"log.flush.mode": "fast"})
     with pytest.raises(InvalidConfigError, match="not a duration"):
         Configuration({"remote.log.task-interval": "soon"})
+    with pytest.raises(InvalidConfigError, match=r"'server.port': 70000 is out of its range, 0 to 65535"):
+        Configuration({"server.port": 70000})
+    with pytest.raises(InvalidConfigError, match=r"'client.request-timeout': '99999999999999999999' is out of its range, 1ms to 36500d"):
+        Configuration({"client.request-timeout": "99999999999999999999"})
+    with pytest.raises(InvalidConfigError, match=r"'rpc.max-message-size': '4gb' is out of its range, 1kb to 2147483647b"):
+        Configuration({"rpc.max-message-size": "4gb"})
+    with pytest.raises(InvalidConfigError, match=r"'server.rpc.threads': 0 is out of its range, 1 to 2147483647"):
+        Configuration({"server.rpc.threads": 0})
     with pytest.raises(InvalidConfigError, match="--set takes KEY=VALUE"):
         Configuration.load(None, ["server.port"])
     bad = tmp_path / "bad.yaml"

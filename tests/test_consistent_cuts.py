@@ -1,4 +1,4 @@
-"""Consistent cuts (SPEC section 9): two lake-enabled tables written together by one producer in
+"""Consistent cuts (docs/contract.md, "Tiering, consistent cuts and cursors"): two lake-enabled tables written together by one producer in
 pairs (a pair's two rows share a key, the left half acknowledged before the right one is sent, both
 under one barrier hold), tiered in rounds while the producer runs. At every barrier both tables
 committed, their Iceberg snapshots are exactly the two logs at that instant, and joined on the key

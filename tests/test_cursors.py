@@ -1,4 +1,4 @@
-"""Cursors (SPEC section 9): a position no tier can serve, under each ``client.scanner.offset-reset``
+"""Cursors (docs/contract.md, "Tiering, consistent cuts and cursors"): a position no tier can serve, under each ``client.scanner.offset-reset``
 mode, and a consumer that checkpoints ``(bucket, next offset)`` after every poll, is killed at random
 points and resumed from its checkpoint, seeing every record exactly once across lake, remote and
 local tiers."""

@@ -1,4 +1,4 @@
-"""Every server answers the standard gRPC health check (SPEC section 12), as probes call it: the
+"""Every server answers the standard gRPC health check (docs/contract.md, "Operations"), as probes call it: the
 stock ``grpc.health.v1`` stub on a real server, for the embedded server, a coordinator and a
 tablet server apart, and a server with token auth (a probe carries no token). The metrics endpoint
 names the build."""

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 import lakelog
-from bench.hostile_clients import ControlClient, HostileLoad, peak_rss_mb, prepare_tables
+from bench.hostile_clients import STREAMS_PER_CONNECTION, ControlClient, HostileLoad, peak_rss_mb, prepare_tables
+from lakelog.server.rpc.answer_budget import CONNECTION_SHARES
 from tests.conftest import ServerSubprocess, create_table, free_port, order_rows, scan_all, wait_until
 from tests.metrics_scrape import metric_sum
 
@@ -30,6 +31,23 @@ def rss_bound_mb(before_mb: float) -> float:
     return before_mb + 3 * BUDGET_MB + 150
 
 
+def _never_read_shares_held(metrics_port: int) -> bool:
+    """Each connection of never-read streams holds its share of the budget (an answer of 8 MiB, less
+    what did not fit in its share besides the answer's overhead)."""
+    connections = -(-NEVER_READ_STREAMS // STREAMS_PER_CONNECTION)
+    share = (BUDGET_MB << 20) // CONNECTION_SHARES
+    return metric_sum(metrics_port, "lakelog_fetch_budget_bytes_in_use") >= connections * (share - (1 << 20))
+
+
+def _budgeted_server(tmp_path: Path) -> tuple[ServerSubprocess, int]:
+    """A server process with an answer budget of ``BUDGET_MB`` and its metrics on, and their port."""
+    metrics_port = free_port()
+    server = ServerSubprocess(
+        tmp_path / "data", "--set", f"server.fetch.max-inflight-bytes={BUDGET_MB}mb", "--set", f"metrics.port={metrics_port}"
+    ).start()
+    return server, metrics_port
+
+
 def _held_polls(metrics_port: int) -> float:
     """Fetches the server holds without a thread: parked for data, or waiting for answer budget
     (the never-read streams beyond the budget among them)."""
@@ -37,10 +55,7 @@ def _held_polls(metrics_port: int) -> float:
 
 
 def test_control_rpcs_and_produce_go_on_under_hostile_clients_and_memory_stays_bounded(tmp_path: Path) -> None:
-    metrics_port = free_port()
-    server = ServerSubprocess(
-        tmp_path / "data", "--set", f"server.fetch.max-inflight-bytes={BUDGET_MB}mb", "--set", f"metrics.port={metrics_port}"
-    ).start()
+    server, metrics_port = _budgeted_server(tmp_path)
     assert server.proc is not None
     try:
         with lakelog.connect(server.address) as conn:
@@ -49,11 +64,11 @@ def test_control_rpcs_and_produce_go_on_under_hostile_clients_and_memory_stays_b
             before_mb = peak_rss_mb(server.proc.pid)
             control = ControlClient(server.address)
             with HostileLoad(server.address, idle.info.table_id, big.info.table_id, IDLE_POLLS, NEVER_READ_STREAMS) as load:
-                # The load is in place before it is measured: the never-read answers hold the budget
-                # (within one answer of it), and every idle poll is held by the server without a
-                # thread, parked or (when the streams took the budget first) waiting for budget.
+                # The load is in place before it is measured: the never-read answers hold their
+                # connections' shares of the budget, and every idle poll is held by the server
+                # without a thread, parked or waiting for budget.
                 wait_until(
-                    lambda: metric_sum(metrics_port, "lakelog_fetch_budget_bytes_in_use") >= (BUDGET_MB - 9) << 20
+                    lambda: _never_read_shares_held(metrics_port)
                     and metric_sum(metrics_port, "lakelog_fetch_budget_waiters") > 0
                     and _held_polls(metrics_port) >= IDLE_POLLS,
                     f"{IDLE_POLLS} polls held and the {BUDGET_MB} MB answer budget spent",
@@ -121,3 +136,44 @@ def test_polls_past_max_parked_polls_are_answered_at_once_and_parked_ones_wake_o
         while registry.get_sample_value("lakelog_fetch_budget_bytes_in_use") != 0:
             time.sleep(0.01)
         assert registry.get_sample_value("lakelog_fetch_parked_polls") == 0
+
+
+READER_DEADLINE_S = 20.0
+READER_FETCHES = 5
+
+
+def test_a_reader_is_served_while_never_read_streams_on_six_connections_hold_their_shares(tmp_path: Path) -> None:
+    """60 never-read 8 MiB FetchLog streams on 6 connections, and on a seventh a client reading
+    8 MiB answers one after the other: each arrives within its deadline, with records; the server's
+    memory stays within the bound."""
+    import grpc
+
+    from bench.hostile_clients import FETCH_METHOD, STREAM_ANSWER_BYTES, fetch_request
+    from lakelog.record.batch import iter_headers
+    from lakelog.rpc import lakelog_api_pb2 as pb
+
+    server, metrics_port = _budgeted_server(tmp_path)
+    assert server.proc is not None
+    try:
+        with lakelog.connect(server.address) as conn:
+            idle, big = prepare_tables(conn, 10_000)
+            before_mb = peak_rss_mb(server.proc.pid)
+            with HostileLoad(server.address, idle.info.table_id, big.info.table_id, 0, NEVER_READ_STREAMS):
+                wait_until(
+                    lambda: _never_read_shares_held(metrics_port) and metric_sum(metrics_port, "lakelog_fetch_budget_waiters") > 0,
+                    "the never-read streams hold their shares of the budget, the rest of them waiting",
+                )
+                options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_receive_message_length", 2 * STREAM_ANSWER_BYTES)]
+                with grpc.insecure_channel(server.address, options=options) as channel:
+                    fetch = channel.unary_unary(FETCH_METHOD, request_serializer=bytes, response_deserializer=pb.FetchLogResponse.FromString)
+                    request = fetch_request(big.info.table_id, 0, STREAM_ANSWER_BYTES, 0).SerializeToString()
+                    for _ in range(READER_FETCHES):
+                        (bucket,) = fetch(request, timeout=READER_DEADLINE_S).tables_resp[0].buckets_resp  # late: DEADLINE_EXCEEDED
+                        assert bucket.error_code == 0, bucket.error_message
+                        assert len(bucket.records) > STREAM_ANSWER_BYTES // 2
+                        assert [h.base_offset for _, h in iter_headers(bucket.records)][0] == 0
+                assert metric_sum(metrics_port, "lakelog_fetch_budget_waiters") > 0, "the never-read streams left"
+                peak_mb = peak_rss_mb(server.proc.pid)
+        assert peak_mb < rss_bound_mb(before_mb), f"server peak RSS {peak_mb:.0f} MB, {before_mb:.0f} MB before the load"
+    finally:
+        server.stop()

@@ -1,4 +1,4 @@
-"""Arrow tools read what lakelog returns and write what they hold (SPEC section 12), on a real server:
+"""Arrow tools read what lakelog returns and write what they hold (docs/contract.md, "Operations"), on a real server:
 pandas, polars and DuckDB through the Arrow PyCapsule stream, ``to_arrow``/``to_pandas``/batch
 readers on the scanner, and every kind of input ``append_arrow`` takes."""
 

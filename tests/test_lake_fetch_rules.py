@@ -1,4 +1,4 @@
-"""The tier rule of SPEC section 4 on the server: lake answers only for requests that set
+"""The tier rule of docs/contract.md, "Tiers" on the server: lake answers only for requests that set
 ``enable_lake``, the lake end is exclusive, and an old client sees exactly the old behaviour.
 
 The lake range is set with a real NotifyLakeTableOffset call (what the coordinator sends after a

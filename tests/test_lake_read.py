@@ -1,4 +1,4 @@
-"""Reading the lake (SPEC sections 4 and 6): a union read across lake, remote and local tiers
+"""Reading the lake (docs/contract.md, "Tiers" and "Client API"): a union read across lake, remote and local tiers
 through both Iceberg LogSources, timestamp lookups, the fallback to an old client, and a warehouse
 that disappears mid-read.
 

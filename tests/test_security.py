@@ -113,6 +113,40 @@ def _assert_no_secret(text: str, security: Security) -> None:
     assert security.cert.key_file.read_text().splitlines()[1] not in text, "the private key leaked"
 
 
+# ---------------------------------------------------------------- the metrics port
+
+
+def test_metrics_need_a_read_token_as_the_status_page_does(
+    server_factory: Callable[..., ServerProcess], security: Security, tmp_path: Path
+) -> None:
+    """With auth on, ``/metrics`` answers 401 (asking for the token) without one or with an unknown
+    one, 403 to a token without ``read``, and the samples to a ``read`` token, as ``/status`` does."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    server = server_factory(**security.server_config(tmp_path / "data", **{"metrics.port": 0}))
+    trusted = ssl.create_default_context(cafile=str(security.ca.ca_file))
+    base = f"https://localhost:{server.metrics_port}"
+
+    def get(path: str, token: str | None) -> tuple[int, str]:
+        headers = {"Authorization": f"Bearer {security.tokens.get(token, token)}"} if token else {}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(base + path, headers=headers), timeout=10, context=trusted) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as refused:
+            return refused.code, refused.read().decode()
+
+    for path in ("/metrics", "/status.json"):
+        status, body = get(path, None)
+        assert status == 401 and "requires a bearer token" in body, path
+        assert get(path, secrets.token_urlsafe(24))[0] == 401, path
+        assert get(path, f"all-but-{Action.READ}")[0] == 403, path
+        status, body = get(path, "reader")
+        assert status == 200, path
+    assert "lakelog_rpc_duration_seconds" in get("/metrics", "reader")[1]
+
+
 # ---------------------------------------------------------------- TLS
 
 

@@ -1,4 +1,4 @@
-"""Spark Connect as the way clients and the tiering job reach Spark (SPEC sections 6, 8 and 12).
+"""Spark Connect as the way clients and the tiering job reach Spark (docs/contract.md, "Client API", "Tiering, consistent cuts and cursors" and "Operations").
 
 Real parts: `lakelog spark-connect` (the session-shared ``spark_connect`` fixture, a JVM started
 from the installed pyspark), a coordinator started with ``lake.spark.master=sc://…``, and a tiering
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -26,7 +27,7 @@ import lakelog
 from lakelog.server.server_process import ServerProcess
 from lakelog.spark_connect_server import SparkConnectServer
 from lakelog.spark_session import QUIET_LOG4J2, spark_log_conf
-from tests.conftest import LAKE_TABLE, create_table
+from tests.conftest import LAKE_TABLE, create_table, start_spark_connect
 from tests.test_lake_file_reader import lake_file
 from tests.test_lake_read import BUCKETS, PROJECTION, TieredLog, _assert_rows, _build
 
@@ -368,3 +369,39 @@ def test_a_lake_read_closed_early_stops_its_spark_job(tiered: TieredLog, spark_c
     assert result.returncode == 0, result.stderr[-3000:]
     answer = json.loads(result.stdout.strip().splitlines()[-1])
     assert answer == {"first": 0, "still_running": []}
+
+
+ORPHANED_CLIENT = textwrap.dedent(
+    """
+    import sys
+    from lakelog.spark_session import shared_connect_session
+
+    assert shared_connect_session(sys.argv[1]).range(3).count() == 3
+    print("read", flush=True)
+    sys.stdin.readline()  # the test stops the Connect server, then lets the script end
+    """
+)
+
+
+@pytest.mark.parametrize("stop", ["stopped", "killed", "paused"])
+def test_a_script_exits_at_once_whatever_became_of_its_connect_server(tmp_path: Path, stop: str) -> None:
+    """PySpark's own exit handler cleans up its session on the server, retrying for minutes against
+    one that stopped; lakelog's shared sessions go without it (they hold nothing to clean), so the
+    script ends as soon as its work is done, the server stopped, killed or hung."""
+    server, address = start_spark_connect(tmp_path / "server.log")
+    script = subprocess.Popen(
+        [sys.executable, "-c", ORPHANED_CLIENT, address], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env={**os.environ, **NO_JAVA}, cwd=Path(__file__).resolve().parent.parent,
+    )
+    try:
+        assert script.stdout is not None and script.stdout.readline() == "read\n", script.stderr.read() if script.stderr else ""
+        server.send_signal({"stopped": signal.SIGTERM, "killed": signal.SIGKILL, "paused": signal.SIGSTOP}[stop])
+        if stop != "paused":
+            server.wait(60)
+        stdout, stderr = script.communicate("\n", timeout=60)
+        assert script.returncode == 0, stderr[-3000:]
+    finally:
+        script.kill()
+        server.send_signal(signal.SIGCONT)
+        server.kill()
+        server.wait(60)

@@ -1,4 +1,4 @@
-"""Tiering status (SPEC section 9): the coordinator stores what each tiering job reported, and
+"""Tiering status (docs/contract.md, "Tiering, consistent cuts and cursors"): the coordinator stores what each tiering job reported, and
 ``get_tiering_status`` / ``lakelog tier status`` give per table the last barrier, the lake's max
 timestamp, the lag and the offsets behind, matching what the test produced and tiered."""
 

@@ -102,6 +102,9 @@ def write_split(conn: Connection, settings: WriterSettings, split: TieringSplit)
     max_timestamp = -1
     try:
         table = conn.get_table(split.table)
+        newer = [name for name in table.info.schema.names if name not in target.names]
+        if newer:  # altered after the round read the lake table's schema: its columns would be lost here
+            raise LakeError(f"{split.table} gained column(s) {', '.join(newer)} during the tiering round; the next round writes them")
         scanner = (table.partition(split.partition_name) if split.partition_id is not None else table).new_scan().create_log_scanner()
         with scanner, io.new_output(split.file_path).create(overwrite=True) as out:
             with lake_file_writer(out, target) as writer:

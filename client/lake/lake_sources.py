@@ -1,4 +1,4 @@
-"""Which LogSource, if any, reads a table's lake for this connection (SPEC section 6, fallback).
+"""Which LogSource, if any, reads a table's lake for this connection (docs/contract.md, "Client API", fallback).
 
 A table gets one when it is lake-enabled, ``client.lake.enabled`` is true and a plugin for its
 ``table.datalake.format`` loads. Otherwise the client never sets ``enable_lake`` and behaves as a
@@ -53,7 +53,9 @@ class LakeSources:
         self._catalog: LakeCatalog | None = None
         self._catalog_lock = threading.Lock()
         self._storages: dict[str, LakeStorage | _Unavailable] = {}
-        self._sources: dict[int, LogSource | None] = {}
+        # By table and schema id: a LogSource reads in the schema of the table info it was made for,
+        # and a scanner made after an alter reads in the newer one.
+        self._sources: dict[tuple[int, int], LogSource | None] = {}
         self._lock = threading.Lock()
 
     def log_source(self, info: TableInfo) -> LogSource | None:
@@ -61,15 +63,16 @@ class LakeSources:
         coordinator are raised (and the next call tries again); a missing plugin is not an error."""
         if not self._conf.get("client.lake.enabled") or not info.lake_enabled:
             return None
+        key = (info.table_id, info.schema_id)
         with self._lock:
-            if info.table_id in self._sources:
-                return self._sources[info.table_id]
+            if key in self._sources:
+                return self._sources[key]
             try:
                 source: LogSource | None = self._create(info)
             except _Unavailable as why:
                 log.warning("%s: reading without the lake (offsets only the lake holds are out of range): %s", info.path, why)
                 source = None
-            self._sources[info.table_id] = source
+            self._sources[key] = source
             return source
 
     def _create(self, info: TableInfo) -> LogSource:
@@ -136,7 +139,7 @@ class LakeSources:
 
     def barrier_snapshots(self, path: TablePath) -> dict[int, int]:
         """``{barrier: snapshot id}`` of every committed lake snapshot of ``path`` that carries a
-        timestamp barrier (SPEC section 9), read from the lake's own snapshot history."""
+        timestamp barrier (docs/contract.md, "Tiering, consistent cuts and cursors"), read from the lake's own snapshot history."""
         from lakelog.lake.snapshot_summary import barrier_snapshots
 
         return barrier_snapshots(self.lake_catalog().load_table(path))

@@ -10,10 +10,13 @@ from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
     LakeSnapshot,
     PartitionInfo,
+    SchemaInfo,
+    TableChange,
     TableDescriptor,
     TableInfo,
     TablePath,
     TieringJobInfo,
+    schema_from_bytes,
     schema_to_bytes,
 )
 from lakelog.rpc import codec
@@ -84,6 +87,16 @@ class CoordinatorGateway:
     def list_tables(self, database: str) -> list[str]:
         request = pb.ListTablesRequest(database_name=database)
         return list(self._call(lambda stub: stub.ListTables, request).table_name)
+
+    def alter_table(self, path: TablePath, changes: Sequence[TableChange], ignore_if_not_exists: bool) -> int:
+        request = pb.AlterTableRequest(
+            table_path=codec.path_to_pb(path), changes=[codec.table_change_to_pb(c) for c in changes], ignore_if_not_exists=ignore_if_not_exists
+        )
+        return int(self._call(lambda stub: stub.AlterTable, request).schema_id)
+
+    def get_table_schema(self, path: TablePath, schema_id: int) -> SchemaInfo:
+        response = self._call(lambda stub: stub.GetTableSchema, pb.GetTableSchemaRequest(table_path=codec.path_to_pb(path), schema_id=schema_id))
+        return SchemaInfo(response.schema_id, schema_from_bytes(response.schema))
 
     def get_table_info(self, path: TablePath) -> TableInfo:
         request = pb.GetTableInfoRequest(table_path=codec.path_to_pb(path))

@@ -15,8 +15,10 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.errors import CorruptRecordError, SchemaMismatchError
+from lakelog.errors import CorruptRecordError
 from lakelog.record import batch as rb
+from lakelog.record.projection import present
+from lakelog.schema_evolution import conform
 
 _META_COLUMNS = 3  # __bucket, __offset, __timestamp: the last fields of every output schema
 
@@ -81,10 +83,10 @@ class BatchDecoder:
                 f"its Arrow body holds {data.num_rows}"
             )
         if self._projection:
-            data = data.select(self._projection)
-        if data.schema.types != self._types:
-            raise SchemaMismatchError(f"{where}: batch at offset {header.base_offset} has schema {data.schema}, expected {self._data_schema}")
-        if data.schema != self._data_schema:  # same types, other names or nullability
+            data = data.select(present(self._projection, data.num_columns))
+        if data.schema.types != self._types:  # written under an older schema (or not one of the table's)
+            data = conform(data, self._data_schema, f"{where}: batch at offset {header.base_offset}")
+        elif data.schema != self._data_schema:  # same types, other names or nullability
             data = pa.RecordBatch.from_arrays(data.columns, schema=self._data_schema)
         if skip or (limit is not None and limit < header.record_count - skip):
             data = data.slice(skip, limit)

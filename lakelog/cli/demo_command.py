@@ -115,7 +115,7 @@ def _read_back(table: Table, expected: int) -> tuple[dict[str, int], int]:
 
 
 def _tier_of(offset: int, info: BucketInfo) -> str:
-    """The tier a fetch at ``offset`` is answered from (local, else remote, else lake: SPEC section 4)."""
+    """The tier a fetch at ``offset`` is answered from (local, else remote, else lake: docs/contract.md, "Tiers")."""
     if offset >= info.high_watermark:
         return "none (no record after the probe)"
     spans = tier_spans(info)

@@ -1,4 +1,4 @@
-"""`lakelog table create|list|describe|drop`: manage tables without writing Python.
+"""`lakelog table create|list|describe|alter|drop`: manage tables without writing Python.
 
 ``create`` makes the database as well when it is missing: a database is only a namespace here, and
 making users run a second command first would add nothing.
@@ -11,15 +11,17 @@ import dataclasses
 from datetime import datetime, timezone
 from typing import Any
 
+import pyarrow as pa
+
 from lakelog.cli.common_args import add_connection_arguments, add_partition_argument, add_table_argument, open_connection, table_path
 from lakelog.cli.output_format import NONE_TEXT, add_output_argument, offset_or_none, offset_text, print_json
 from lakelog.progress import counted
-from lakelog.cli.schema_text import format_type, parse_schema
+from lakelog.cli.schema_text import format_schema, format_type, parse_schema
 from lakelog.cli.text_table import render_table
 from lakelog.cli.tier_bars import LEGEND, bucket_lines
 from lakelog.config import key_value_pairs
-from lakelog.errors import InvalidTableError
-from lakelog.metadata import BucketInfo, TableDescriptor, TableInfo
+from lakelog.errors import InvalidAlterTableError, InvalidTableError
+from lakelog.metadata import BucketInfo, TableChange, TableDescriptor, TableInfo
 
 _BUCKET_HEADER = (
     "bucket", "leader", "high_watermark", "local_start",
@@ -62,12 +64,19 @@ def register(subparsers: Any) -> None:
     add_output_argument(describe)
     describe.set_defaults(handler=_describe)
 
+    alter = commands.add_parser("alter", help="Add nullable columns (last) or widen columns: a new schema version.")
+    add_table_argument(alter)
+    alter.add_argument("--add-column", action="append", default=[], metavar="NAME:TYPE", help="add a nullable column last (repeatable)")
+    alter.add_argument("--widen-column", action="append", default=[], metavar="NAME:TYPE", help="widen a column: int8->int16->int32->int64, float32->float64 (repeatable)")
+    alter.add_argument("--comment", default="", help="comment of the added column (with one --add-column)")
+    alter.set_defaults(handler=_alter)
+
     drop = commands.add_parser("drop", help="Drop a table and its log.")
     add_table_argument(drop)
     drop.add_argument("--if-exists", action="store_true", help="succeed when the table does not exist")
     drop.set_defaults(handler=_drop)
 
-    for parser in (create, listing, describe, drop):
+    for parser in (create, listing, describe, alter, drop):
         add_connection_arguments(parser)
 
 
@@ -102,8 +111,10 @@ def _describe(args: argparse.Namespace) -> int:
         partitions = conn.admin.list_partition_infos(path) if info.partitioned else []
         described = info.partitioned and args.partition is None
         buckets = {} if described else conn.admin.describe_buckets(path, partition_name=args.partition)
+        history = [conn.admin.get_table_schema(path, schema_id) for schema_id in range(1, info.schema_id)]
     if args.output == "json":
-        print_json({**_description(info, buckets), "partitions": [p.partition_name for p in partitions]})
+        versions = [{"schema_id": version.schema_id, "schema": format_schema(version.schema)} for version in history]
+        print_json({**_description(info, buckets), "partitions": [p.partition_name for p in partitions], "schema_history": versions})
         return 0
     created = datetime.fromtimestamp(info.created_ms / 1000, timezone.utc).isoformat(timespec="seconds") if info.created_ms else NONE_TEXT
     print(f"table:      {info.path} (id {info.table_id})")
@@ -121,6 +132,9 @@ def _describe(args: argparse.Namespace) -> int:
     print(f"\nschema (id {info.schema_id}):")
     columns = [(f.name, format_type(f.type), "yes" if f.nullable else "no") for f in info.schema]
     print(_indent(render_table(("column", "type", "nullable"), columns)))
+    if history:
+        print("\nolder schemas (batches written under them read in the current one):")
+        print(_indent("\n".join(f"{version.schema_id}: {format_schema(version.schema)}" for version in history)))
     print("\nproperties:")
     print(_indent("\n".join(f"{key} = {value}" for key, value in sorted(info.properties.items())) or "(none)"))
     print(f"\nbuckets ({NONE_TEXT}: the tier holds nothing):")
@@ -172,6 +186,21 @@ def _description(info: TableInfo, buckets: dict[int, BucketInfo]) -> dict[str, A
             for bucket, b in buckets.items()
         ],
     }
+
+
+def _alter(args: argparse.Namespace) -> int:
+    path = table_path(args)
+    added = parse_schema(",".join(args.add_column)) if args.add_column else pa.schema([])
+    widened = parse_schema(",".join(args.widen_column)) if args.widen_column else pa.schema([])
+    changes = [TableChange.add_column(f.name, f.type, args.comment) for f in added] + [
+        TableChange.widen_column(f.name, f.type) for f in widened
+    ]
+    if not changes:
+        raise InvalidAlterTableError(f"altering {path}: give --add-column NAME:TYPE or --widen-column NAME:TYPE")
+    with open_connection(args) as conn:
+        schema_id = conn.admin.alter_table(path, changes)
+    print(f"altered table {path}: schema {schema_id}")
+    return 0
 
 
 def _drop(args: argparse.Namespace) -> int:

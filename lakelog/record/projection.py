@@ -92,8 +92,10 @@ class ProjectedBatch:
 
 
 class BatchProjection:
-    """Projects batches onto ``fields`` (column indexes, in that order), remembering the layout of
-    each schema it meets and the plan of the last batch message."""
+    """Projects batches onto ``fields`` (column indexes of the table's current schema, in that
+    order), remembering the layout of each schema it meets and the plan of the last batch message.
+    A batch written under an older schema has only a prefix of the current columns: it keeps the
+    wanted ones it has, and the reader fills the others with nulls."""
 
     def __init__(self, fields: Sequence[int]) -> None:
         self.fields = list(fields)
@@ -149,7 +151,8 @@ class BatchProjection:
     def project_decoded(self, buf: bytes | memoryview, pos: int, header: rb.BatchHeader) -> bytes:
         """The batch at ``pos`` of ``buf`` decoded, its columns selected and encoded again."""
         try:
-            projected = rb.decode_body(buf, pos, header).select(self.fields)
+            decoded = rb.decode_body(buf, pos, header)
+            projected = decoded.select(present(self.fields, decoded.num_columns))
         except pa.ArrowException as error:
             raise CorruptRecordError(f"batch at offset {header.base_offset} is not Arrow IPC this can read: {error}") from None
         return rb.encode_batch(
@@ -161,6 +164,11 @@ class BatchProjection:
         if schema_message not in self._layouts:
             self._layouts[schema_message] = _layout(schema_message, self.fields)
         return self._layouts[schema_message]
+
+
+def present(fields: list[int], columns: int) -> list[int]:
+    """Of ``fields``, those a batch of ``columns`` columns has."""
+    return [field for field in fields if field < columns]
 
 
 def _part(prefix: bytes, position: int, start: int, end: int, read_into: ReadInto) -> bytes:
@@ -177,8 +185,7 @@ def _layout(schema_message: bytes, fields: list[int]) -> _Layout | None:
         schema = pa.ipc.read_schema(pa.py_buffer(schema_message))
     except pa.ArrowException:
         return None
-    if max(fields) >= len(schema):
-        return None
+    fields = present(fields, len(schema))
     spans = []
     node = buffer = 0
     for field in schema:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import pyarrow as pa
+
+from lakelog.errors import InvalidRequestError
 from lakelog.lake_config import CATALOG_NAME, LakeConfig
 from lakelog.metadata import (
     BucketInfo,
@@ -21,6 +24,7 @@ from lakelog.metadata import (
     RemoteLogSegment,
     ServerNode,
     TableAssignment,
+    TableChange,
     TableInfo,
     TablePath,
     lake_bucket_key,
@@ -46,6 +50,18 @@ def properties_to_pb(properties: dict[str, str]) -> list[pb.PbKeyValue]:
 
 def properties_from_pb(values: list[pb.PbKeyValue]) -> dict[str, str]:
     return {item.key: item.value for item in values}
+
+
+def table_change_to_pb(change: TableChange) -> pb.PbTableChange:
+    column = schema_to_bytes(pa.schema([pa.field(change.name, change.type)]))
+    return pb.PbTableChange(kind=change.kind, column_name=change.name, column_type=column, comment=change.comment)
+
+
+def table_change_from_pb(message: pb.PbTableChange, where: str) -> TableChange:
+    schema = schema_from_bytes(message.column_type)
+    if len(schema) != 1:
+        raise InvalidRequestError(f"{where}: column_type holds {len(schema)} fields, not 1")
+    return TableChange(message.kind, message.column_name, schema.field(0).type, message.comment)
 
 
 def table_info_to_pb(info: TableInfo) -> pb.PbTableInfo:

@@ -181,6 +181,50 @@ class ListTablesResponse(_message.Message):
     table_name: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, table_name: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class PbTableChange(_message.Message):
+    __slots__ = ("kind", "column_name", "column_type", "comment")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_NAME_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_TYPE_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    column_name: str
+    column_type: bytes
+    comment: str
+    def __init__(self, kind: _Optional[str] = ..., column_name: _Optional[str] = ..., column_type: _Optional[bytes] = ..., comment: _Optional[str] = ...) -> None: ...
+
+class AlterTableRequest(_message.Message):
+    __slots__ = ("table_path", "changes", "ignore_if_not_exists")
+    TABLE_PATH_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_IF_NOT_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    table_path: PbTablePath
+    changes: _containers.RepeatedCompositeFieldContainer[PbTableChange]
+    ignore_if_not_exists: bool
+    def __init__(self, table_path: _Optional[_Union[PbTablePath, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[PbTableChange, _Mapping]]] = ..., ignore_if_not_exists: _Optional[bool] = ...) -> None: ...
+
+class AlterTableResponse(_message.Message):
+    __slots__ = ("schema_id",)
+    SCHEMA_ID_FIELD_NUMBER: _ClassVar[int]
+    schema_id: int
+    def __init__(self, schema_id: _Optional[int] = ...) -> None: ...
+
+class GetTableSchemaRequest(_message.Message):
+    __slots__ = ("table_path", "schema_id")
+    TABLE_PATH_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_ID_FIELD_NUMBER: _ClassVar[int]
+    table_path: PbTablePath
+    schema_id: int
+    def __init__(self, table_path: _Optional[_Union[PbTablePath, _Mapping]] = ..., schema_id: _Optional[int] = ...) -> None: ...
+
+class GetTableSchemaResponse(_message.Message):
+    __slots__ = ("schema_id", "schema")
+    SCHEMA_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    schema_id: int
+    schema: bytes
+    def __init__(self, schema_id: _Optional[int] = ..., schema: _Optional[bytes] = ...) -> None: ...
+
 class GetTableInfoRequest(_message.Message):
     __slots__ = ("table_path", "table_id")
     TABLE_PATH_FIELD_NUMBER: _ClassVar[int]

@@ -71,6 +71,16 @@ class CoordinatorServiceStub:
                 request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTableInfoRequest.SerializeToString,
                 response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTableInfoResponse.FromString,
                 _registered_method=True)
+        self.AlterTable = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/AlterTable',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.AlterTableRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.AlterTableResponse.FromString,
+                _registered_method=True)
+        self.GetTableSchema = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/GetTableSchema',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTableSchemaRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTableSchemaResponse.FromString,
+                _registered_method=True)
         self.GetMetadata = channel.unary_unary(
                 '/lakelog.rpc.CoordinatorService/GetMetadata',
                 request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.MetadataRequest.SerializeToString,
@@ -180,6 +190,20 @@ class CoordinatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterTable(self, request, context):
+        """Add or widen columns: a new schema version, every older one kept (docs/contract.md, "Schema evolution").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTableSchema(self, request, context):
+        """One version of a table's schema by id (0: the current one).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetMetadata(self, request, context):
         """Which tablet server leads each bucket of the given tables.
         """
@@ -242,7 +266,7 @@ class CoordinatorServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CreatePartition(self, request, context):
-        """Partitions of a partitioned table (SPEC section 11): ids are assigned here and never reused.
+        """Partitions of a partitioned table (docs/contract.md, "Partitioned tables and bucket keys"): ids are assigned here and never reused.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -297,6 +321,16 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.GetTableInfo,
                     request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTableInfoRequest.FromString,
                     response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTableInfoResponse.SerializeToString,
+            ),
+            'AlterTable': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterTable,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.AlterTableRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.AlterTableResponse.SerializeToString,
+            ),
+            'GetTableSchema': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTableSchema,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTableSchemaRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GetTableSchemaResponse.SerializeToString,
             ),
             'GetMetadata': grpc.unary_unary_rpc_method_handler(
                     servicer.GetMetadata,
@@ -550,6 +584,60 @@ class CoordinatorService:
             '/lakelog.rpc.CoordinatorService/GetTableInfo',
             lakelog_dot_rpc_dot_lakelog__api__pb2.GetTableInfoRequest.SerializeToString,
             lakelog_dot_rpc_dot_lakelog__api__pb2.GetTableInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterTable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/AlterTable',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.AlterTableRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.AlterTableResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTableSchema(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/GetTableSchema',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.GetTableSchemaRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.GetTableSchemaResponse.FromString,
             options,
             channel_credentials,
             insecure,

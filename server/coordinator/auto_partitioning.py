@@ -1,4 +1,4 @@
-"""Auto-partitioning (SPEC section 11): the coordinator keeps time partitions ahead and drops old ones.
+"""Auto-partitioning (docs/contract.md, "Partitioned tables and bucket keys"): the coordinator keeps time partitions ahead and drops old ones.
 
 For a table with ``table.auto-partition.enabled=true`` (one partition key), every check
 (``coordinator.auto-partition.check-interval``, and once when the table is created) makes sure the
@@ -62,12 +62,20 @@ def auto_partition_spec(path: TablePath, properties: Mapping[str, str], partitio
         raise InvalidTableError(
             f"{where}: {AUTO_PARTITION_ENABLED}=true needs exactly one partition key, it has {list(partition_keys) or 'none'}"
         )
-    return AutoPartitionSpec(
+    spec = AutoPartitionSpec(
         table_property(where, properties, AUTO_PARTITION_TIME_UNIT),
         table_property(where, properties, AUTO_PARTITION_NUM_PRECREATE),
         table_property(where, properties, AUTO_PARTITION_NUM_RETENTION),
         table_property(where, properties, AUTO_PARTITION_TIME_ZONE),
     )
+    try:
+        spec.names(datetime.now(timezone.utc))
+    except (OverflowError, ValueError):
+        raise InvalidTableError(
+            f"{where}: {AUTO_PARTITION_NUM_PRECREATE}={spec.precreate} and {AUTO_PARTITION_NUM_RETENTION}={spec.retention}"
+            f" {spec.unit}s reach past the years 1 to 9999 a partition name can hold"
+        ) from None
+    return spec
 
 
 def _truncate(moment: datetime, unit: str) -> datetime:

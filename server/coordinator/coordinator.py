@@ -9,20 +9,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from lakelog.errors import (
     DatabaseAlreadyExistError,
     DatabaseNotEmptyError,
     DatabaseNotExistError,
     InvalidRequestError,
+    LakelogError,
     LakeSnapshotNotExistError,
+    NetworkError,
     NoTabletServerError,
     PartitionNotInLakeError,
+    RequestTimeoutError,
+    SchemaNotExistError,
     StaleLakeSnapshotError,
+    StorageError,
     TableAlreadyExistError,
     TableNotExistError,
+    TooManyBucketsError,
+    UnknownServerError,
 )
 from lakelog.lake_config import LakeConfig
 from lakelog.log_source import LakeTableStats
@@ -33,8 +41,10 @@ from lakelog.metadata import (
     LakeOffsets,
     LakeSnapshot,
     PartitionInfo,
+    SchemaInfo,
     ServerNode,
     TableAssignment,
+    TableChange,
     TableDescriptor,
     TableInfo,
     TablePath,
@@ -42,6 +52,7 @@ from lakelog.metadata import (
     split_lake_bucket_key,
     validate_name,
 )
+from lakelog.schema_evolution import apply_changes
 from lakelog.security.writer_tokens import WriterIdentity, WriterTokens, new_writer_key
 from lakelog.server.coordinator.auto_partitioning import AutoPartitioner, auto_partition_spec
 from lakelog.server.coordinator.bucket_describer import BucketDescriber, describe_assignment
@@ -79,11 +90,13 @@ class Coordinator:
         notifier: TabletNotifier,
         lake: LakeTables,
         heartbeat_timeout_ms: int,
+        max_buckets_per_server: int,
         max_partitions: int = 1000,
         auto_partition_interval_ms: int = 60_000,
     ) -> None:
         """``auto_partitioner`` is started by the caller (the coordinator role), which also closes it."""
         self._store = store
+        self.max_buckets_per_server = max_buckets_per_server
         self.writer_key = store.writer_key(new_writer_key())
         self.partitions = PartitionCatalog(store, max_partitions)
         self.auto_partitioner = AutoPartitioner(self, auto_partition_interval_ms)
@@ -170,16 +183,27 @@ class Coordinator:
             info = self._store.insert_table(path, descriptor, leaders)
         log.info("created table %s (id %d, %d buckets, leaders %s)", path, info.table_id, info.buckets, leaders)
         if leaders:
-            self._tell_leaders([TableAssignment(info, leaders)], [])
+            self._tell_new_leaders(TableAssignment(info, leaders), lambda: self._drop(info))
         self.auto_partitioner.check(info)
         return info.table_id
 
     def _place(self, what: str, buckets: int, start: int) -> dict[int, int]:
-        """Leaders for ``buckets`` buckets, round robin over the tablet servers from ``start``."""
+        """Leaders for ``buckets`` buckets, round robin over the tablet servers from ``start``;
+        refused when a server would lead more than ``max_buckets_per_server``. Lock held."""
         servers = self._store.tablet_servers()
         if not servers:
             raise NoTabletServerError(f"cannot create {what}: no tablet server has registered yet")
-        return {b: servers[(start + b) % len(servers)].server_id for b in range(buckets)}
+        leaders = {b: servers[(start + b) % len(servers)].server_id for b in range(buckets)}
+        led = self._store.buckets_per_leader()
+        for server_id, added in sorted(Counter(leaders.values()).items()):
+            if led.get(server_id, 0) + added > self.max_buckets_per_server:
+                log.warning("refused to create %s: tablet server %d leads %d buckets of at most %d", what, server_id, led.get(server_id, 0), self.max_buckets_per_server)
+                raise TooManyBucketsError(
+                    f"cannot create {what}: {added} more buckets on tablet server {server_id}, which leads"
+                    f" {led.get(server_id, 0)}, would pass coordinator.max-buckets-per-tablet-server ="
+                    f" {self.max_buckets_per_server}; drop tables or partitions, or add tablet servers"
+                )
+        return leaders
 
     # partitions
 
@@ -195,7 +219,7 @@ class Coordinator:
                 ignore_if_exists,
             )
         if leaders is not None:
-            self._tell_leaders([TableAssignment(info.for_partition(partition), leaders)], [])
+            self._tell_new_leaders(TableAssignment(info.for_partition(partition), leaders), lambda: self.partitions.undo(partition))
         return partition
 
     def drop_partition(self, path: TablePath, spec: Mapping[str, object], ignore_if_not_exists: bool = False) -> None:
@@ -299,6 +323,36 @@ class Coordinator:
     def tables(self) -> list[TableInfo]:
         """Every table, by id (the status page lists them all)."""
         return self._store.all_tables()
+
+    def alter_table(self, path: TablePath, changes: Sequence[TableChange], ignore_if_not_exists: bool = False) -> int:
+        """Apply ``changes`` as one new schema version and tell the leaders; its id (0 when the
+        table does not exist and that is to be ignored). Every older version is kept: batches
+        written under it stay valid, and readers conform them to the newest. A lake-enabled
+        table's lake table is evolved first, so the next tiering round writes the new columns."""
+        with self._lock:
+            info = self._store.table_by_path(path)
+            if info is None:
+                if ignore_if_not_exists:
+                    return 0
+                raise TableNotExistError(f"table {path} does not exist")
+            schema = apply_changes(info, changes)
+            if info.lake_enabled:  # the lake first: a lake that cannot follow leaves the table as it was
+                self._lake.evolve_table(path, schema)
+            schema_id = self._store.alter_schema(info.table_id, schema)
+            altered = self.table(path)
+        log.info("altered table %s: schema %d is %s", path, schema_id, ", ".join(f"{c.kind} {c.name} {c.type}" for c in changes))
+        self._tell_leaders(self.assignments(altered), [])
+        return schema_id
+
+    def table_schema(self, path: TablePath, schema_id: int) -> SchemaInfo:
+        """Version ``schema_id`` of the table's schema (0: the current one)."""
+        info = self.table(path)
+        if schema_id == 0:
+            return SchemaInfo(info.schema_id, info.schema)
+        schema = self._store.table_schema(info.table_id, schema_id)
+        if schema is None:
+            raise SchemaNotExistError(f"table {path} has no schema {schema_id} (its schemas are 1..{info.schema_id})")
+        return SchemaInfo(schema_id, schema)
 
     def table(self, path: TablePath) -> TableInfo:
         info = self._store.table_by_path(path)
@@ -439,6 +493,30 @@ class Coordinator:
                 lake += _led_by(node.server_id, info.table_id, snapshot, self._log_leaders(info))
         log.info("tablet server %d registered at %s, leading buckets of %d table(s)", node.server_id, node.address, len(led))
         return led, lake
+
+    def _tell_new_leaders(self, assignment: TableAssignment, undo: Callable[[], list[int]]) -> None:
+        """Tell the leaders of a table or partition just created. One that answers that it could not
+        take its buckets (``StorageError``: its open files or its disk exhausted, or any other
+        failure) has the creation undone (``undo``, under the lock: the ids to drop) and the caller
+        gets the error, so no table is answered OK that its leader cannot write; one that cannot be
+        reached in time learns its buckets on its next request or when it registers again."""
+        for node in self._store.tablet_servers():
+            if node.server_id not in assignment.leaders.values():
+                continue
+            try:
+                self._notifier.notify_leaders(node, [assignment], [])
+            except (NetworkError, RequestTimeoutError) as exc:
+                log.warning("could not notify tablet server %d at %s: %s", node.server_id, node.address, exc)
+            except LakelogError as error:
+                with self._lock:
+                    dropped = undo()
+                self._tell_leaders([], dropped)
+                log.warning("%s is not created: tablet server %d could not take its buckets: %s", assignment.info.label, node.server_id, error.message)
+                refusal = StorageError if isinstance(error, StorageError) else UnknownServerError
+                raise refusal(
+                    f"cannot create {assignment.info.label}: tablet server {node.server_id} could not take its buckets"
+                    f" ({error.message}); it is not created"
+                ) from None
 
     def _tell_leaders(self, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None:
         """Best effort: a tablet server that misses this learns its buckets on its next request or restart."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 
 import pyarrow as pa
 
@@ -21,6 +21,8 @@ from lakelog.metadata import DATALAKE_FORMAT, TableDescriptor, TableInfo, TableP
 from lakelog.server.coordinator.table_properties import TARGET_FILE_SIZE, table_property
 
 SUPPORTED_FORMATS = (ICEBERG,)
+
+Result = TypeVar("Result")
 
 
 class LakeTables:
@@ -39,22 +41,24 @@ class LakeTables:
     def create_table(self, path: TablePath, schema: pa.Schema, partition_keys: Sequence[str] = ()) -> None:
         """Create the lake table of a lake-enabled table (refusing a schema the lake cannot hold),
         partitioned by the table's partition keys, then by bucket."""
-        try:
-            self._plugin().create_lake_table(path, schema, self.config, partition_keys)
-        except ImportError as exc:
-            raise LakeError(f"lake-enabled tables need PyIceberg on the coordinator (pip install 'lakelog[lake]'): {exc}") from None
+        self._with_storage(lambda storage: storage.create_lake_table(path, schema, self.config, partition_keys))
+
+    def evolve_table(self, path: TablePath, schema: pa.Schema) -> None:
+        """Bring the lake table to the log table's altered ``schema``."""
+        self._with_storage(lambda storage: storage.evolve_lake_table(path, schema, self.config))
 
     def stats(self, info: TableInfo) -> LakeTableStats | None:
         """The numbers of a lake-enabled table's lake table (None: its format does not tell them).
         Raises :class:`LakeError` when the catalog or its files cannot be read."""
         target = table_property(str(info.path), info.properties, TARGET_FILE_SIZE)
-        try:
-            return self._plugin().table_stats(info.path, self.config, target)
-        except ImportError as exc:
-            raise LakeError(f"the lake's numbers need PyIceberg on the coordinator: {exc}") from None
+        return self._with_storage(lambda storage: storage.table_stats(info.path, self.config, target))
 
-    def _plugin(self) -> LakeStorage:
+    def _with_storage(self, call: Callable[[LakeStorage], Result]) -> Result:
         with self._lock:
             if self._storage is None:
                 self._storage = load_lake_storage(self.config.format)
-            return self._storage
+            storage = self._storage
+        try:
+            return call(storage)
+        except ImportError as exc:
+            raise LakeError(f"lake-enabled tables need PyIceberg on the coordinator (pip install 'lakelog[lake]'): {exc}") from None

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+import pyarrow as pa
+
 from lakelog.metadata import (
     LakeBucketKey,
     LakeBucketOffset,
@@ -47,6 +49,12 @@ CREATE TABLE IF NOT EXISTS tables (
     bucket_keys TEXT NOT NULL DEFAULT '[]',
     partition_keys TEXT NOT NULL DEFAULT '[]',
     UNIQUE (database, name)
+);
+CREATE TABLE IF NOT EXISTS table_schemas (
+    table_id INTEGER NOT NULL REFERENCES tables(table_id) ON DELETE CASCADE,
+    schema_id INTEGER NOT NULL,
+    schema BLOB NOT NULL,
+    PRIMARY KEY (table_id, schema_id)
 );
 CREATE TABLE IF NOT EXISTS partitions (
     partition_id INTEGER PRIMARY KEY,
@@ -191,6 +199,10 @@ class MetadataStore:
                 ),
             )
             table_id = int(cursor.lastrowid or 0)
+            db.execute(
+                "INSERT INTO table_schemas (table_id, schema_id, schema) VALUES (?, 1, ?)",
+                (table_id, schema_to_bytes(descriptor.schema)),
+            )
             db.executemany(
                 "INSERT INTO bucket_leaders (table_id, bucket, leader_id) VALUES (?, ?, ?)",
                 [(table_id, bucket, leader) for bucket, leader in leaders.items()],
@@ -207,6 +219,31 @@ class MetadataStore:
             tuple(descriptor.bucket_keys),
             tuple(descriptor.partition_keys),
         )
+
+    def alter_schema(self, table_id: int, schema: pa.Schema) -> int:
+        """Make ``schema`` the table's next version, in one transaction with the version history
+        (a table created before histories were kept gets its current version recorded first); the
+        new version's id."""
+        with self._transaction() as db:
+            current, current_id = db.execute("SELECT schema, schema_id FROM tables WHERE table_id = ?", (table_id,)).fetchone()
+            db.execute(
+                "INSERT OR IGNORE INTO table_schemas (table_id, schema_id, schema) VALUES (?, ?, ?)", (table_id, current_id, current)
+            )
+            new_id = current_id + 1
+            encoded = schema_to_bytes(schema)
+            db.execute("UPDATE tables SET schema = ?, schema_id = ? WHERE table_id = ?", (encoded, new_id, table_id))
+            db.execute("INSERT INTO table_schemas (table_id, schema_id, schema) VALUES (?, ?, ?)", (table_id, new_id, encoded))
+        return new_id
+
+    def table_schema(self, table_id: int, schema_id: int) -> pa.Schema | None:
+        """Version ``schema_id`` of the table's schema, None if it has none of that id."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT schema FROM table_schemas WHERE table_id = ? AND schema_id = ?"
+                " UNION ALL SELECT schema FROM tables WHERE table_id = ? AND schema_id = ?",
+                (table_id, schema_id, table_id, schema_id),
+            ).fetchone()
+        return None if row is None else schema_from_bytes(row[0])
 
     def delete_table(self, table_id: int) -> None:
         with self._transaction() as db:
@@ -310,6 +347,15 @@ class MetadataStore:
     def partition_count(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM partitions").fetchone()[0])
+
+    def buckets_per_leader(self) -> dict[int, int]:
+        """Per tablet server id, how many buckets of tables and partitions it leads."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT leader_id, COUNT(*) FROM (SELECT leader_id FROM bucket_leaders"
+                " UNION ALL SELECT leader_id FROM partition_bucket_leaders) GROUP BY leader_id"
+            ).fetchall()
+        return {leader: count for leader, count in rows}
 
     def partition_leaders(self, table_id: int) -> dict[int, dict[int, int]]:
         """Per partition of the table, per bucket, its leader's id."""

@@ -1,4 +1,4 @@
-"""The partitions of partitioned tables, as the coordinator keeps them (SPEC section 11).
+"""The partitions of partitioned tables, as the coordinator keeps them (docs/contract.md, "Partitioned tables and bucket keys").
 
 A partition is a name (its key values joined by ``$``) with an id the metadata store assigns and
 never hands out again, and, like a table, a leader per bucket. Names are checked here before they
@@ -71,6 +71,13 @@ class PartitionCatalog:
             "dropped partition %s (id %d) of table %s%s", name, existing.partition_id, info.path, ", kept in the lake" if info.lake_enabled else ""
         )
         return existing
+
+    def undo(self, partition: PartitionInfo) -> list[int]:
+        """Forget a partition just created that its leaders cannot hold (nothing was written to it,
+        so the lake keeps nothing of it); its id, for the leaders to drop."""
+        self._store.delete_partition(partition.partition_id)
+        log.info("forgot partition %s (id %d): its leaders cannot hold it", partition.partition_name, partition.partition_id)
+        return [partition.partition_id]
 
     def list(self, info: TableInfo) -> list[PartitionInfo]:
         if not info.partitioned:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from lakelog.config import parse_duration_ms, parse_size
+from lakelog.config import format_duration_ms, format_size, parse_duration_ms, parse_size
 from lakelog.errors import InvalidRequestError, InvalidTableError
 from lakelog.metadata import DATALAKE_ENABLED, DATALAKE_FORMAT
 
@@ -28,12 +28,20 @@ TTL = "table.log.ttl"
 TARGET_FILE_SIZE = "table.datalake.target-file-size"
 AUTO_COMPACTION = "table.datalake.auto-compaction"
 SNAPSHOT_RETENTION = "table.datalake.snapshot-retention"
-# Below this a lake file is mostly footer: compacting to it would not cut the per-file read cost.
-MIN_TARGET_FILE_SIZE = 64 << 10
 MAX_COMMENT_BYTES = 64 << 10
 MAX_PROPERTIES = 256
 MAX_KEY_BYTES = 256
 MAX_VALUE_BYTES = 4 << 10
+# Numeric properties are bounded where a larger value would overflow a timer or a date, or make one
+# auto-partitioning pass create more partitions than a coordinator keeps (max.partition.num).
+MAX_TTL_MS = 100 * 365 * 86_400_000
+MAX_LOCAL_SEGMENTS = 1000
+MAX_PRECREATE = 1000
+MAX_RETENTION = 1_000_000
+# Below this a lake file is mostly footer: compacting to it would not cut the per-file read cost;
+# above the largest, one compaction task would rewrite more than a worker's disk holds comfortably.
+MIN_TARGET_FILE_SIZE = 64 << 10
+MAX_TARGET_FILE_SIZE = 16 << 30
 
 
 def _boolean(text: str) -> bool:
@@ -48,32 +56,16 @@ def _iceberg(text: str) -> str:
     return text
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError("must be at least 1")
-    return value
+def _between(parse: Callable[[str], int], low: int, high: int, shown: Callable[[int], str] = str) -> Callable[[str], int]:
+    """``parse``, refusing a value outside ``[low, high]`` (each bound as ``shown`` writes it)."""
 
+    def checked(text: str) -> int:
+        value = parse(text)
+        if not low <= value <= high:
+            raise ValueError(f"must be between {shown(low)} and {shown(high)}")
+        return value
 
-def _positive_duration(text: str) -> int:
-    value = parse_duration_ms(text)
-    if value < 1:
-        raise ValueError("must be at least 1ms")
-    return value
-
-
-def _target_file_size(text: str) -> int:
-    value = parse_size(text)
-    if value < MIN_TARGET_FILE_SIZE:
-        raise ValueError(f"must be at least {MIN_TARGET_FILE_SIZE >> 10}kb")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError("must be at least 0")
-    return value
+    return checked
 
 
 def _time_unit(text: str) -> str:
@@ -99,21 +91,21 @@ class TableProperty:
 TABLE_PROPERTIES: Mapping[str, TableProperty] = {
     DATALAKE_ENABLED: TableProperty(_boolean, "false"),
     DATALAKE_FORMAT: TableProperty(_iceberg, "iceberg"),
-    LOCAL_SEGMENTS: TableProperty(_positive_int, "2"),
-    TTL: TableProperty(_positive_duration, "7d"),
+    LOCAL_SEGMENTS: TableProperty(_between(int, 1, MAX_LOCAL_SEGMENTS), "2"),
+    TTL: TableProperty(_between(parse_duration_ms, 1, MAX_TTL_MS, format_duration_ms), "7d"),
     # 128 MB: the per-file cost of a lake read (about 0.7 ms: footer, plan entry, open) is lost in
     # the seconds a file this size takes to decode, while one compaction task still rewrites a bin
     # in seconds and streams it row group by row group, so its memory does not grow with the size.
-    TARGET_FILE_SIZE: TableProperty(_target_file_size, "128mb"),
+    TARGET_FILE_SIZE: TableProperty(_between(parse_size, MIN_TARGET_FILE_SIZE, MAX_TARGET_FILE_SIZE, format_size), "128mb"),
     AUTO_COMPACTION: TableProperty(_boolean, "false"),
     # 1 h: longer than a lake read holds one snapshot (a scanner plans a bucket's range at one
     # snapshot and reads it through), short enough that a table tiered every 10 s keeps a few
     # hundred snapshots in its metadata, which every commit rewrites.
-    SNAPSHOT_RETENTION: TableProperty(_positive_duration, "1h"),
+    SNAPSHOT_RETENTION: TableProperty(_between(parse_duration_ms, 1, MAX_TTL_MS, format_duration_ms), "1h"),
     AUTO_PARTITION_ENABLED: TableProperty(_boolean, "false"),
     AUTO_PARTITION_TIME_UNIT: TableProperty(_time_unit, "day"),
-    AUTO_PARTITION_NUM_PRECREATE: TableProperty(_non_negative_int, "2"),
-    AUTO_PARTITION_NUM_RETENTION: TableProperty(_non_negative_int, "7"),
+    AUTO_PARTITION_NUM_PRECREATE: TableProperty(_between(int, 0, MAX_PRECREATE), "2"),
+    AUTO_PARTITION_NUM_RETENTION: TableProperty(_between(int, 0, MAX_RETENTION), "7"),
     AUTO_PARTITION_TIME_ZONE: TableProperty(_time_zone, "UTC"),
 }
 

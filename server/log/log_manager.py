@@ -47,14 +47,17 @@ class LogManager:
     def _open(self, table_id: int, bucket: int, table_name: str, parent: Path) -> LogTablet:
         """Open one bucket's log. Lock held, so two callers never open the same directory."""
         callback = None if self._on_high_watermark is None else partial(self._on_high_watermark, table_id, bucket)
-        tablet = LogTablet.open(
-            parent / str(bucket),
-            self.config,
-            bucket,
-            f"{table_name} bucket {bucket}",
-            on_high_watermark=callback,
-            clock=self._clock,
-        )
+        try:
+            tablet = LogTablet.open(
+                parent / str(bucket),
+                self.config,
+                bucket,
+                f"{table_name} bucket {bucket}",
+                on_high_watermark=callback,
+                clock=self._clock,
+            )
+        except OSError as exc:  # a file of the log that cannot be opened: out of open files, or of disk
+            raise StorageError(f"cannot open the log of {table_name} bucket {bucket}: {exc}") from exc
         self._tablets[table_id, bucket] = tablet
         return tablet
 

@@ -55,7 +55,7 @@ def wall_clock_ms() -> int:
 
 @dataclass(frozen=True)
 class LogConfig:
-    """The ``log.*`` settings of section 10 of the spec, in the units the log works in."""
+    """The ``log.*`` settings, in the units the log works in."""
 
     segment_max_bytes: int = OPTIONS["log.segment.max-bytes"].default
     segment_max_age_ms: int = OPTIONS["log.segment.max-age"].default

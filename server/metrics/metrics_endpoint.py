@@ -1,5 +1,6 @@
 """The HTTP endpoint Prometheus scrapes: prometheus_client's own WSGI server on a daemon thread,
-with other pages (the coordinator's status page) on the same port."""
+with other pages (the coordinator's status page) on the same port, all behind one guard (token
+authentication when it is on, see :mod:`http_token_gate`)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,10 @@ class MetricsEndpoint:
         port: int,
         pages: Mapping[str, WsgiApp] | None = None,
         tls: tuple[str, str] | None = None,
+        guard: Callable[[WsgiApp], WsgiApp] | None = None,
     ) -> None:
-        """``tls``: the certificate chain and key files to serve HTTPS with (``None``: plain HTTP)."""
+        """``tls``: the certificate chain and key files to serve HTTPS with (``None``: plain HTTP);
+        ``guard``: what every path passes first (token authentication, when on)."""
         try:
             context = _server_context(*tls) if tls else None
             self._server, self._thread = start_http_server(port, host, registry)
@@ -39,8 +42,8 @@ class MetricsEndpoint:
             raise InvalidConfigError(f"cannot serve metrics on {host}:{port}: {exc}") from None
         if context is not None:
             self._server.finish_request = _handshake_first(context, self._server.finish_request)  # type: ignore[method-assign]
-        if pages:
-            self._server.set_app(_with_pages(dict(pages), self._server.get_app()))
+        app = _with_pages(dict(pages), self._server.get_app()) if pages else self._server.get_app()
+        self._server.set_app(guard(app) if guard else app)
         self.port: int = self._server.server_port
         self.url = f"{'https' if tls else 'http'}://{host}:{self.port}/metrics"
 

@@ -86,11 +86,18 @@ class ServerMetrics:
             registry=registry,
         )
 
-    def watch_fetch_limits(self, budget_in_use: Callable[[], float], budget_waiting: Callable[[], float], parked: Callable[[], float]) -> None:
+    def watch_fetch_limits(
+        self, budget_in_use: Callable[[], float], budget_waiting: Callable[[], float], budget_connections: Callable[[], float], parked: Callable[[], float]
+    ) -> None:
         """Gauges of the FetchLog answer budget and the parked long polls (read at scrape time)."""
         for name, text, read in (
             ("lakelog_fetch_budget_bytes_in_use", "FetchLog answer bytes in flight (server.fetch.max-inflight-bytes bounds them).", budget_in_use),
             ("lakelog_fetch_budget_waiters", "FetchLog calls waiting for answer budget.", budget_waiting),
+            (
+                "lakelog_fetch_budget_connections",
+                "Client connections holding FetchLog answer budget (each an eighth of server.fetch.max-inflight-bytes at most).",
+                budget_connections,
+            ),
             ("lakelog_fetch_parked_polls", "Long polls parked waiting for data (server.fetch.max-parked-polls bounds them).", parked),
         ):
             Gauge(name, text, registry=self.registry).set_function(read)

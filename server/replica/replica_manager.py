@@ -4,7 +4,7 @@ Plain Python, no gRPC. A fetch reads with :meth:`ReplicaManager.read_fetch`; one
 bytes long-polls on :attr:`ReplicaManager.waiters` (parked on the RPC event loop, no thread held),
 which a high-watermark advance of one of its buckets wakes, until it has ``min_bytes`` or ``max_wait_ms``.
 
-Tiers (spec section 4): a fetch at or above the local log start reads the local log; below it, the
+Tiers (docs/contract.md, "Tiers"): a fetch at or above the local log start reads the local log; below it, the
 answer is where the records lie in remote storage (the client reads them itself), then, only for a
 request that sets ``enable_lake``, the lake snapshot that holds them, else OFFSET_OUT_OF_RANGE. The
 earliest readable offset everywhere (fetch responses, EARLIEST, errors) counts the remote tier, and
@@ -47,6 +47,7 @@ from lakelog.metadata import (
 )
 from lakelog.record import batch as rb
 from lakelog.record.projection import BatchProjection
+from lakelog.schema_evolution import check_readable
 from lakelog.security.writer_tokens import WriterTokens
 from lakelog.server.log.log_manager import LogManager
 from lakelog.server.log.log_tablet import AppendResult, LogTablet
@@ -131,8 +132,8 @@ class ReplicaManager:
         self._tables: dict[int, TableInfo] = {}
         self._led: dict[int, set[int]] = {}
         self._fenced: dict[int, set[int]] = {}  # led buckets that take no writes (see lakelog.write_fence)
-        # (table id, schema id) -> the schema message of batches already checked against that schema
-        self._accepted_schemas: dict[tuple[int, int], bytes] = {}
+        # (table id, schema id) -> the schema message and schema of batches already checked against it
+        self._accepted_schemas: dict[tuple[int, int], tuple[bytes, pa.Schema]] = {}
         self._lock = threading.Lock()
         self.waiters = FetchWaiters(max_parked_polls)
         self._closing = False
@@ -202,8 +203,8 @@ class ReplicaManager:
                 info = self._tables.pop(table_id, None)
                 self._led.pop(table_id, None)
                 self._fenced.pop(table_id, None)
-                if info is not None:
-                    self._accepted_schemas.pop((table_id, info.schema_id), None)
+                for key in [key for key in self._accepted_schemas if key[0] == table_id]:
+                    del self._accepted_schemas[key]
             self._remote.drop_table(table_id)
             self.lake.drop_table(table_id)
             self._logs.drop_table(table_id)
@@ -296,32 +297,45 @@ class ReplicaManager:
             raise NotLeaderError(f"{self._name(info, bucket)} is being dropped: it takes no writes until the drop is done or refused")
 
     def _check_batch(self, info: TableInfo, where: str, records: memoryview, pos: int, header: rb.BatchHeader) -> None:
-        """The batch must carry the table's schema and a body that agrees with its header (called
-        by the log once its framing and CRC passed). Attributes are the server's to set (a
+        """The batch must carry one of the table's schemas and a body that agrees with its header
+        (called by the log once its framing and CRC passed). Attributes are the server's to set (a
         projected batch is one it made)."""
         if header.attributes:
             raise InvalidRecordError(f"{where}: batch at byte {pos} has attributes {header.attributes:#x}; a producer sets none")
-        self._check_schema(info, where, records, pos, header)
-        rb.check_body(records, pos, header, info.schema, where)
+        rb.check_body(records, pos, header, self._batch_schema(info, where, records, pos, header), where)
 
-    def _check_schema(self, info: TableInfo, where: str, records: memoryview, pos: int, header: rb.BatchHeader) -> None:
-        """A schema message byte-equal to one accepted before for this schema id is not parsed again."""
-        if header.schema_id != info.schema_id:
-            raise SchemaMismatchError(
-                f"{where}: batch has schema id {header.schema_id}, the table has {info.schema_id}"
-            )
+    def _batch_schema(self, info: TableInfo, where: str, records: memoryview, pos: int, header: rb.BatchHeader) -> pa.Schema:
+        """The batch's schema, checked: the current one for the current schema id, else one of
+        the shape every older version has (see :mod:`lakelog.schema_evolution`). A schema message
+        byte-equal to one accepted before for this schema id is not parsed again."""
+        if header.schema_id > info.schema_id:  # altered since this server learned the table
+            info = self._refresh(info)
+        if not 1 <= header.schema_id <= info.schema_id:
+            raise SchemaMismatchError(f"{where}: batch has schema id {header.schema_id}; the table's are 1..{info.schema_id}")
         message = rb.schema_message(records, pos, header)
-        key = (info.table_id, info.schema_id)
-        if message is not None and self._accepted_schemas.get(key) == message:
-            return
+        key = (info.table_id, header.schema_id)
+        accepted = self._accepted_schemas.get(key)
+        if message is not None and accepted is not None and accepted[0] == message:
+            return accepted[1]
         try:
             schema = rb.decode_schema(records, pos, header)
         except (pa.ArrowInvalid, OSError) as exc:
             raise CorruptRecordError(f"{where}: batch at byte {pos} is not Arrow IPC: {exc}") from None
-        if not schema.equals(info.schema, check_metadata=False):
+        if header.schema_id == info.schema_id and not schema.equals(info.schema, check_metadata=False):
             raise SchemaMismatchError(f"{where}: batch schema {schema} does not match table schema {info.schema}")
+        check_readable(schema, info.schema, where)
         if message is not None:
-            self._accepted_schemas[key] = message
+            self._accepted_schemas[key] = (message, schema)
+        return schema
+
+    def _refresh(self, info: TableInfo) -> TableInfo:
+        """The table's (or partition's) info as the coordinator has it now."""
+        fresh = self._resolve(info.physical_id).info
+        with self._lock:
+            if info.physical_id in self._tables:
+                self._tables[info.physical_id] = fresh
+        log.info("%s: learned schema %d from the coordinator", fresh.label, fresh.schema_id)
+        return fresh
 
     # fetch
 
@@ -350,6 +364,8 @@ class ReplicaManager:
         def projection_of(table_id: int, info: TableInfo) -> BatchProjection | None:
             if table_id not in projections:
                 wanted = params.projections.get(table_id)
+                if wanted and max(wanted) >= len(info.schema):  # a column added since this server learned the table
+                    info = self._refresh(info)
                 projections[table_id] = BatchProjection(check_projection(info.schema, wanted, str(info.path))) if wanted else None
             return projections[table_id]
 

@@ -36,6 +36,8 @@ RPC_ACTIONS: Mapping[str, Action] = {
     _COORDINATOR + "ListDatabases": Action.READ,
     _COORDINATOR + "CreateTable": Action.ADMIN,
     _COORDINATOR + "DropTable": Action.ADMIN,
+    _COORDINATOR + "AlterTable": Action.ADMIN,
+    _COORDINATOR + "GetTableSchema": Action.READ,
     _COORDINATOR + "ListTables": Action.READ,
     _COORDINATOR + "GetTableInfo": Action.READ,
     _COORDINATOR + "GetMetadata": Action.READ,

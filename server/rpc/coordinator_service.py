@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from lakelog.errors import InvalidRequestError, InvalidTableError, LakelogError
-from lakelog.metadata import ServerNode, TableDescriptor, schema_from_bytes
+from lakelog.metadata import ServerNode, TableDescriptor, schema_from_bytes, schema_to_bytes
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceServicer
@@ -63,6 +63,17 @@ class CoordinatorService(CoordinatorServiceServicer):
     def DropTable(self, request: pb.DropTableRequest, context: grpc.ServicerContext) -> pb.DropTableResponse:
         self._coordinator.drop_table(codec.path_from_pb(request.table_path), request.ignore_if_not_exists)
         return pb.DropTableResponse()
+
+    @rpc_method
+    def AlterTable(self, request: pb.AlterTableRequest, context: grpc.ServicerContext) -> pb.AlterTableResponse:
+        changes = [codec.table_change_from_pb(change, f"AlterTable: changes[{i}]") for i, change in enumerate(request.changes)]
+        schema_id = self._coordinator.alter_table(codec.path_from_pb(request.table_path), changes, request.ignore_if_not_exists)
+        return pb.AlterTableResponse(schema_id=schema_id)
+
+    @rpc_method
+    def GetTableSchema(self, request: pb.GetTableSchemaRequest, context: grpc.ServicerContext) -> pb.GetTableSchemaResponse:
+        found = self._coordinator.table_schema(codec.path_from_pb(request.table_path), request.schema_id)
+        return pb.GetTableSchemaResponse(schema_id=found.schema_id, schema=schema_to_bytes(found.schema))
 
     @rpc_method
     def ListTables(self, request: pb.ListTablesRequest, context: grpc.ServicerContext) -> pb.ListTablesResponse:

@@ -13,6 +13,7 @@ from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.channel import ChannelPool
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
+from lakelog.rpc.status import error_from_rpc
 from lakelog.server.rpc.cluster_secret import with_cluster_secret
 
 log = logging.getLogger(__name__)
@@ -31,11 +32,16 @@ class GrpcTabletNotifier:
         return TabletServiceStub(with_cluster_secret(self._channels.get(node.address), self._secret))
 
     def notify_leaders(self, node: ServerNode, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None:
+        """Raises the LakelogError the server answered (a ``StorageError``: it cannot open the
+        buckets), or the transport's."""
         request = pb.NotifyLeaderAndIsrRequest(
             table_metadata=[codec.table_metadata_to_pb(t.info, t.leaders) for t in tables],
             dropped_table_id=list(dropped),
         )
-        self._stub(node).NotifyLeaderAndIsr(request, timeout=NOTIFY_TIMEOUT_S)
+        try:
+            self._stub(node).NotifyLeaderAndIsr(request, timeout=NOTIFY_TIMEOUT_S)
+        except grpc.RpcError as error:
+            raise error_from_rpc(error, f"tablet server {node.server_id} at {node.address}") from None
 
     def notify_lake_offsets(self, node: ServerNode, offsets: Sequence[LakeOffsets]) -> None:
         request = codec.lake_offsets_to_pb(offsets)

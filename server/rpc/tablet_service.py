@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import grpc
 
 from lakelog.errors import InvalidRequestError, LakelogError
-from lakelog.metadata import OffsetSpec, OffsetType
+from lakelog.metadata import MAX_BUCKETS, OffsetSpec, OffsetType
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceServicer
@@ -28,6 +28,16 @@ log = logging.getLogger(__name__)
 
 # Bytes of an answer besides its records, per bucket (error message, remote segment list): reserved too.
 ANSWER_OVERHEAD = 4096
+# Buckets one FetchLog (or ListOffsets, DescribeLogBuckets, RepairLog) may name: a table's most.
+# Each costs a read and an answer's overhead, so a FetchLog naming 100,000 took a minute of server
+# time; lakelog's client asks for each table (or partition) apart, so its requests stay within this.
+MAX_FETCH_BUCKETS = MAX_BUCKETS
+
+
+def _check_bucket_count(method: str, asked: int) -> None:
+    """Refuse a request naming more buckets than ``MAX_FETCH_BUCKETS``, before any work."""
+    if asked > MAX_FETCH_BUCKETS:
+        raise InvalidRequestError(f"{method} names {asked} buckets, at most {MAX_FETCH_BUCKETS}: split it into requests of fewer")
 
 
 @dataclass(frozen=True)
@@ -40,13 +50,21 @@ class _FetchPlan:
     refused: dict[int, BucketFetchResult]
 
 
+def _within(plan: _FetchPlan, record_bytes: int) -> _FetchPlan:
+    """The fetch reading at most ``record_bytes`` (what its connection's share of the answer budget
+    allows), though never less than one batch: a fetch makes progress whatever its budget."""
+    if plan.params.max_bytes <= record_bytes:
+        return plan
+    return replace(plan, params=replace(plan.params, max_bytes=max(record_bytes, 1)))
+
+
 class TabletService(TabletServiceServicer):
     def __init__(self, replicas: ReplicaManager, metrics: ServerMetrics, budget: AnswerBudget, caller: CallerName) -> None:
         self._replicas = replicas
         self.metrics = metrics
         self.budget = budget
         self._caller = caller
-        metrics.watch_fetch_limits(lambda: budget.in_use, lambda: budget.waiting, lambda: replicas.waiters.parked)
+        metrics.watch_fetch_limits(lambda: budget.in_use, lambda: budget.waiting, lambda: budget.connections, lambda: replicas.waiters.parked)
 
     def register(self, server: RpcServer) -> None:
         add_servicer(server, self, "TabletService", serialized={"FetchLog"}, parsers={"ProduceLog": parse_produce_request})
@@ -97,27 +115,30 @@ class TabletService(TabletServiceServicer):
         event loop: it waits for answer budget and for data there, holding no thread; it resolves
         partitions (which may ask the coordinator), reads and encodes in an RPC thread. The budget
         its answer keeps comes back when the call ends (sent or not)."""
+        _check_bucket_count("FetchLog", sum(len(table.buckets_req) for table in request.tables_req))
         self._replicas.check_ready()
         loop = asyncio.get_running_loop()
         plan = await loop.run_in_executor(None, self._plan, request) if self._asks_coordinator(request) else self._plan(request)
         params = plan.params
         self._replicas.check_fetch(params)
         deadline = loop.time() + params.max_wait_ms / 1000
-        bound = params.answer_bound() + ANSWER_OVERHEAD * (len(plan.asked) + 1)
+        overhead = ANSWER_OVERHEAD * (len(plan.asked) + 1)
+        bound = params.answer_bound() + overhead
         keys = [(b.table_id, b.bucket) for b in params.buckets]
         may_park = not plan.refused  # a refused bucket is an answer already: waiting would not change it
+        connection = context.peer()
         while True:
             seen = self._replicas.waiters.arrivals()
-            reserved = await self.budget.acquire(bound)
+            reserved = await self.budget.acquire(bound, connection)
             kept = 0
             try:
                 final = not may_park or loop.time() >= deadline
-                results, answer = await loop.run_in_executor(None, self._read, plan, final)
+                results, answer = await loop.run_in_executor(None, self._read, _within(plan, reserved - overhead), final)
                 if answer is not None:
                     kept = min(reserved, len(answer))
-                    context.add_done_callback(lambda _, kept=kept: self.budget.release(kept))
+                    context.add_done_callback(lambda _, kept=kept: self.budget.release(kept, connection))
             finally:
-                self.budget.release(reserved - kept)
+                self.budget.release(reserved - kept, connection)
             if answer is not None:
                 break
             may_park = await self._replicas.waiters.park(keys, seen, deadline - loop.time())
@@ -192,6 +213,7 @@ class TabletService(TabletServiceServicer):
 
     @rpc_method
     def ListOffsets(self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext) -> pb.ListOffsetsResponse:
+        _check_bucket_count("ListOffsets", len(request.bucket_id))
         self._replicas.check_ready()
         if request.offset_type not in tuple(OffsetType):
             raise InvalidRequestError(f"unknown offset_type {request.offset_type}")
@@ -217,6 +239,7 @@ class TabletService(TabletServiceServicer):
     def DescribeLogBuckets(
         self, request: pb.DescribeLogBucketsRequest, context: grpc.ServicerContext
     ) -> pb.DescribeLogBucketsResponse:
+        _check_bucket_count("DescribeLogBuckets", len(request.bucket_id))
         responses = []
         for bucket in request.bucket_id:
             try:
@@ -231,6 +254,7 @@ class TabletService(TabletServiceServicer):
 
     @rpc_method
     def RepairLog(self, request: pb.RepairLogRequest, context: grpc.ServicerContext) -> pb.RepairLogResponse:
+        _check_bucket_count("RepairLog", len(request.bucket_id))
         if request.tier not in pb.RepairTier.values():
             raise InvalidRequestError(f"RepairLog: unknown tier {request.tier}")
         responses = []

@@ -164,7 +164,7 @@ class ClusterStatus:
 
 
 def _lag(snapshot: LakeSnapshot | None, now: int) -> int | None:
-    """Now minus the lake's max timestamp (SPEC section 9); ``None`` while the lake holds nothing."""
+    """Now minus the lake's max timestamp (docs/contract.md, "Tiering, consistent cuts and cursors"); ``None`` while the lake holds nothing."""
     newest = max((offsets.log_max_timestamp for offsets in snapshot.bucket_offsets.values()), default=-1) if snapshot else -1
     return now - newest if newest >= 0 else None
 

@@ -15,6 +15,8 @@ class Oracle:
     buckets: int
     ids: dict[int, list[int]] = field(default_factory=dict)
     timestamps: dict[int, list[int]] = field(default_factory=dict)
+    # Columns added by alters: name -> the first id written with a value in it (id + its number).
+    added: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for bucket in range(self.buckets):
@@ -30,6 +32,14 @@ class Oracle:
         assert ack.record_count == len(ids)
         self.ids[ack.bucket].extend(ids)
         self.timestamps[ack.bucket].extend([ack.commit_timestamp] * len(ids))
+
+    def add_column(self, name: str, first_id: int) -> None:
+        self.added[name] = first_id
+
+    def added_value(self, name: str, row_id: int) -> int | None:
+        """What column ``name`` holds in row ``row_id``: null in rows written before it was added."""
+        first = self.added[name]
+        return row_id + int(name[1:]) if row_id >= first else None
 
     def high_watermark(self, bucket: int) -> int:
         return len(self.ids[bucket])
@@ -52,6 +62,8 @@ class Oracle:
         assert table.column("name").to_pylist() == [f"n{i}" for i in ids] and table.column("amount").to_pylist() == [
             i * 0.5 for i in ids
         ], f"{where}: bucket {bucket} columns differ"
+        for name in self.added.keys() & set(table.column_names):
+            assert table.column(name).to_pylist() == [self.added_value(name, i) for i in ids], f"{where}: bucket {bucket} column {name} differs"
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The partitioned tables a random walk drives alongside its table (SPEC section 11): one
+"""The partitioned tables a random walk drives alongside its table (docs/contract.md, "Partitioned tables and bucket keys"): one
 lake-enabled, one without the lake, both partitioned by ``dt``.
 
 Steps: write to one or two partitions (a new name is created by the writer), create a partition,

@@ -57,7 +57,9 @@ STEP_WEIGHTS = {
     "produce_partition": 12,
     "create_partition": 2,
     "drop_partition": 3,
+    "alter": 1,
 }
+MAX_ADDED_COLUMNS = 4
 HOSTILE_POLLS = 20
 HOSTILE_STREAMS = 4
 IDLE = lakelog.TablePath("walk", "idle")
@@ -135,14 +137,38 @@ class Walk:
         bucket = self.rng.randrange(BUCKETS)
         count = self.rng.choice([1, 2, 7, 50, 300, 1200])
         acks: list[lakelog.AppendAck] = []
-        writer = self.table.new_append().create_writer(on_ack=acks.append)
+        table = self.table
+        writer = table.new_append().create_writer(on_ack=acks.append)
         ids = list(range(self.next_id, self.next_id + count))
-        writer.append_arrow(order_rows(self.next_id, count), bucket=bucket)
+        writer.append_arrow(self._rows(table.info.schema, ids), bucket=bucket)
         writer.close()
         assert len(acks) == 1, f"one append, {len(acks)} acknowledgements"
         self.oracle.acknowledge(acks[0], ids)
         self.next_id += count
         return f"produce {count} to bucket {bucket}"
+
+    def _rows(self, schema: pa.Schema, ids: list[int]) -> pa.RecordBatch:
+        """The rows of ``ids`` in ``schema``: the orders columns, and each added column's value."""
+        rows = order_rows(ids[0], len(ids))
+        for name in schema.names[len(rows.schema) :]:
+            rows = rows.append_column(schema.field(name), pa.array([self.oracle.added_value(name, i) for i in ids], schema.field(name).type))
+        return rows
+
+    def _step_alter(self) -> str:
+        """Add an int32 column, or widen an added one to int64; every later reader reads both."""
+        schema = self.table.info.schema
+        narrow = [f.name for f in schema if f.name in self.oracle.added and f.type == pa.int32()]
+        if narrow and (len(self.oracle.added) >= MAX_ADDED_COLUMNS or self.rng.random() < 0.5):
+            change = lakelog.TableChange.widen_column(self.rng.choice(narrow), pa.int64())
+        elif len(self.oracle.added) < MAX_ADDED_COLUMNS:
+            change = lakelog.TableChange.add_column(f"c{len(self.oracle.added) + 1}", pa.int32())
+        else:
+            return "alter: nothing left to change"
+        assert self.conn is not None
+        schema_id = self.conn.admin.alter_table(PATH, [change])
+        if change.kind == lakelog.TableChange.ADD_COLUMN:
+            self.oracle.add_column(change.name, self.next_id)
+        return f"alter: {change.kind} {change.name} {change.type} (schema {schema_id})"
 
     def _step_roll(self) -> str:
         bucket = self.rng.randrange(BUCKETS)

@@ -1,0 +1,120 @@
+"""Replicated buckets on a cluster of a coordinator and three tablet server processes.
+
+- Produce with ``acks=all`` into tables of replication factor 3, against the same records into
+  tables of factor 1 on the same cluster: what keeping three copies in sync costs a writer.
+- Failover: the leader of a factor-3 bucket is killed with SIGKILL; timed from the kill to the
+  first produce acknowledged after it and to that record read back, over many kills (the killed
+  server restarts and rejoins the in-sync set before the next one). The coordinator notices the
+  dead server after ``coordinator.tablet-server.heartbeat-timeout``, so that setting governs it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+
+import lakelog
+
+from bench import data
+from bench.cluster import BenchCluster
+from bench.measure import Result, median_seconds, percentile, progress
+from bench.server_host import HostedServer
+from bench.sizes import Sizes
+
+TABLET_SERVERS = 3
+FAILOVER_TARGET_S = 10.0
+
+
+def write(table: lakelog.Table, batches: list) -> None:
+    with table.new_append().create_writer() as writer:  # close() flushes: every record acknowledged
+        for batch in batches:
+            writer.append_arrow(batch)
+
+
+def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
+    servers = cluster.start_cluster("replication", TABLET_SERVERS)
+    try:
+        with cluster.connect(server=servers[0]) as conn:
+            return [_produce(cluster, conn, sizes), *_failover(cluster, conn, servers, sizes)]
+    finally:
+        for server in reversed(servers):
+            server.stop()
+
+
+def _produce(cluster: BenchCluster, conn: lakelog.Connection, sizes: Sizes) -> Result:
+    records = sizes.produce_records
+    batches = data.chunks(records)
+    names = itertools.count()
+    seconds = {}
+    for factor in (1, 3):
+        progress(f"replication: produce {records:,} records, acks=all, replication factor {factor}")
+        tables: list[lakelog.Table] = []
+        seconds[factor] = median_seconds(
+            lambda: write(tables[-1], batches),
+            sizes.runs,
+            before=lambda: tables.append(
+                cluster.table(f"replicated_{factor}_{next(names)}", {"table.replication.factor": str(factor)}, conn=conn)
+            ),
+        )
+    return Result(
+        "R1", "Produce: acks=all, replication factor 3", records / seconds[3], "records/s", records / seconds[1],
+        "replication factor 1 on the same 3-server cluster", seconds[1] / seconds[3], 0.5,
+        detail=f"{records:,} records in batches of {data.CHUNK_RECORDS:,}, 4 buckets", tier="produce (factor 3)",
+        next_step="an acknowledgement waits for the slowest follower's next fetch: followers fetch again as soon as "
+        "an answer arrives, so the cost is about one follower round trip per produce request",
+    )
+
+
+def _failover(cluster: BenchCluster, conn: lakelog.Connection, servers: list[HostedServer], sizes: Sizes) -> list[Result]:
+    table = cluster.table("failover", {"table.replication.factor": str(TABLET_SERVERS)}, conn=conn, buckets=1)
+    acked: list[float] = []
+    read: list[float] = []
+    with table.new_append().create_writer() as writer, table.new_scan().create_log_scanner() as scanner:
+        scanner.subscribe_from_beginning()
+        next_id = 0
+        for kill in range(sizes.failover_kills):
+            _wait_all_in_sync(conn, table)
+            writer.append_arrow(data.rows(next_id, 1))
+            writer.flush()
+            _read_up_to(scanner, next_id)
+            victim = conn.admin.describe_buckets(table.path)[0].leader
+            os.kill(servers[victim].pid, signal.SIGKILL)
+            killed = time.monotonic()
+            next_id += 1
+            writer.append_arrow(data.rows(next_id, 1))
+            writer.flush()
+            acked.append(time.monotonic() - killed)
+            _read_up_to(scanner, next_id)
+            read.append(time.monotonic() - killed)
+            progress(f"replication: kill {kill + 1}: acknowledged after {acked[-1]:.2f} s, read after {read[-1]:.2f} s")
+            servers[victim].stop()
+            servers[victim] = HostedServer(servers[victim].config, ("tablet-server",))
+            next_id += 1
+    detail = f"{len(acked)} kills of the leader of a factor-3 bucket, defaults (heartbeat timeout 6 s)"
+    return [
+        Result(
+            f"R2{suffix}", f"Failover: kill -9 of the leader to the first {what}, {name}", percentile(samples, q), "s", None,
+            "", percentile(samples, q), FAILOVER_TARGET_S if q == 99 else None, lower_is_better=True, detail=detail,
+            next_step="a dead leader is noticed when its heartbeats stop for coordinator.tablet-server.heartbeat-timeout "
+            "(6 s): a shorter timeout fails over sooner and risks electing around a server that was only slow",
+        )
+        for suffix, what, samples in (("a", "acknowledged produce", acked), ("b", "record read", read))
+        for name, q in (("p50", 50), ("p99", 99))
+    ]
+
+
+def _wait_all_in_sync(conn: lakelog.Connection, table: lakelog.Table) -> None:
+    deadline = time.monotonic() + 120
+    while len(conn.admin.describe_buckets(table.path)[0].isr) < TABLET_SERVERS:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{table.path} bucket 0 never had all {TABLET_SERVERS} replicas in sync again")
+        time.sleep(0.1)
+
+
+def _read_up_to(scanner: lakelog.LogScanner, last_id: int) -> None:
+    while True:
+        polled = scanner.poll_arrow(timeout_ms=1000)
+        if polled.num_rows and last_id in polled.column("i0").to_pylist():  # i0 is the id
+            return
