@@ -35,6 +35,9 @@ from lakelog.client.arrow_input import arrow_table
 from lakelog.client.bucket_assigner import BucketAssigner
 from lakelog.client.delivery import MAX_BATCHES_PER_REQUEST, BucketSequence, Delivery, DeliveryStats
 
+# client.writer.acks as ProduceLogRequest.acks: -1 waits for every in-sync replica.
+ACKS = {"all": -1, "1": 1, "0": 0}
+
 if TYPE_CHECKING:
     from lakelog.client.barrier_hold import BarrierHold
 
@@ -94,6 +97,7 @@ class AppendWriter:
         writer_id = identity.writer_id if identity else rb.NO_WRITER
         self._delivery = Delivery(info.label, info.physical_id, writer_id, router, conf.get("client.writer.delivery-timeout") / 1000)
         self._batch_bytes = conf.get("client.writer.batch-size")
+        self._acks = ACKS[conf.get("client.writer.acks")]
         self._linger_s = conf.get("client.writer.linger") / 1000
         self._max_pending = max(conf.get("client.writer.max-inflight"), 1) * max(info.buckets, 1)
         self._names = set(info.schema.names)
@@ -287,7 +291,7 @@ class AppendWriter:
         hold_id = self._hold.hold_id if self._hold is not None else ""
         timeout_ms = int(self._tablets.timeout_s * 1000)
         request = ProduceRequest(
-            self._info.table_id, bucket, batches, timeout_ms, hold_id, self._info.partition_id or 0, self._writer_token
+            self._info.table_id, bucket, batches, timeout_ms, hold_id, self._info.partition_id or 0, self._writer_token, self._acks
         )
         self._tablets.produce_log(node, request, lambda answer: self._on_response(answer, bucket, batches))
 

@@ -353,6 +353,22 @@ class TooManyBucketsError(LakelogError):
     code = 80
 
 
+class InvalidReplicationFactorError(LakelogError):
+    """A table's replication factor is below 1 or above the number of live tablet servers: its
+    buckets' copies could not all sit on different servers."""
+
+    code = 71
+
+
+class NotEnoughReplicasError(LakelogError):
+    """A produce with ``acks=all`` to a bucket whose in-sync replicas are fewer than its
+    ``min-in-sync-replicas``; the message names the bucket and the ISR. Retriable: a follower that
+    catches up rejoins the ISR."""
+
+    code = 72
+    retriable = True
+
+
 _BY_CODE: dict[int, type[LakelogError]] = {}
 
 

@@ -252,12 +252,33 @@ class ServerNode:
 
 
 @dataclass(frozen=True)
+class BucketReplicas:
+    """Where one bucket's copies live: ``replicas`` (the first is the preferred leader), the in-sync
+    replicas ``isr``, the leader epoch (one more each time the leader changes) and the ISR's own
+    version, which a leader's ISR change names so a stale one is refused."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader_epoch: int = 0
+    isr_version: int = 0
+
+
+@dataclass(frozen=True)
 class TableAssignment:
     """A table and, per bucket, the id of the tablet server that leads it: what the coordinator
-    tells tablet servers and clients about placement."""
+    tells tablet servers and clients about placement. ``replicas`` holds the copies of buckets with
+    more than one; a bucket it does not name is kept by its leader alone."""
 
     info: TableInfo
     leaders: Mapping[int, int]
+    replicas: Mapping[int, BucketReplicas] = field(default_factory=dict)
+
+    def replicas_of(self, bucket: int) -> BucketReplicas:
+        found = self.replicas.get(bucket)
+        if found is not None:
+            return found
+        leader = self.leaders.get(bucket, -1)
+        return BucketReplicas((leader,), (leader,))
 
 
 def remote_segment_file(segment_id: str, start_offset: int, suffix: str) -> str:
@@ -314,6 +335,9 @@ class BucketInfo:
     lake_log_end_offset: int = -1
     leader_available: bool = True
     remote_error: str = ""  # why the remote tier cannot be trusted now (objects vanished, ...), empty if it can
+    replicas: tuple[int, ...] = ()  # the servers holding a copy, the preferred leader first
+    isr: tuple[int, ...] = ()  # the replicas in sync with the leader: a record is acknowledged once all hold it
+    leader_epoch: int = 0
 
     @classmethod
     def unavailable(cls, leader: int) -> "BucketInfo":

@@ -17,7 +17,6 @@ from lakelog.metadata import ServerNode
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore
-from lakelog.server.coordinator.tablet_liveness import TabletLiveness
 from lakelog.server.metrics.lake_collector import LakeTableCollector
 from lakelog.server.metrics.metrics_endpoint import WsgiApp
 from lakelog.server.metrics.server_metrics import ServerMetrics
@@ -59,6 +58,7 @@ class CoordinatorRole:
             max_buckets_per_server(conf),
             conf.get("max.partition.num"),
             conf.get("coordinator.auto-partition.check-interval"),
+            conf.get("default.replication.factor"),
         )
         self.coordinator.auto_partitioner.start()
         self._check_interval_s = min(LIVENESS_CHECK_S, timeout_ms / 4000)
@@ -69,10 +69,10 @@ class CoordinatorRole:
 
     def _check_liveness(self) -> None:
         while not self._stop.wait(self._check_interval_s):
-            self.coordinator.liveness.check()
+            self.coordinator.check_liveness()
 
     def service(self, node: ServerNode, metrics: ServerMetrics, caller: CallerName) -> CoordinatorService:
-        metrics.registry.register(_LivenessCollector(self.coordinator.liveness))
+        metrics.registry.register(_LivenessCollector(self.coordinator))
         metrics.registry.register(LakeTableCollector(self.coordinator))
         return CoordinatorService(self.coordinator, node, metrics, caller)
 
@@ -88,18 +88,24 @@ class CoordinatorRole:
         self._stop.set()
         self._checker.join()
         self.coordinator.auto_partitioner.close()
+        self.coordinator.close()
         self.tablets.close()
         self.store.close()
 
 
 class _LivenessCollector(Collector):
-    """``lakelog_tablet_server_up{server_id}``: 1 while a tablet server heartbeats, 0 once it is down."""
+    """``lakelog_tablet_server_up{server_id}``: 1 while a tablet server heartbeats, 0 once it is down;
+    ``lakelog_offline_buckets``: buckets whose leader is down (no live in-sync replica could take over)."""
 
-    def __init__(self, liveness: TabletLiveness) -> None:
-        self._liveness = liveness
+    def __init__(self, coordinator: Coordinator) -> None:
+        self._coordinator = coordinator
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         up = GaugeMetricFamily("lakelog_tablet_server_up", "1 while a tablet server heartbeats the coordinator, 0 once it is down.", labels=["server_id"])
-        for server_id, alive in self._liveness.states().items():
+        for server_id, alive in self._coordinator.liveness.states().items():
             up.add_metric([str(server_id)], 1 if alive else 0)
         yield up
+        yield GaugeMetricFamily(
+            "lakelog_offline_buckets", "Buckets whose leader is down: they take no writes and serve no reads until it or an in-sync replica is back.",
+            value=self._coordinator.offline_buckets(),
+        )

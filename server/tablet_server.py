@@ -20,13 +20,20 @@ from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.replica.replica_manager import ReplicaManager
 from lakelog.security.writer_tokens import WriterTokens
 from lakelog.server.rpc.answer_budget import AnswerBudget
+from lakelog.server.replica.replica_fetcher import FetcherPool
+from lakelog.server.replica.replication import Replication, ReplicationConfig
 from lakelog.server.rpc.auth_interceptor import CallerName
 from lakelog.server.rpc.coordinator_client import CoordinatorClient
+from lakelog.server.rpc.leader_link import GrpcLeaderLink
 from lakelog.server.rpc.tablet_service import TabletService
 
 log = logging.getLogger(__name__)
 
 REGISTER_DEADLINE_S = 60.0
+# How often a leader looks for followers to drop from or add to its buckets' ISRs.
+ISR_CHECK_S = 0.25
+# How long the tablet servers' addresses learnt from the coordinator are trusted.
+NODES_MAX_AGE_S = 1.0
 
 
 class TabletServerRole:
@@ -43,12 +50,19 @@ class TabletServerRole:
             self._dir / "log", LogConfig.from_configuration(conf), on_high_watermark=self._on_high_watermark, clock=clock
         )
         self.remote = RemoteLogManager.from_configuration(conf, data_dir)
+        config = ReplicationConfig.from_configuration(conf)
+        self._leader_link = GrpcLeaderLink(conf, cluster_secret)
+        self._nodes: dict[int, ServerNode] = {}
+        self._nodes_asked = float("-inf")
+        fetchers = FetcherPool(self.server_id, self._leader_link, self._node, config.fetch_wait_ms, lambda bucket, offset: bucket.tablet.restart_at(offset))
         self.replicas = ReplicaManager(
-            self.server_id, self.logs, self._resolve, self.remote, conf.get("server.fetch.max-parked-polls")
+            self.server_id, self.logs, self._resolve, self.remote, conf.get("server.fetch.max-parked-polls"),
+            Replication(self.server_id, config, fetchers),
         )
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick_loop, name="log-ticker", daemon=True)
         self._heartbeats = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
+        self._isr_changes = threading.Thread(target=self._isr_loop, name="isr-changes", daemon=True)
 
     def _server_id(self, configured: int) -> int:
         """Kept in the data dir (like Kafka's meta.properties) so a restart keeps its buckets."""
@@ -71,8 +85,21 @@ class TabletServerRole:
             raise LakelogError("tablet server has not joined a coordinator yet")
         return self._coordinator.table_assignment(table_id)
 
+    def _node(self, server_id: int) -> ServerNode | None:
+        """A tablet server's address, asked of the coordinator when not known or last asked more than
+        ``NODES_MAX_AGE_S`` ago (a restarted server may listen on another port)."""
+        stale = time.monotonic() - self._nodes_asked > NODES_MAX_AGE_S
+        if (server_id not in self._nodes or stale) and self._coordinator is not None:
+            try:
+                self._nodes = {node.server_id: node for node in self._coordinator.tablet_servers()}
+                self._nodes_asked = time.monotonic()
+            except LakelogError as error:
+                log.warning("cannot learn the tablet servers' addresses from the coordinator: %s", error)
+        return self._nodes.get(server_id)
+
     def service(self, metrics: ServerMetrics, caller: CallerName) -> TabletService:
-        return TabletService(self.replicas, metrics, AnswerBudget(self._conf.get("server.fetch.max-inflight-bytes")), caller)
+        budget = AnswerBudget(self._conf.get("server.fetch.max-inflight-bytes"))
+        return TabletService(self.replicas, metrics, budget, caller, self._cluster_secret)
 
     def join(self, node: ServerNode, coordinator_address: str) -> None:
         """Register with the coordinator (retrying while it starts) and open every bucket we lead."""
@@ -93,6 +120,7 @@ class TabletServerRole:
         self.replicas.mark_ready()
         self._ticker.start()
         self._heartbeats.start()
+        self._isr_changes.start()
         log.info("tablet server %d serving at %s", node.server_id, node.address)
 
     def _tick_loop(self) -> None:
@@ -122,12 +150,26 @@ class TabletServerRole:
                 log.info("coordinator %s answers heartbeats again after %d failed", self._coordinator.address, failed)
                 failed = 0
 
+    def _isr_loop(self) -> None:
+        """Send the ISR changes this server's led buckets need to the coordinator, and apply what it accepts."""
+        assert self._coordinator is not None
+        while not self._stop.wait(ISR_CHECK_S):
+            for change in self.replicas.isr_changes():
+                try:
+                    copies = self._coordinator.adjust_isr(self.server_id, change.info.physical_id, change.bucket, change.tracker.copies, change.wanted)
+                except LakelogError as error:
+                    log.warning("%s bucket %d: ISR change to %s refused: %s", change.info.label, change.bucket, list(change.wanted), error)
+                    continue
+                self.replicas.apply_isr(change, copies)
+
     def close(self) -> None:
         self._stop.set()
         self.remote.close()
-        for thread in (self._ticker, self._heartbeats):
+        for thread in (self._ticker, self._heartbeats, self._isr_changes):
             if thread.is_alive():
                 thread.join()
+        self.replicas.replication.close()
+        self._leader_link.close()
         self.logs.close_all()
         if self._coordinator is not None:
             self._coordinator.close()

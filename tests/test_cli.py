@@ -227,7 +227,9 @@ def test_describe_list_and_drop(cli: Cli) -> None:
     assert "owner = ops" in described
     bucket_section, tiers_section = described.split("\nbuckets (")[1].split("\n\ntiers (")
     bucket_rows = [line.split() for line in bucket_section.splitlines()[3:]]
-    assert bucket_rows == [["0", "0", "0", "0", "—", "—", "—", "—"], ["1", "0", "0", "0", "—", "—", "—", "—"]], "an empty tier is —"
+    empty_tiers = ["0", "0", "—", "—", "—", "—"]
+    one_copy = ["0", "0", "0"]  # replicas, ISR: server 0 alone; leader epoch 0
+    assert bucket_rows == [["0", "0", *empty_tiers, *one_copy], ["1", "0", *empty_tiers, *one_copy]], "an empty tier is —"
     assert [line.split("|")[1:] for line in tiers_section.splitlines()[1:]] == [[" " * BAR_WIDTH, "  —"]] * 6, "empty lanes"
 
     assert "inventory.items" in cli.ok("table", "list").splitlines()

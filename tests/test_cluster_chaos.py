@@ -15,8 +15,6 @@ from __future__ import annotations
 import itertools
 import os
 import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -33,6 +31,7 @@ import pytest
 import lakelog
 from lakelog.errors import LakelogError
 from tests.conftest import ORDERS_SCHEMA, wait_until
+from tests.harness.os_process import Process, port_open
 from tests.metrics_scrape import metric_sum
 from tests.s3 import ACCESS_KEY, REGION, SECRET_KEY, free_port
 
@@ -40,51 +39,6 @@ BUCKETS = 4
 ROWS_PER_APPEND = 20
 SECRET = "chaos-cluster-secret"
 ENV = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": REGION}
-
-
-class Process:
-    """One server of the cluster as its own OS process, its output in a log file."""
-
-    def __init__(self, name: str, args: list[str], log_dir: Path, ready: Callable[[], bool]) -> None:
-        self.name = name
-        self.args = args
-        self.log_path = log_dir / f"{name}.log"
-        self.ready = ready
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> "Process":
-        with self.log_path.open("ab") as out:
-            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env=ENV)
-        wait_until(lambda: self.ready() or self._exited(), f"{self.name} up", 60)
-        assert not self._exited(), f"{self.name} exited: {self.log_path.read_text()[-3000:]}"
-        return self
-
-    def _exited(self) -> bool:
-        return self.proc is not None and self.proc.poll() is not None
-
-    def signal(self, sig: int) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        if sig == signal.SIGKILL:
-            self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def port_open(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-        return True
-    except OSError:
-        return False
 
 
 def create_bucket(port: int) -> str:
@@ -122,7 +76,7 @@ class Cluster:
 
 def lakelog_process(name: str, role: str, data_dir: Path, port: int, log_dir: Path, *extra: str) -> Process:
     args = [sys.executable, "-m", "lakelog", role, "--data-dir", str(data_dir), "--port", str(port), "--set", f"cluster.secret={SECRET}", *extra]
-    return Process(name, args, log_dir, lambda: port_open(port))
+    return Process(name, args, log_dir, lambda: port_open(port), ENV)
 
 
 @pytest.fixture

@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 EXPECTED_SERVICES = {
-    "minio", "minio-buckets", "iceberg-rest", "coordinator", "tablet-server-1", "tablet-server-2", "tiering", "prometheus",
+    "minio", "minio-buckets", "iceberg-rest", "coordinator", "tablet-server-1", "tablet-server-2", "tablet-server-3", "tiering", "prometheus",
     "spark-connect", "grafana", "client",
 }
-SERVERS = {"coordinator", "tablet-server-1", "tablet-server-2"}
+SERVERS = {"coordinator", "tablet-server-1", "tablet-server-2", "tablet-server-3"}
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "lakelog.json"
 # Where metric families are defined: every "lakelog_..." string literal there is one.
 METRIC_SOURCES = [*(ROOT / "server").rglob("*.py"), *(ROOT / "tiering").rglob("*.py")]
@@ -102,7 +102,7 @@ def test_the_compose_file_has_every_service(services: dict[str, dict[str, Any]])
 
 def test_every_lakelog_command_parses_with_the_real_cli(services: dict[str, dict[str, Any]]) -> None:
     commands = _lakelog_services(services)
-    assert set(commands) == {"coordinator", "tablet-server-1", "tablet-server-2", "spark-connect", "tiering", "client"}
+    assert set(commands) == {"coordinator", "tablet-server-1", "tablet-server-2", "tablet-server-3", "spark-connect", "tiering", "client"}
     parsed = {name: _parse(argv) for name, argv in commands.items()}
     assert parsed["coordinator"].command == "coordinator"
     assert {parsed[f"tablet-server-{i}"].server_id for i in (1, 2)} == {1, 2}

@@ -104,15 +104,15 @@ def test_a_write_the_leader_let_in_just_before_the_fence_is_refused_not_lost(lak
     _lake_holds_everything(server, conn, "d1")
     assert server.coordinator is not None and server.tablet is not None
     replicas = server.tablet.replicas
-    check_schema = replicas._check_schema
+    check_batch = replicas._check_batch
     in_check, described = threading.Event(), threading.Event()
 
     def check_then_wait(*args, **kwargs):  # the write is past the fence check here, before the log's lock
         in_check.set()
         assert described.wait(30), "the coordinator never read the high watermarks"
-        return check_schema(*args, **kwargs)
+        return check_batch(*args, **kwargs)
 
-    monkeypatch.setattr(replicas, "_check_schema", check_then_wait)
+    monkeypatch.setattr(replicas, "_check_batch", check_then_wait)
     outcome: list[object] = []
 
     def write() -> None:

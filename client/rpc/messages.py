@@ -65,6 +65,7 @@ class ProduceRequest:
     hold_id: str = ""
     partition_id: int = 0  # > 0: the bucket of this partition of table_id
     writer_token: bytes = b""  # proof of the batches' writer id (see lakelog.security.writer_tokens)
+    acks: int = -1  # -1: acknowledged once every in-sync replica holds it; 1 (and 0): once the leader does
 
 
 @dataclass(frozen=True)

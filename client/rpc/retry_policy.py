@@ -3,8 +3,9 @@
 One policy for every caller (admin, writer, fetcher, barrier holds, the tiering job), so that a
 leader move or a restarting server looks the same from every API. What may be retried depends on
 whether sending the request again is safe: a request refused for routing (``NotLeaderError``, no
-known leader, a server still restoring its state) or never sent (``ServerUnreachableError``) was
-not applied, so it is always resent; one lost in transport (``NetworkError``,
+known leader, a server still restoring its state), refused for too few in-sync replicas
+(``NotEnoughReplicasError``) or never sent (``ServerUnreachableError``) was not applied, so it is
+always resent; one lost in transport (``NetworkError``,
 ``RequestTimeoutError``) may have been applied, so it is resent only when that does no harm (reads,
 lookups). Storage outages (remote storage, the lake) are the caller's to see, not retried here.
 """
@@ -20,6 +21,7 @@ from lakelog.errors import (
     LakelogError,
     NetworkError,
     NoTabletServerError,
+    NotEnoughReplicasError,
     NotLeaderError,
     RemoteStorageError,
     RequestTimeoutError,
@@ -27,7 +29,7 @@ from lakelog.errors import (
     ServerUnreachableError,
 )
 
-ROUTING_ERRORS = (NotLeaderError, NoTabletServerError, ServerNotReadyError, ServerUnreachableError)
+ROUTING_ERRORS = (NotLeaderError, NoTabletServerError, ServerNotReadyError, ServerUnreachableError, NotEnoughReplicasError)
 TRANSPORT_ERRORS = (NetworkError, RequestTimeoutError)
 CALLER_ERRORS = (RemoteStorageError, LakeError)
 

@@ -43,7 +43,7 @@ def encode_produce_request(produce: ProduceRequest) -> bytes:
     """``produce`` as a serialized ``ProduceLogRequest`` whose record batches are copied once
     (see :mod:`lakelog.rpc.length_prefix`): building it with protobuf copied them three times,
     most of the writer's time per request."""
-    head = pb.ProduceLogRequest(acks=-1, table_id=produce.table_id, timeout_ms=produce.timeout_ms, hold_id=produce.hold_id)
+    head = pb.ProduceLogRequest(acks=produce.acks, table_id=produce.table_id, timeout_ms=produce.timeout_ms, hold_id=produce.hold_id)
     bucket = pb.PbProduceLogReqForBucket(
         partition_id=produce.partition_id, bucket_id=produce.bucket, writer_token=produce.writer_token
     ).SerializeToString()

@@ -25,8 +25,10 @@ from lakelog.metadata import BucketInfo, TableChange, TableDescriptor, TableInfo
 
 _BUCKET_HEADER = (
     "bucket", "leader", "high_watermark", "local_start",
-    "remote_start", "remote_end", "lake_start", "lake_end",
+    "remote_start", "remote_end", "lake_start", "lake_end", "replicas", "isr", "leader_epoch",
 )
+# BucketInfo's fields that are not offsets (the replica fields are shown as lists).
+_NOT_OFFSETS = ("leader_available", "remote_error", "replicas", "isr", "leader_epoch")
 
 
 def register(subparsers: Any) -> None:
@@ -139,7 +141,7 @@ def _describe(args: argparse.Namespace) -> int:
     print(_indent("\n".join(f"{key} = {value}" for key, value in sorted(info.properties.items())) or "(none)"))
     print(f"\nbuckets ({NONE_TEXT}: the tier holds nothing):")
     rows = [
-        (bucket, *(offset_text(value) for value in _bucket_offsets(b).values()))
+        (bucket, *(offset_text(value) for value in _bucket_offsets(b).values()), _servers(b.replicas), _servers(b.isr), b.leader_epoch)
         if b.leader_available
         else (bucket, f"{b.leader} (unavailable)", *["?"] * (len(_BUCKET_HEADER) - 2))
         for bucket, b in buckets.items()
@@ -159,7 +161,11 @@ def _describe(args: argparse.Namespace) -> int:
 
 def _bucket_offsets(bucket: BucketInfo) -> dict[str, int]:
     """The leader and the offsets, in the order of the table's columns."""
-    return {field.name: getattr(bucket, field.name) for field in dataclasses.fields(bucket) if field.name not in ("leader_available", "remote_error")}
+    return {field.name: getattr(bucket, field.name) for field in dataclasses.fields(bucket) if field.name not in _NOT_OFFSETS}
+
+
+def _servers(ids: tuple[int, ...]) -> str:
+    return ",".join(map(str, ids)) or NONE_TEXT
 
 
 def _description(info: TableInfo, buckets: dict[int, BucketInfo]) -> dict[str, Any]:
@@ -182,6 +188,9 @@ def _description(info: TableInfo, buckets: dict[int, BucketInfo]) -> dict[str, A
                 **{name: offset_or_none(value) for name, value in _bucket_offsets(b).items()},
                 "leader_available": b.leader_available,
                 "remote_error": b.remote_error or None,
+                "replicas": list(b.replicas),
+                "isr": list(b.isr),
+                "leader_epoch": b.leader_epoch,
             }
             for bucket, b in buckets.items()
         ],

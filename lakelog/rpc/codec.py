@@ -14,6 +14,7 @@ from lakelog.errors import InvalidRequestError
 from lakelog.lake_config import CATALOG_NAME, LakeConfig
 from lakelog.metadata import (
     BucketInfo,
+    BucketReplicas,
     LakeBucketKey,
     LakeBucketOffset,
     LakeLogFetchInfo,
@@ -122,16 +123,37 @@ def node_from_pb(message: pb.PbServerNode) -> ServerNode:
     return ServerNode(message.node_id, message.host, message.port)
 
 
-def table_metadata_to_pb(info: TableInfo, leaders: dict[int, int]) -> pb.PbTableMetadata:
+def table_metadata_to_pb(assignment: TableAssignment) -> pb.PbTableMetadata:
     return pb.PbTableMetadata(
-        table_info=table_info_to_pb(info),
-        bucket_metadata=[pb.PbBucketMetadata(bucket_id=b, leader_id=leader) for b, leader in sorted(leaders.items())],
+        table_info=table_info_to_pb(assignment.info),
+        bucket_metadata=[bucket_metadata_to_pb(b, leader, assignment.replicas.get(b)) for b, leader in sorted(assignment.leaders.items())],
     )
+
+
+def bucket_metadata_to_pb(bucket: int, leader: int, replicas: BucketReplicas | None) -> pb.PbBucketMetadata:
+    if replicas is None:
+        return pb.PbBucketMetadata(bucket_id=bucket, leader_id=leader)
+    return pb.PbBucketMetadata(
+        bucket_id=bucket,
+        leader_id=leader,
+        replica_id=replicas.replicas,
+        isr=replicas.isr,
+        leader_epoch=replicas.leader_epoch,
+        isr_version=replicas.isr_version,
+    )
+
+
+def bucket_replicas_from_pb(item: pb.PbBucketMetadata) -> BucketReplicas | None:
+    """None for a bucket its leader alone keeps."""
+    if not item.replica_id:
+        return None
+    return BucketReplicas(tuple(item.replica_id), tuple(item.isr), item.leader_epoch, item.isr_version)
 
 
 def table_metadata_from_pb(message: pb.PbTableMetadata) -> TableAssignment:
     leaders = {item.bucket_id: item.leader_id for item in message.bucket_metadata}
-    return TableAssignment(table_info_from_pb(message.table_info), leaders)
+    replicas = {item.bucket_id: found for item in message.bucket_metadata if (found := bucket_replicas_from_pb(item)) is not None}
+    return TableAssignment(table_info_from_pb(message.table_info), leaders, replicas)
 
 
 def lake_buckets_to_pb(snapshot: LakeSnapshot) -> list[pb.PbLakeTableOffsetForBucket]:
@@ -227,6 +249,9 @@ def bucket_info_to_pb(bucket: int, info: BucketInfo, local_segments: int, remote
         local_segment_count=local_segments,
         remote_segment_count=remote_segments,
         remote_error=info.remote_error,
+        replicas=info.replicas,
+        isr=info.isr,
+        leader_epoch=info.leader_epoch,
     )
 
 
@@ -240,6 +265,9 @@ def bucket_info_from_pb(item: pb.PbLogBucketInfo) -> BucketInfo:
         lake_log_start_offset=item.lake_log_start_offset,
         lake_log_end_offset=item.lake_log_end_offset,
         remote_error=item.remote_error,
+        replicas=tuple(item.replicas),
+        isr=tuple(item.isr),
+        leader_epoch=item.leader_epoch,
     )
 
 

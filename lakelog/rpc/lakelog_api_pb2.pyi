@@ -78,12 +78,20 @@ class PbTableInfo(_message.Message):
     def __init__(self, table_id: _Optional[int] = ..., table_path: _Optional[_Union[PbTablePath, _Mapping]] = ..., schema: _Optional[bytes] = ..., schema_id: _Optional[int] = ..., bucket_count: _Optional[int] = ..., properties: _Optional[_Iterable[_Union[PbKeyValue, _Mapping]]] = ..., comment: _Optional[str] = ..., created_time: _Optional[int] = ..., bucket_keys: _Optional[_Iterable[str]] = ..., partition_keys: _Optional[_Iterable[str]] = ..., partition_id: _Optional[int] = ..., partition_name: _Optional[str] = ...) -> None: ...
 
 class PbBucketMetadata(_message.Message):
-    __slots__ = ("bucket_id", "leader_id")
+    __slots__ = ("bucket_id", "leader_id", "replica_id", "isr", "leader_epoch", "isr_version")
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ISR_VERSION_FIELD_NUMBER: _ClassVar[int]
     bucket_id: int
     leader_id: int
-    def __init__(self, bucket_id: _Optional[int] = ..., leader_id: _Optional[int] = ...) -> None: ...
+    replica_id: _containers.RepeatedScalarFieldContainer[int]
+    isr: _containers.RepeatedScalarFieldContainer[int]
+    leader_epoch: int
+    isr_version: int
+    def __init__(self, bucket_id: _Optional[int] = ..., leader_id: _Optional[int] = ..., replica_id: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader_epoch: _Optional[int] = ..., isr_version: _Optional[int] = ...) -> None: ...
 
 class PbTableMetadata(_message.Message):
     __slots__ = ("table_info", "bucket_metadata")
@@ -362,16 +370,18 @@ class PbFetchLogReqForTable(_message.Message):
     def __init__(self, table_id: _Optional[int] = ..., projected_fields: _Optional[_Iterable[int]] = ..., buckets_req: _Optional[_Iterable[_Union[PbFetchLogReqForBucket, _Mapping]]] = ...) -> None: ...
 
 class PbFetchLogReqForBucket(_message.Message):
-    __slots__ = ("partition_id", "bucket_id", "fetch_offset", "max_fetch_bytes")
+    __slots__ = ("partition_id", "bucket_id", "fetch_offset", "max_fetch_bytes", "leader_epoch")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
     FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
     MAX_FETCH_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     partition_id: int
     bucket_id: int
     fetch_offset: int
     max_fetch_bytes: int
-    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., max_fetch_bytes: _Optional[int] = ...) -> None: ...
+    leader_epoch: int
+    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., max_fetch_bytes: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class FetchLogResponse(_message.Message):
     __slots__ = ("tables_resp",)
@@ -388,7 +398,7 @@ class PbFetchLogRespForTable(_message.Message):
     def __init__(self, table_id: _Optional[int] = ..., buckets_resp: _Optional[_Iterable[_Union[PbFetchLogRespForBucket, _Mapping]]] = ...) -> None: ...
 
 class PbFetchLogRespForBucket(_message.Message):
-    __slots__ = ("partition_id", "bucket_id", "error_code", "error_message", "high_watermark", "log_start_offset", "remote_log_fetch_info", "records", "lake_log_fetch_info", "fetch_offset")
+    __slots__ = ("partition_id", "bucket_id", "error_code", "error_message", "high_watermark", "log_start_offset", "remote_log_fetch_info", "records", "lake_log_fetch_info", "fetch_offset", "leader_epoch", "starts_segment")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -399,6 +409,8 @@ class PbFetchLogRespForBucket(_message.Message):
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     LAKE_LOG_FETCH_INFO_FIELD_NUMBER: _ClassVar[int]
     FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STARTS_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     partition_id: int
     bucket_id: int
     error_code: int
@@ -409,7 +421,9 @@ class PbFetchLogRespForBucket(_message.Message):
     records: bytes
     lake_log_fetch_info: PbLakeLogFetchInfo
     fetch_offset: int
-    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., remote_log_fetch_info: _Optional[_Union[PbRemoteLogFetchInfo, _Mapping]] = ..., records: _Optional[bytes] = ..., lake_log_fetch_info: _Optional[_Union[PbLakeLogFetchInfo, _Mapping]] = ..., fetch_offset: _Optional[int] = ...) -> None: ...
+    leader_epoch: int
+    starts_segment: bool
+    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., remote_log_fetch_info: _Optional[_Union[PbRemoteLogFetchInfo, _Mapping]] = ..., records: _Optional[bytes] = ..., lake_log_fetch_info: _Optional[_Union[PbLakeLogFetchInfo, _Mapping]] = ..., fetch_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., starts_segment: _Optional[bool] = ...) -> None: ...
 
 class PbRemoteLogFetchInfo(_message.Message):
     __slots__ = ("remote_log_tablet_dir", "partition_name", "remote_log_segments", "first_start_pos")
@@ -500,7 +514,7 @@ class DescribeLogBucketsResponse(_message.Message):
     def __init__(self, buckets: _Optional[_Iterable[_Union[PbLogBucketInfo, _Mapping]]] = ...) -> None: ...
 
 class PbLogBucketInfo(_message.Message):
-    __slots__ = ("bucket_id", "error_code", "error_message", "leader_id", "high_watermark", "local_log_start_offset", "remote_log_start_offset", "remote_log_end_offset", "lake_log_start_offset", "lake_log_end_offset", "local_segment_count", "remote_segment_count", "remote_error")
+    __slots__ = ("bucket_id", "error_code", "error_message", "leader_id", "high_watermark", "local_log_start_offset", "remote_log_start_offset", "remote_log_end_offset", "lake_log_start_offset", "lake_log_end_offset", "local_segment_count", "remote_segment_count", "remote_error", "replicas", "isr", "leader_epoch")
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -514,6 +528,9 @@ class PbLogBucketInfo(_message.Message):
     LOCAL_SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
     REMOTE_SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
     REMOTE_ERROR_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     bucket_id: int
     error_code: int
     error_message: str
@@ -527,7 +544,10 @@ class PbLogBucketInfo(_message.Message):
     local_segment_count: int
     remote_segment_count: int
     remote_error: str
-    def __init__(self, bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., remote_log_start_offset: _Optional[int] = ..., remote_log_end_offset: _Optional[int] = ..., lake_log_start_offset: _Optional[int] = ..., lake_log_end_offset: _Optional[int] = ..., local_segment_count: _Optional[int] = ..., remote_segment_count: _Optional[int] = ..., remote_error: _Optional[str] = ...) -> None: ...
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    isr: _containers.RepeatedScalarFieldContainer[int]
+    leader_epoch: int
+    def __init__(self, bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., remote_log_start_offset: _Optional[int] = ..., remote_log_end_offset: _Optional[int] = ..., lake_log_start_offset: _Optional[int] = ..., lake_log_end_offset: _Optional[int] = ..., local_segment_count: _Optional[int] = ..., remote_segment_count: _Optional[int] = ..., remote_error: _Optional[str] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class RepairLogRequest(_message.Message):
     __slots__ = ("table_id", "bucket_id", "tier", "accept_truncation", "partition_id")
@@ -826,3 +846,43 @@ class ListPartitionInfosResponse(_message.Message):
     PARTITIONS_INFO_FIELD_NUMBER: _ClassVar[int]
     partitions_info: _containers.RepeatedCompositeFieldContainer[PbPartitionInfo]
     def __init__(self, partitions_info: _Optional[_Iterable[_Union[PbPartitionInfo, _Mapping]]] = ...) -> None: ...
+
+class AdjustIsrRequest(_message.Message):
+    __slots__ = ("leader_id", "table_id", "bucket_id", "leader_epoch", "isr_version", "isr")
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ISR_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    leader_id: int
+    table_id: int
+    bucket_id: int
+    leader_epoch: int
+    isr_version: int
+    isr: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, leader_id: _Optional[int] = ..., table_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr_version: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class AdjustIsrResponse(_message.Message):
+    __slots__ = ("bucket",)
+    BUCKET_FIELD_NUMBER: _ClassVar[int]
+    bucket: PbBucketMetadata
+    def __init__(self, bucket: _Optional[_Union[PbBucketMetadata, _Mapping]] = ...) -> None: ...
+
+class OffsetForLeaderEpochRequest(_message.Message):
+    __slots__ = ("table_id", "bucket_id", "leader_epoch")
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    table_id: int
+    bucket_id: int
+    leader_epoch: int
+    def __init__(self, table_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
+
+class OffsetForLeaderEpochResponse(_message.Message):
+    __slots__ = ("leader_epoch", "end_offset")
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    leader_epoch: int
+    end_offset: int
+    def __init__(self, leader_epoch: _Optional[int] = ..., end_offset: _Optional[int] = ...) -> None: ...

@@ -141,6 +141,11 @@ class CoordinatorServiceStub:
                 request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListPartitionInfosRequest.SerializeToString,
                 response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListPartitionInfosResponse.FromString,
                 _registered_method=True)
+        self.AdjustIsr = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/AdjustIsr',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.AdjustIsrRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.AdjustIsrResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServiceServicer:
@@ -284,6 +289,14 @@ class CoordinatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AdjustIsr(self, request, context):
+        """A bucket's leader changes its ISR (a follower fell behind or caught up); refused unless it
+        names the bucket's current leader epoch and ISR version.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -391,6 +404,11 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.ListPartitionInfos,
                     request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListPartitionInfosRequest.FromString,
                     response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListPartitionInfosResponse.SerializeToString,
+            ),
+            'AdjustIsr': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdjustIsr,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.AdjustIsrRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.AdjustIsrResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -972,6 +990,33 @@ class CoordinatorService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def AdjustIsr(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/AdjustIsr',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.AdjustIsrRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.AdjustIsrResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class TabletServiceStub:
     """Missing associated documentation comment in .proto file."""
@@ -1031,6 +1076,11 @@ class TabletServiceStub:
                 '/lakelog.rpc.TabletService/RepairLog',
                 request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.RepairLogRequest.SerializeToString,
                 response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.RepairLogResponse.FromString,
+                _registered_method=True)
+        self.OffsetForLeaderEpoch = channel.unary_unary(
+                '/lakelog.rpc.TabletService/OffsetForLeaderEpoch',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.OffsetForLeaderEpochRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.OffsetForLeaderEpochResponse.FromString,
                 _registered_method=True)
 
 
@@ -1104,6 +1154,14 @@ class TabletServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OffsetForLeaderEpoch(self, request, context):
+        """A follower asks its leader where a leader epoch ends in the leader's log, to cut what it holds
+        past that (a leader it followed before may have appended what the new leader never had).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TabletServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1156,6 +1214,11 @@ def add_TabletServiceServicer_to_server(servicer, server):
                     servicer.RepairLog,
                     request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.RepairLogRequest.FromString,
                     response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.RepairLogResponse.SerializeToString,
+            ),
+            'OffsetForLeaderEpoch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetForLeaderEpoch,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.OffsetForLeaderEpochRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.OffsetForLeaderEpochResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1428,6 +1491,33 @@ class TabletService:
             '/lakelog.rpc.TabletService/RepairLog',
             lakelog_dot_rpc_dot_lakelog__api__pb2.RepairLogRequest.SerializeToString,
             lakelog_dot_rpc_dot_lakelog__api__pb2.RepairLogResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetForLeaderEpoch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.TabletService/OffsetForLeaderEpoch',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.OffsetForLeaderEpochRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.OffsetForLeaderEpochResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Mapping, Protocol, Sequence
 
@@ -21,7 +22,7 @@ from lakelog.errors import (
     LakelogError,
     LakeSnapshotNotExistError,
     NetworkError,
-    NoTabletServerError,
+    NotLeaderError,
     PartitionNotInLakeError,
     RequestTimeoutError,
     SchemaNotExistError,
@@ -36,6 +37,7 @@ from lakelog.lake_config import LakeConfig
 from lakelog.log_source import LakeTableStats
 from lakelog.metadata import (
     BucketInfo,
+    BucketReplicas,
     LakeBucketKey,
     LakeBucketOffset,
     LakeOffsets,
@@ -57,7 +59,14 @@ from lakelog.security.writer_tokens import WriterIdentity, WriterTokens, new_wri
 from lakelog.server.coordinator.auto_partitioning import AutoPartitioner, auto_partition_spec
 from lakelog.server.coordinator.bucket_describer import BucketDescriber, describe_assignment
 from lakelog.server.coordinator.lake_tables import LakeTables
-from lakelog.server.coordinator.table_properties import check_comment, validate_table_properties
+from lakelog.server.coordinator.replica_election import preferred_leader, without_server
+from lakelog.server.coordinator.replica_placement import Placement, place_buckets
+from lakelog.server.coordinator.table_properties import (
+    REPLICATION_FACTOR,
+    check_comment,
+    server_defaulted_property,
+    validate_table_properties,
+)
 from lakelog.server.coordinator.metadata_store import MetadataStore
 from lakelog.server.coordinator.partitions import PartitionCatalog
 from lakelog.server.coordinator.tablet_liveness import TabletLiveness
@@ -93,8 +102,10 @@ class Coordinator:
         max_buckets_per_server: int,
         max_partitions: int = 1000,
         auto_partition_interval_ms: int = 60_000,
+        default_replication_factor: int = 1,
     ) -> None:
         """``auto_partitioner`` is started by the caller (the coordinator role), which also closes it."""
+        self._default_replication_factor = default_replication_factor
         self._store = store
         self.max_buckets_per_server = max_buckets_per_server
         self.writer_key = store.writer_key(new_writer_key())
@@ -103,6 +114,11 @@ class Coordinator:
         self._notifier = notifier
         self._lake = lake
         self.liveness = TabletLiveness(heartbeat_timeout_ms, (node.server_id for node in store.tablet_servers()))
+        self._handled_down: set[int] = set()  # servers whose buckets check_liveness moved already
+        self._isr_grew = threading.Event()  # an ISR took a replica back: its preferred leader may return
+        # Replica changes go out on one queue per server: in order for each, and a paused server
+        # (whose calls time out) holds up no other server and not the liveness check.
+        self._replica_notices: dict[int, ThreadPoolExecutor] = {}
         self._lock = threading.Lock()
         # Lake notifications go out one at a time, each with what is stored when it is sent, so
         # two commits racing cannot leave a tablet server with the older offsets.
@@ -177,25 +193,31 @@ class Coordinator:
                     return existing.table_id
                 raise TableAlreadyExistError(f"table {path} already exists")
             # A partitioned table's buckets are its partitions': it has none of its own to lead.
-            leaders = {} if descriptor.partition_keys else self._place(f"table {path}", descriptor.buckets, self._store.table_count())
+            placement = (
+                Placement({})
+                if descriptor.partition_keys
+                else self._place(f"table {path}", descriptor.buckets, self._store.table_count(), descriptor.properties)
+            )
             if descriptor.lake_enabled:
                 self._lake.create_table(path, descriptor.schema, descriptor.partition_keys)
-            info = self._store.insert_table(path, descriptor, leaders)
-        log.info("created table %s (id %d, %d buckets, leaders %s)", path, info.table_id, info.buckets, leaders)
-        if leaders:
-            self._tell_new_leaders(TableAssignment(info, leaders), lambda: self._drop(info))
+            info = self._store.insert_table(path, descriptor, placement.leaders, placement.replicas)
+        log.info(
+            "created table %s (id %d, %d buckets, leaders %s%s)", path, info.table_id, info.buckets, placement.leaders, _copies(placement)
+        )
+        if placement.leaders:
+            self._tell_new_leaders(TableAssignment(info, placement.leaders, placement.replicas), lambda: self._drop(info))
         self.auto_partitioner.check(info)
         return info.table_id
 
-    def _place(self, what: str, buckets: int, start: int) -> dict[int, int]:
-        """Leaders for ``buckets`` buckets, round robin over the tablet servers from ``start``;
-        refused when a server would lead more than ``max_buckets_per_server``. Lock held."""
-        servers = self._store.tablet_servers()
-        if not servers:
-            raise NoTabletServerError(f"cannot create {what}: no tablet server has registered yet")
-        leaders = {b: servers[(start + b) % len(servers)].server_id for b in range(buckets)}
+    def _place(self, what: str, buckets: int, start: int, properties: Mapping[str, str]) -> Placement:
+        """Replicas for ``buckets`` buckets, leaders round robin over the tablet servers from
+        ``start``; refused when a server would lead more than ``max_buckets_per_server``. Lock held."""
+        factor = server_defaulted_property(what, properties, REPLICATION_FACTOR, self._default_replication_factor)
+        servers = [node.server_id for node in self._store.tablet_servers()]
+        down = self.liveness.down()
+        placement = place_buckets(what, buckets, start, servers, [s for s in servers if s not in down], factor)
         led = self._store.buckets_per_leader()
-        for server_id, added in sorted(Counter(leaders.values()).items()):
+        for server_id, added in sorted(Counter(placement.leaders.values()).items()):
             if led.get(server_id, 0) + added > self.max_buckets_per_server:
                 log.warning("refused to create %s: tablet server %d leads %d buckets of at most %d", what, server_id, led.get(server_id, 0), self.max_buckets_per_server)
                 raise TooManyBucketsError(
@@ -203,7 +225,7 @@ class Coordinator:
                     f" {led.get(server_id, 0)}, would pass coordinator.max-buckets-per-tablet-server ="
                     f" {self.max_buckets_per_server}; drop tables or partitions, or add tablet servers"
                 )
-        return leaders
+        return placement
 
     # partitions
 
@@ -212,14 +234,17 @@ class Coordinator:
         with self._lock:
             info = self.table(path)
             name = self.partitions.name_of(info, spec)
-            partition, leaders = self.partitions.create(
+            partition, placement = self.partitions.create(
                 info,
                 name,
-                lambda: self._place(f"partition {name} of {path}", info.buckets, self._store.partition_count() + info.table_id),
+                lambda: self._place(
+                    f"partition {name} of {path}", info.buckets, self._store.partition_count() + info.table_id, info.properties
+                ),
                 ignore_if_exists,
             )
-        if leaders is not None:
-            self._tell_new_leaders(TableAssignment(info.for_partition(partition), leaders), lambda: self.partitions.undo(partition))
+        if placement is not None:
+            assignment = TableAssignment(info.for_partition(partition), placement.leaders, placement.replicas)
+            self._tell_new_leaders(assignment, lambda: self.partitions.undo(partition))
         return partition
 
     def drop_partition(self, path: TablePath, spec: Mapping[str, object], ignore_if_not_exists: bool = False) -> None:
@@ -244,7 +269,7 @@ class Coordinator:
         """Fence the partition's writes, then raise :class:`PartitionNotInLakeError` (fence lifted)
         unless the lake holds every bucket of it up to the high watermark its leader reports."""
         leaders = self._store.partition_leaders(info.table_id).get(partition.partition_id, {})
-        assignment = TableAssignment(info.for_partition(partition), leaders)
+        assignment = TableAssignment(info.for_partition(partition), leaders, self._store.bucket_replicas(partition.partition_id))
         nodes = {node.server_id: node for node in self._store.tablet_servers()}
         try:
             unfenced = self._tell_bucket_leaders(assignment, nodes, fenced_leaders(leaders))
@@ -267,10 +292,11 @@ class Coordinator:
         for server_id in sorted(set(assignment.leaders.values())):
             node = nodes.get(server_id)
             mine = {b: leaders[b] for b, leader in assignment.leaders.items() if leader == server_id}
+            copies = {b: assignment.replicas[b] for b in mine if b in assignment.replicas}
             try:
                 if node is None:
                     raise InvalidRequestError(f"tablet server {server_id} never registered")
-                self._notifier.notify_leaders(node, [TableAssignment(assignment.info, mine)], [])
+                self._notifier.notify_leaders(node, [TableAssignment(assignment.info, mine, copies)], [])
             except Exception as exc:  # noqa: BLE001 - reported to the caller, who refuses the drop
                 failures.append(f"buckets {sorted(mine)}: their leader {server_id} could not be told ({exc})")
         return failures
@@ -367,7 +393,7 @@ class Coordinator:
         return info
 
     def assignment(self, info: TableInfo) -> TableAssignment:
-        return TableAssignment(info, self._store.leaders(info.table_id))
+        return TableAssignment(info, self._store.leaders(info.table_id), self._store.bucket_replicas(info.table_id))
 
     def assignments(self, info: TableInfo) -> list[TableAssignment]:
         """The table's own buckets, and for a partitioned table each partition's, with their leaders."""
@@ -375,7 +401,8 @@ class Coordinator:
             return [self.assignment(info)]
         leaders = self._store.partition_leaders(info.table_id)
         return [self.assignment(info)] + [
-            TableAssignment(info.for_partition(p), leaders.get(p.partition_id, {})) for p in self._store.partitions(info.table_id)
+            TableAssignment(info.for_partition(p), leaders.get(p.partition_id, {}), self._store.bucket_replicas(p.partition_id))
+            for p in self._store.partitions(info.table_id)
         ]
 
     def assignment_by_id(self, physical_id: int) -> TableAssignment:
@@ -388,7 +415,7 @@ class Coordinator:
             raise TableNotExistError(f"no table or partition has id {physical_id}")
         table_id, partition = found
         leaders = self._store.partition_leaders(table_id).get(physical_id, {})
-        return TableAssignment(self.table_by_id(table_id).for_partition(partition), leaders)
+        return TableAssignment(self.table_by_id(table_id).for_partition(partition), leaders, self._store.bucket_replicas(physical_id))
 
     def tablet_servers(self) -> list[ServerNode]:
         return self._store.tablet_servers()
@@ -480,19 +507,157 @@ class Coordinator:
 
     def register_tablet_server(self, node: ServerNode) -> tuple[list[TableAssignment], list[LakeOffsets]]:
         """Record a (re)starting tablet server; return, in one pass over the tables, every bucket it
-        leads and what of them the lake already holds."""
+        leads or copies and what of them the lake already holds. A restarted server may have lost
+        what it had not flushed (or its whole disk): it leaves every ISR first, and its buckets get
+        new leaders (see :mod:`replica_election`); it rejoins each ISR once it has caught up."""
         self._store.upsert_tablet_server(node)
+        self._server_lost(node.server_id, returning=True)
         self.liveness.heartbeat(node.server_id)
         led: list[TableAssignment] = []
         lake: list[LakeOffsets] = []
         for info in self._store.all_tables():
             assignments = self.assignments(info)
-            led += [a for a in assignments[1:] + assignments[:1] if node.server_id in a.leaders.values()]
+            led += [a for a in assignments[1:] + assignments[:1] if node.server_id in _servers_of(a)]
             snapshot = self._store.lake_snapshot(info.table_id) if info.lake_enabled else None
             if snapshot is not None:
                 lake += _led_by(node.server_id, info.table_id, snapshot, self._log_leaders(info))
         log.info("tablet server %d registered at %s, leading buckets of %d table(s)", node.server_id, node.address, len(led))
         return led, lake
+
+    # replication
+
+    def adjust_isr(self, leader_id: int, physical_id: int, bucket: int, leader_epoch: int, isr_version: int, isr: Sequence[int]) -> BucketReplicas:
+        """A leader's ISR change: accepted only from the bucket's current leader naming the current
+        leader epoch and ISR version (anything else is stale: NotLeaderError); the new ISR keeps
+        the leader, names only replicas, and adds no server that is down."""
+        with self._lock:
+            assignment = self.assignment_by_id(physical_id)
+            current = assignment.replicas.get(bucket)
+            where = f"{assignment.info.label} bucket {bucket}"
+            if current is None:
+                raise InvalidRequestError(f"{where} has no replicas to change the ISR of")
+            leader = assignment.leaders.get(bucket)
+            if leader != leader_id or current.leader_epoch != leader_epoch or current.isr_version != isr_version:
+                raise NotLeaderError(
+                    f"{where}: ISR change from server {leader_id} in leader epoch {leader_epoch} (ISR version {isr_version}) is stale:"
+                    f" the leader is {leader} in epoch {current.leader_epoch} (ISR version {current.isr_version})"
+                )
+            wanted = tuple(r for r in current.replicas if r in set(isr))
+            down = self.liveness.down() & (set(wanted) - set(current.isr))
+            if leader_id not in wanted or len(wanted) != len(set(isr)) or down:
+                raise InvalidRequestError(f"{where}: ISR {list(isr)} must hold the leader {leader_id} and live replicas of {list(current.replicas)}")
+            updated = BucketReplicas(current.replicas, wanted, current.leader_epoch, current.isr_version + 1)
+            self._store.update_bucket(physical_id, bucket, leader_id, updated)
+            if len(wanted) > len(current.isr):
+                self._isr_grew.set()
+        log.info("%s: ISR %s -> %s (leader %d, epoch %d)", where, list(current.isr), list(wanted), leader_id, current.leader_epoch)
+        return updated
+
+    def offline_buckets(self) -> int:
+        """Buckets (of tables and partitions) whose leader is down now."""
+        down = self.liveness.down()
+        if not down:
+            return 0
+        return sum(leader in down for info in self._store.all_tables() for a in self.assignments(info) for leader in a.leaders.values())
+
+    def check_liveness(self) -> None:
+        """Log servers going down or coming back, and take each newly down server out of every ISR
+        at once, electing new leaders for the buckets it led (called periodically)."""
+        down = self.liveness.check()
+        for server_id in sorted(down - self._handled_down):
+            self._server_lost(server_id, returning=False)
+        for server_id in sorted(self._handled_down - down):
+            self._server_back(server_id)
+        self._handled_down = down
+        if self._isr_grew.is_set():
+            self._isr_grew.clear()
+            self._return_preferred_leaders(down)
+
+    def _return_preferred_leaders(self, down: set[int]) -> None:
+        """Hand every replicated bucket back to its first replica once that one is in sync again, so
+        leaders stay spread as placed (Kafka's preferred leader election)."""
+        live = {node.server_id for node in self._store.tablet_servers()} - down
+        for assignment in self._move_buckets(lambda leader, copies: preferred_leader(leader, copies, live)):
+            log.info("%s: leaders back on their preferred servers: %s", assignment.info.label, dict(assignment.leaders))
+            self._tell_replicas(assignment, set())
+
+    def _server_back(self, server_id: int) -> None:
+        """A server heartbeats again without having restarted (it was paused, or cut off): it missed
+        the changes made while it was down, so it is told its replicated buckets as they are now. A
+        replaced leader learns it follows, so it cuts what it appended alone and copies the rest."""
+        with self._lock:
+            held = [
+                a for info in self._store.all_tables() for a in self.assignments(info)
+                if any(server_id in copies.replicas for copies in a.replicas.values())
+            ]
+        node = next((n for n in self._store.tablet_servers() if n.server_id == server_id), None)
+        if node is not None and held:
+            self._notify_replicas(node, held)
+
+    def _server_lost(self, server_id: int, returning: bool) -> None:
+        """Move every replicated bucket off ``server_id`` (see :mod:`replica_election`) and tell the
+        servers that still hold it."""
+        live = {node.server_id for node in self._store.tablet_servers()} - self.liveness.down() - {server_id}
+        if returning:
+            live.add(server_id)
+        changed = self._move_buckets(lambda leader, copies: without_server(leader, copies, server_id, live, returning))
+        skip = set() if returning else {server_id}
+        for assignment in changed:
+            log.info(
+                "tablet server %d %s: %s now led by %s, ISR %s", server_id, "restarted" if returning else "lost", assignment.info.label,
+                dict(assignment.leaders), {b: r.isr for b, r in assignment.replicas.items()},
+            )
+            self._tell_replicas(assignment, skip)
+
+    def _move_buckets(self, decide: Callable[[int, BucketReplicas], tuple[int, BucketReplicas] | None]) -> list[TableAssignment]:
+        """Apply ``decide(leader, copies)`` (a new leader and replicas, or None) to every replicated
+        bucket, store what changed; the tables and partitions changed, as they are now."""
+        changed: list[TableAssignment] = []
+        with self._lock:
+            for info in self._store.all_tables():
+                for assignment in self.assignments(info):
+                    leaders, replicas = dict(assignment.leaders), dict(assignment.replicas)
+                    for bucket, copies in assignment.replicas.items():
+                        moved = decide(leaders[bucket], copies)
+                        if moved is not None:
+                            leaders[bucket], replicas[bucket] = moved
+                            self._store.update_bucket(assignment.info.physical_id, bucket, *moved)
+                    if replicas != assignment.replicas:
+                        changed.append(TableAssignment(assignment.info, leaders, replicas))
+        return changed
+
+    def _tell_replicas(self, assignment: TableAssignment, skip: set[int]) -> None:
+        """Tell every server holding a bucket of ``assignment`` (leaders first, so a follower's
+        first question finds its leader ready), except ``skip`` and servers down."""
+        nodes = {node.server_id: node for node in self._store.tablet_servers()}
+        leaders = set(assignment.leaders.values())
+        order = sorted(_servers_of(assignment) - skip - self.liveness.down(), key=lambda s: (s not in leaders, s))
+        for server_id in order:
+            node = nodes.get(server_id)
+            if node is not None:
+                self._notify_replicas(node, [assignment])
+
+    def _notify_replicas(self, node: ServerNode, assignments: list[TableAssignment]) -> None:
+        """Queue a replica change for ``node`` (see ``_replica_notices``)."""
+
+        def send() -> None:
+            try:
+                self._notifier.notify_leaders(node, assignments, [])
+            except Exception as exc:  # noqa: BLE001 - a server that misses this learns its buckets when it is back or registers
+                log.warning("could not tell tablet server %d at %s about %s: %s", node.server_id, node.address, assignments[0].info.label, exc)
+
+        with self._lock:
+            queue = self._replica_notices.get(node.server_id)
+            if queue is None:
+                queue = self._replica_notices[node.server_id] = ThreadPoolExecutor(1, thread_name_prefix=f"notify-{node.server_id}")
+        queue.submit(send)
+
+    def close(self) -> None:
+        """Stop sending replica changes (what is queued is dropped: servers learn it when they register)."""
+        with self._lock:
+            queues, self._replica_notices = list(self._replica_notices.values()), {}
+        for queue in queues:
+            queue.shutdown(wait=False, cancel_futures=True)
 
     def _tell_new_leaders(self, assignment: TableAssignment, undo: Callable[[], list[int]]) -> None:
         """Tell the leaders of a table or partition just created. One that answers that it could not
@@ -501,7 +666,7 @@ class Coordinator:
         gets the error, so no table is answered OK that its leader cannot write; one that cannot be
         reached in time learns its buckets on its next request or when it registers again."""
         for node in self._store.tablet_servers():
-            if node.server_id not in assignment.leaders.values():
+            if node.server_id not in _servers_of(assignment):
                 continue
             try:
                 self._notifier.notify_leaders(node, [assignment], [])
@@ -521,7 +686,7 @@ class Coordinator:
     def _tell_leaders(self, tables: Sequence[TableAssignment], dropped: Sequence[int]) -> None:
         """Best effort: a tablet server that misses this learns its buckets on its next request or restart."""
         for node in self._store.tablet_servers():
-            mine = [t for t in tables if node.server_id in t.leaders.values()]
+            mine = [t for t in tables if node.server_id in _servers_of(t)]
             if not mine and not dropped:
                 continue
             try:
@@ -539,6 +704,15 @@ def _led_by(server_id: int, table_id: int, snapshot: LakeSnapshot, leaders: Mapp
         if leaders.get(partition_id, {}).get(bucket) == server_id:
             by_log.setdefault(partition_id, {})[bucket] = offsets
     return [LakeOffsets(table_id, LakeSnapshot(snapshot.snapshot_id, buckets), pid) for pid, buckets in by_log.items()]
+
+
+def _servers_of(assignment: TableAssignment) -> set[int]:
+    """The servers that lead or copy a bucket of ``assignment``."""
+    return {*assignment.leaders.values(), *(server for r in assignment.replicas.values() for server in r.replicas)}
+
+
+def _copies(placement: Placement) -> str:
+    return f", replicas {({b: r.replicas for b, r in placement.replicas.items()})}" if placement.replicas else ""
 
 
 def _records_added(before: LakeSnapshot, after: LakeSnapshot) -> int:

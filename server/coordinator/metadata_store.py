@@ -16,6 +16,7 @@ from typing import Iterator
 import pyarrow as pa
 
 from lakelog.metadata import (
+    BucketReplicas,
     LakeBucketKey,
     LakeBucketOffset,
     LakeSnapshot,
@@ -117,6 +118,18 @@ CREATE TABLE IF NOT EXISTS writer_ids (
     writer_id INTEGER PRIMARY KEY AUTOINCREMENT,
     allocated_ms INTEGER NOT NULL
 );
+-- The copies of each bucket of a table or partition (by its physical id) kept on more than one
+-- server; a bucket without a row is kept by its leader alone. Rows go with their table or
+-- partition (see delete_table and delete_partition).
+CREATE TABLE IF NOT EXISTS bucket_replicas (
+    physical_id INTEGER NOT NULL,
+    bucket INTEGER NOT NULL,
+    replicas TEXT NOT NULL,
+    isr TEXT NOT NULL,
+    leader_epoch INTEGER NOT NULL,
+    isr_version INTEGER NOT NULL,
+    PRIMARY KEY (physical_id, bucket)
+);
 CREATE TABLE IF NOT EXISTS writer_key (
     id INTEGER PRIMARY KEY CHECK (id = 0),
     key BLOB NOT NULL
@@ -180,7 +193,9 @@ class MetadataStore:
 
     # tables
 
-    def insert_table(self, path: TablePath, descriptor: TableDescriptor, leaders: dict[int, int]) -> TableInfo:
+    def insert_table(
+        self, path: TablePath, descriptor: TableDescriptor, leaders: dict[int, int], replicas: dict[int, BucketReplicas]
+    ) -> TableInfo:
         created = int(time.time() * 1000)
         with self._transaction() as db:
             cursor = db.execute(
@@ -207,6 +222,7 @@ class MetadataStore:
                 "INSERT INTO bucket_leaders (table_id, bucket, leader_id) VALUES (?, ?, ?)",
                 [(table_id, bucket, leader) for bucket, leader in leaders.items()],
             )
+            _insert_replicas(db, table_id, replicas)
         return TableInfo(
             table_id,
             path,
@@ -247,6 +263,11 @@ class MetadataStore:
 
     def delete_table(self, table_id: int) -> None:
         with self._transaction() as db:
+            db.execute(
+                "DELETE FROM bucket_replicas WHERE physical_id = ? OR physical_id IN"
+                " (SELECT partition_id FROM partitions WHERE table_id = ?)",
+                (table_id, table_id),
+            )
             db.execute("DELETE FROM tables WHERE table_id = ?", (table_id,))
 
     def table_count(self) -> int:
@@ -299,7 +320,7 @@ class MetadataStore:
     # partitions: their ids come from the tables' AUTOINCREMENT sequence, which SQLite never hands
     # out twice (even after a drop), so a partition id names no table and is never reused.
 
-    def insert_partition(self, table_id: int, name: str, leaders: dict[int, int]) -> PartitionInfo:
+    def insert_partition(self, table_id: int, name: str, leaders: dict[int, int], replicas: dict[int, BucketReplicas]) -> PartitionInfo:
         with self._transaction() as db:
             db.execute("UPDATE sqlite_sequence SET seq = seq + 1 WHERE name = 'tables'")
             partition_id = int(db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'tables'").fetchone()[0])
@@ -311,6 +332,7 @@ class MetadataStore:
                 "INSERT INTO partition_bucket_leaders (partition_id, bucket, leader_id) VALUES (?, ?, ?)",
                 [(partition_id, bucket, leader) for bucket, leader in leaders.items()],
             )
+            _insert_replicas(db, partition_id, replicas)
         return PartitionInfo(partition_id, name)
 
     def delete_partition(self, partition_id: int, lake_only: bool = False) -> None:
@@ -322,6 +344,7 @@ class MetadataStore:
                     " SELECT partition_id, table_id, name, ? FROM partitions WHERE partition_id = ?",
                     (int(time.time() * 1000), partition_id),
                 )
+            db.execute("DELETE FROM bucket_replicas WHERE physical_id = ?", (partition_id,))
             db.execute("DELETE FROM partitions WHERE partition_id = ?", (partition_id,))
 
     def lake_only_partitions(self, table_id: int) -> list[PartitionInfo]:
@@ -369,6 +392,29 @@ class MetadataStore:
         for partition_id, bucket, leader in rows:
             leaders.setdefault(partition_id, {})[bucket] = leader
         return leaders
+
+    # replicas
+
+    def bucket_replicas(self, physical_id: int) -> dict[int, BucketReplicas]:
+        """Per bucket of the table or partition kept on more than one server, its copies."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT bucket, replicas, isr, leader_epoch, isr_version FROM bucket_replicas WHERE physical_id = ? ORDER BY bucket",
+                (physical_id,),
+            ).fetchall()
+        return {
+            bucket: BucketReplicas(tuple(json.loads(replicas)), tuple(json.loads(isr)), epoch, version)
+            for bucket, replicas, isr, epoch, version in rows
+        }
+
+    def update_bucket(self, physical_id: int, bucket: int, leader: int, replicas: BucketReplicas) -> None:
+        """Store a bucket's new leader and copies in one transaction (an election, an ISR change)."""
+        with self._transaction() as db:
+            db.execute("UPDATE bucket_leaders SET leader_id = ? WHERE table_id = ? AND bucket = ?", (leader, physical_id, bucket))
+            db.execute(
+                "UPDATE partition_bucket_leaders SET leader_id = ? WHERE partition_id = ? AND bucket = ?", (leader, physical_id, bucket)
+            )
+            _insert_replicas(db, physical_id, {bucket: replicas})
 
     # lake snapshots
 
@@ -471,6 +517,16 @@ class MetadataStore:
             TieringJobInfo(job_id, tuple(TablePath.parse(text) for text in json.loads(tables)), barrier, heartbeat)
             for job_id, tables, barrier, heartbeat in rows
         ]
+
+
+def _insert_replicas(db: sqlite3.Connection, physical_id: int, replicas: dict[int, BucketReplicas]) -> None:
+    db.executemany(
+        "INSERT OR REPLACE INTO bucket_replicas (physical_id, bucket, replicas, isr, leader_epoch, isr_version) VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (physical_id, bucket, json.dumps(list(r.replicas)), json.dumps(list(r.isr)), r.leader_epoch, r.isr_version)
+            for bucket, r in replicas.items()
+        ],
+    )
 
 
 class _Transaction:

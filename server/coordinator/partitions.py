@@ -13,6 +13,7 @@ from typing import Callable, Mapping
 from lakelog.errors import InvalidPartitionError, PartitionAlreadyExistsError, PartitionNotExistError, TooManyPartitionsError
 from lakelog.metadata import PartitionInfo, TableInfo, partition_name
 from lakelog.server.coordinator.metadata_store import MetadataStore
+from lakelog.server.coordinator.replica_placement import Placement
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +34,9 @@ class PartitionCatalog:
         return next((p for p in self._store.partitions(info.table_id) if p.partition_name == name), None)
 
     def create(
-        self, info: TableInfo, name: str, place: Callable[[], dict[int, int]], ignore_if_exists: bool
-    ) -> tuple[PartitionInfo, dict[int, int] | None]:
-        """The partition named ``name`` and, when this call created it, its buckets' leaders
+        self, info: TableInfo, name: str, place: Callable[[], Placement], ignore_if_exists: bool
+    ) -> tuple[PartitionInfo, Placement | None]:
+        """The partition named ``name`` and, when this call created it, its buckets' placement
         (``place()``, asked only then: an existing partition needs no tablet server)."""
         lake_only = next((p for p in self._store.lake_only_partitions(info.table_id) if p.partition_name == name), None)
         if lake_only is not None:
@@ -53,10 +54,10 @@ class PartitionCatalog:
                 f"cannot create partition {name!r} of {info.path}: the cluster holds {self._max_partitions} partitions,"
                 " the most max.partition.num allows; drop some or raise it"
             )
-        leaders = place()
-        created = self._store.insert_partition(info.table_id, name, leaders)
-        log.info("created partition %s (id %d) of table %s, leaders %s", name, created.partition_id, info.path, leaders)
-        return created, leaders
+        placement = place()
+        created = self._store.insert_partition(info.table_id, name, placement.leaders, placement.replicas)
+        log.info("created partition %s (id %d) of table %s, leaders %s", name, created.partition_id, info.path, placement.leaders)
+        return created, placement
 
     def drop(self, info: TableInfo, name: str, ignore_if_not_exists: bool) -> PartitionInfo | None:
         """The partition dropped, or None when it did not exist and that is allowed. A lake-enabled

@@ -28,6 +28,8 @@ TTL = "table.log.ttl"
 TARGET_FILE_SIZE = "table.datalake.target-file-size"
 AUTO_COMPACTION = "table.datalake.auto-compaction"
 SNAPSHOT_RETENTION = "table.datalake.snapshot-retention"
+REPLICATION_FACTOR = "table.replication.factor"
+MIN_IN_SYNC_REPLICAS = "table.log.replica.min-in-sync-replicas"
 MAX_COMMENT_BYTES = 64 << 10
 MAX_PROPERTIES = 256
 MAX_KEY_BYTES = 256
@@ -42,6 +44,7 @@ MAX_RETENTION = 1_000_000
 # above the largest, one compaction task would rewrite more than a worker's disk holds comfortably.
 MIN_TARGET_FILE_SIZE = 64 << 10
 MAX_TARGET_FILE_SIZE = 16 << 30
+MAX_REPLICAS = 1000  # copies of a bucket: each needs a tablet server of its own
 
 
 def _boolean(text: str) -> bool:
@@ -108,6 +111,22 @@ TABLE_PROPERTIES: Mapping[str, TableProperty] = {
     AUTO_PARTITION_NUM_RETENTION: TableProperty(_between(int, 0, MAX_RETENTION), "7"),
     AUTO_PARTITION_TIME_ZONE: TableProperty(_time_zone, "UTC"),
 }
+# Properties whose default is a server setting: unset, they are not checked here.
+SERVER_DEFAULTED: Mapping[str, Callable[[str], Any]] = {
+    REPLICATION_FACTOR: _between(int, 1, MAX_REPLICAS),
+    MIN_IN_SYNC_REPLICAS: _between(int, 1, MAX_REPLICAS),
+}
+
+
+def server_defaulted_property(where: str, properties: Mapping[str, str], key: str, default: int) -> int:
+    """The parsed value of a property whose default is a server setting (``default`` when unset)."""
+    value = properties.get(key)
+    if value is None:
+        return default
+    try:
+        return SERVER_DEFAULTED[key](value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidTableError(f"{where}: table property {key}={value!r}: {exc}") from None
 
 
 def table_property(where: str, properties: Mapping[str, str], key: str) -> Any:
@@ -131,10 +150,13 @@ def validate_table_properties(where: str, properties: Mapping[str, str], comment
             raise InvalidTableError(
                 f"{where}: table property {key[:64]!r} is too large (keys up to {MAX_KEY_BYTES} bytes, values up to {MAX_VALUE_BYTES})"
             )
-        if key.startswith("table.") and key not in TABLE_PROPERTIES:
-            raise InvalidTableError(f"{where}: unknown table property {key!r} (known: {', '.join(sorted(TABLE_PROPERTIES))})")
+        if key.startswith("table.") and key not in TABLE_PROPERTIES and key not in SERVER_DEFAULTED:
+            known = ", ".join(sorted([*TABLE_PROPERTIES, *SERVER_DEFAULTED]))
+            raise InvalidTableError(f"{where}: unknown table property {key!r} (known: {known})")
     for key in TABLE_PROPERTIES:
         table_property(where, properties, key)
+    for key in SERVER_DEFAULTED:
+        server_defaulted_property(where, properties, key, 1)
 
 
 def check_comment(where: str, comment: str) -> None:

@@ -4,8 +4,11 @@ Appends are serialized by one lock; the bytes are stamped with offsets and one c
 per append, written to the active segment and, in ``sync`` flush mode, fsynced by group commit
 before the append returns. The high watermark (HW) is the end of what readers may see: in ``sync``
 mode the flushed offset, so no reader ever sees a record a crash could lose; in ``async`` mode the
-log end. Readers take a snapshot of the segment list and the HW's file position under the lock and
-then read without it, so a read never holds up appends for longer than that snapshot.
+log end; and for a bucket with other in-sync replicas, never past what they all hold (see
+:meth:`LogTablet.set_replica_limit`). Readers take a snapshot of the segment list and the HW's file
+position under the lock and then read without it, so a read never holds up appends for longer than
+that snapshot. A follower's copy takes the leader's batches as they are
+(:meth:`LogTablet.append_as_follower`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from lakelog.record.batch import HEADER_SIZE, BatchHeader, read_header, stamp, v
 from lakelog.record.projection import BatchProjection
 from lakelog.server.log.acknowledged_offset import AcknowledgedOffset
 from lakelog.server.log.durable_files import fsync_directory, write_atomically
+from lakelog.server.log.leader_epochs import LeaderEpochs
 from lakelog.server.log.quarantine import QuarantinedRange, find_holes
 from lakelog.server.log.segment import LogSegment
 from lakelog.server.log.writer_state import WriterBatches, WriterState
@@ -95,11 +99,13 @@ class AppendResult:
 
 @dataclass(frozen=True)
 class ReadResult:
-    """Whole batches as stored (empty at the HW) and the bucket's bounds when they were read."""
+    """Whole batches as stored (empty at the HW) and the bucket's bounds when they were read;
+    ``starts_segment``: the records begin a segment."""
 
     records: bytes | memoryview
     high_watermark: int
     log_start_offset: int
+    starts_segment: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,9 +140,17 @@ class LogTablet:
         self._flushing = False
         self._closed = False
         self._acknowledged = AcknowledgedOffset(directory)
+        self.epochs = LeaderEpochs(directory)
+        # A follower's copy rolls where its leader's log does, never on its own clock.
+        self.following = False
+        # Called after each append is written, before it is flushed: a leader wakes its followers'
+        # fetches there, so they copy while it flushes (None: no other replica).
+        self.on_append: Callable[[], None] | None = None
         self._writers = WriterState(name, config.writer_expiration_ms)
         self._segments, self._log_start_offset, self._holes = self._recover()
-        self._durable_offset = self._segments[-1].next_offset  # recovery flushed what it kept
+        self._durable_mark = self._end_mark()  # recovery flushed what it kept
+        # The smallest log end among the other in-sync replicas; None while none counts.
+        self._replica_limit: int | None = None
         self._fence = self._check_acknowledged()
         self._last_timestamp = max(segment.max_timestamp for segment in self._segments)
         self._high_watermark = self._end_mark()
@@ -277,7 +291,7 @@ class LogTablet:
         """Record the durable offset as acknowledged (a timer and close call this); not while
         fenced, which would accept the loss behind the operator's back."""
         if self._fence is None:
-            self._acknowledged.save(self._durable_offset)
+            self._acknowledged.save(self._durable_mark.offset)
 
     def accept_truncation(self) -> str:
         """The operator's choice (``lakelog repair local --accept-truncation``): the lost records stay
@@ -295,7 +309,8 @@ class LogTablet:
     # -- appending ------------------------------------------------------------------------------
 
     def append(self, records: bytes | memoryview, check: BatchCheck | None = None, admit: Callable[[], None] | None = None) -> AppendResult:
-        """Append the client's batches; returns once they are visible (and in sync mode, durable).
+        """Append the client's batches; returns once they are durable in sync mode (and visible, unless
+        other in-sync replicas must hold them first: :meth:`wait_for_high_watermark`).
 
         ``check`` sees each batch once its framing and CRC passed and before anything is written
         (the replica layer checks the schema there), in the one pass that validates the request.
@@ -325,11 +340,124 @@ class LogTablet:
             if self.config.flush_mode == "sync":
                 self._await_flush(duplicate.next_offset)
             return AppendResult(duplicate.base_offset, duplicate.next_offset, duplicate.commit_timestamp, count, duplicate=True)
+        if self.on_append is not None:
+            self.on_append()
         if self.config.flush_mode == "sync":
             self._await_flush(result.next_offset)
         elif advanced:
             self._notify_high_watermark()
         return result
+
+    def wait_for_high_watermark(self, offset: int, timeout_s: float, still_waiting: Callable[[], bool]) -> bool:
+        """Wait until the HW reaches ``offset`` (the other in-sync replicas hold it): True, or False
+        once ``timeout_s`` passed, the log closed or ``still_waiting()`` turned false."""
+        deadline = time.monotonic() + timeout_s
+        with self._flushed:
+            while self._high_watermark.offset < offset:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._closed or not still_waiting():
+                    return False
+                self._flushed.wait(min(remaining, 0.1))
+        return True
+
+    def set_replica_limit(self, limit: int | None) -> None:
+        """The smallest log end of the other in-sync replicas (None: no other replica counts): the
+        HW moves up to it, never past what this log holds safely itself."""
+        with self._lock:
+            self._replica_limit = limit
+            advanced = self._advance(self._local_mark())
+        if advanced:
+            self._notify_high_watermark()
+
+    def follow_high_watermark(self, leader_high_watermark: int) -> None:
+        """As a follower: the HW is the leader's, cut to what this copy holds. It may go down (the
+        follower serves no reads), so a follower that becomes leader shows only what its leader
+        had made visible."""
+        with self._lock:
+            self._replica_limit = leader_high_watermark
+            if leader_high_watermark < self._high_watermark.offset:
+                self._high_watermark = self._mark_at(leader_high_watermark)
+            else:
+                self._advance(self._local_mark())
+
+    def append_as_follower(self, records: bytes | memoryview, leader_epoch: int, starts_segment: bool) -> int:
+        """Append the leader's batches as they are: offsets, commit timestamps and writer headers
+        kept, so writer (idempotence) state is rebuilt here as on the leader; ``leader_epoch`` is the
+        epoch they were appended in. Segments roll where the leader's do (``starts_segment``), so
+        the copy's rolled segments are the leader's, whoever uploads them. The first batch must
+        start at this log's end. Returns the new log end, durable in ``sync`` mode."""
+        buffer = memoryview(records).cast("B")
+        headers = [header for _, header in self._validate(buffer, None)]
+        with self._lock:
+            self._check_open()
+            expected = self.log_end_offset
+            for header in headers:
+                if header.base_offset != expected:
+                    raise InvalidRequestError(f"{self.name}: the leader's batch starts at offset {header.base_offset}, expected {expected}")
+                expected = header.next_offset
+            active = self._segments[-1]
+            if active.size > 0 and (starts_segment or expected - active.base_offset > _MAX_RELATIVE_OFFSET):
+                self._roll()
+            self.epochs.assign(leader_epoch, headers[0].base_offset)
+            self._segments[-1].append_batches([buffer], headers)
+            self._writers.replay(headers)
+            self._last_timestamp = max(self._last_timestamp, headers[-1].commit_timestamp)
+            self._unpublished.append((expected, headers[-1].commit_timestamp))
+            advanced = self.config.flush_mode == "async" and self._advance(self._end_mark())
+        if self.config.flush_mode == "sync":
+            self._await_flush(expected)
+        elif advanced:
+            self._notify_high_watermark()
+        return expected
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut this copy back to the batch boundary at or below ``offset``: what a replica holds past
+        where its history and its leader's diverge. Returns the new log end."""
+        with self._lock:
+            self._check_open()
+            if offset >= self.log_end_offset:
+                return self.log_end_offset
+            before = self.log_end_offset
+            kept = [segment for segment in self._segments if segment.base_offset < offset] or [self._segments[0]]
+            for segment in self._segments[len(kept) :]:
+                segment.delete()
+            kept[-1].truncate_to_offset(offset)
+            fsync_directory(self.directory)
+            self._reset_after_cut(tuple(kept))
+            end = self.log_end_offset
+            self.epochs.truncate_from_end(end)
+        logger.warning("%s: truncated from offset %d to %d to match its leader's log", self.name, before, end)
+        return end
+
+    def restart_at(self, offset: int) -> None:
+        """Empty this copy and start it again at ``offset``: a follower behind what its leader still
+        keeps locally copies from there (what remote storage holds is not copied back)."""
+        with self._lock:
+            self._check_open()
+            for segment in self._segments:
+                segment.delete()
+            self._log_start_offset = offset
+            self._write_log_start_offset()
+            self._holes = ()
+            fresh = LogSegment(self.directory, offset, self.config.index_interval_bytes)
+            fsync_directory(self.directory)
+            self._reset_after_cut((fresh,))
+            self.epochs.clear()
+        logger.warning("%s: emptied and restarted at offset %d, its leader's earliest local offset", self.name, offset)
+
+    def _reset_after_cut(self, segments: tuple[LogSegment, ...]) -> None:
+        """State derived from the segments, after the log was cut back. Lock held."""
+        self._segments = segments
+        self._writers = WriterState(self.name, self.config.writer_expiration_ms)
+        for segment in segments:
+            self._writers.replay(header for _, header in segment.iter_batches())
+        end = self._end_mark()
+        self._durable_mark = end
+        if self._high_watermark.offset > end.offset or self._high_watermark.segment not in segments:
+            self._high_watermark = end
+        self._unpublished = deque(entry for entry in self._unpublished if entry[0] <= end.offset)
+        self._last_timestamp = max(segment.max_timestamp for segment in segments)
+        self._acknowledged.save(end.offset)
 
     def settle(self) -> None:
         """Wait until every append admitted so far is visible (in sync mode, durable): whatever
@@ -363,7 +491,7 @@ class LogTablet:
             self._writers.appended(writer, stamped)
         self._last_timestamp = commit_timestamp
         self._unpublished.append((offset, commit_timestamp))
-        advanced = self.config.flush_mode == "async" and self._publish(self._end_mark())
+        advanced = self.config.flush_mode == "async" and self._advance(self._end_mark())
         return AppendResult(base_offset, offset, commit_timestamp, count), advanced
 
     def expire_writers(self) -> int:
@@ -431,12 +559,35 @@ class LogTablet:
         """Roll the active segment if its first batch is older than the segment max age; a closed
         log (a bucket being dropped while a timer runs) just answers False."""
         with self._lock:
-            if self._closed or not self._aged(self._clock()):
+            if self._closed or self.following or not self._aged(self._clock()):
                 return False
             self._roll()
             return True
 
     # -- flushing and the high watermark --------------------------------------------------------
+
+    def _local_mark(self) -> _Mark:
+        """How far this log alone may show: the durable end in ``sync`` mode, else the end. Lock held."""
+        return self._durable_mark if self.config.flush_mode == "sync" else self._end_mark()
+
+    def _mark_at(self, offset: int) -> _Mark:
+        """The batch boundary at or below ``offset``, with its place in the files. Lock held."""
+        segments = self._segments
+        segment = segments[max(bisect_right(segments, offset, key=lambda s: s.base_offset) - 1, 0)]
+        found = segment.find_position(offset) if segment.base_offset <= offset < segment.next_offset else None
+        if found is None:
+            return _Mark(segment.next_offset, segment, segment.size) if offset >= segment.next_offset else _Mark(segment.base_offset, segment, 0)
+        return _Mark(found[1].base_offset, segment, found[0])
+
+    def _advance(self, candidate: _Mark) -> bool:
+        """Move the HW to ``candidate`` (safe on this log), or short of it to what the other in-sync
+        replicas hold; True if it moved. Lock held."""
+        limit = self._replica_limit
+        if limit is not None and limit < candidate.offset:
+            if limit <= self._high_watermark.offset:
+                return False
+            candidate = self._mark_at(limit)
+        return self._publish(candidate)
 
     def _publish(self, mark: _Mark) -> bool:
         """Move the HW forward to ``mark``; True if it moved. Lock held."""
@@ -445,6 +596,7 @@ class LogTablet:
         self._high_watermark = mark
         while self._unpublished and self._unpublished[0][0] <= mark.offset:
             self._unpublished.popleft()
+        self._flushed.notify_all()  # appends waiting for the other replicas (wait_for_high_watermark)
         return True
 
     def _notify_high_watermark(self) -> None:
@@ -465,7 +617,7 @@ class LogTablet:
         """
         advanced = False
         with self._flushed:
-            while self._high_watermark.offset < offset:
+            while self._durable_mark.offset < offset:
                 if self._flushing:
                     self._flushed.wait()
                 else:
@@ -485,8 +637,9 @@ class LogTablet:
             self._lock.acquire()
             self._flushing = False
             self._flushed.notify_all()  # covered waiters return; the others elect the next leader
-        self._durable_offset = max(self._durable_offset, mark.offset)
-        return self._publish(mark)
+        if mark.offset > self._durable_mark.offset:
+            self._durable_mark = mark
+        return self._advance(self._local_mark())
 
     def flush(self) -> None:
         """fsync everything appended so far, indexes included."""
@@ -495,8 +648,9 @@ class LogTablet:
             mark = self._end_mark()
         mark.segment.flush()
         with self._lock:
-            self._durable_offset = max(self._durable_offset, mark.offset)
-            advanced = self._publish(mark)
+            if mark.offset > self._durable_mark.offset:
+                self._durable_mark = mark
+            advanced = self._advance(self._local_mark())
         if advanced:
             self._notify_high_watermark()
 
@@ -551,13 +705,38 @@ class LogTablet:
         """Whole batches of one segment from the batch holding ``fetch_offset``, up to the HW, at
         most ``max_bytes`` of them but at least one; with ``projection``, those batches projected
         onto its columns, ``max_bytes`` counting the projected bytes."""
+        segments, high_watermark, start = self._snapshot()
+        return self._read_to(segments, high_watermark, high_watermark.offset, start, fetch_offset, max_bytes, projection)
+
+    def read_for_follower(self, fetch_offset: int, max_bytes: int) -> tuple[ReadResult, int]:
+        """What a follower copies: whole batches from ``fetch_offset`` past the HW up to the log end,
+        but not past the end of the leader epoch they were appended in, and that epoch (the
+        follower records it, see :mod:`leader_epochs`)."""
+        with self._lock:
+            self._check_open()
+            epoch, next_start = self.epochs.epoch_at(fetch_offset)
+            end = self._end_mark() if next_start is None or next_start >= self.log_end_offset else self._mark_at(next_start)
+            segments, high_watermark, start = self._segments, self._high_watermark, self._log_start_offset
+        return self._read_to(segments, end, high_watermark.offset, start, fetch_offset, max_bytes, None), epoch
+
+    def _read_to(
+        self,
+        segments: tuple[LogSegment, ...],
+        limit: _Mark,
+        high_watermark: int,
+        start: int,
+        fetch_offset: int,
+        max_bytes: int,
+        projection: BatchProjection | None,
+    ) -> ReadResult:
         if max_bytes < 0:
             raise InvalidRequestError(f"{self.name}: max bytes {max_bytes} is negative")
-        segments, high_watermark, start = self._snapshot()
-        if not start <= fetch_offset <= high_watermark.offset:
+        if not start <= fetch_offset <= max(limit.offset, segments[-1].next_offset):
             raise OffsetOutOfRangeError(self.bucket, fetch_offset, start)
-        if fetch_offset == high_watermark.offset:
-            return ReadResult(b"", high_watermark.offset, start)
+        if fetch_offset >= limit.offset:
+            # Past the HW but held here: a new leader's HW catches up with what a reader saw from the
+            # one before once its followers fetch, so the reader waits, it is not out of range.
+            return ReadResult(b"", high_watermark, start)
         for hole in self._holes:
             if fetch_offset in hole:
                 raise CorruptRecordError(f"{hole.describe(self.name)}; offset {fetch_offset} cannot be read locally")
@@ -565,10 +744,11 @@ class LogTablet:
         found = segment.find_position(fetch_offset)
         if found is None:
             raise CorruptRecordError(f"{segment.path}: offset {fetch_offset} of {self.name} is not in the segment")
-        end = high_watermark.position if segment is high_watermark.segment else segment.size
+        end = limit.position if segment is limit.segment else segment.size
+        starts = found[0] == 0
         if projection is None:
-            return ReadResult(segment.read(found[0], max_bytes, end, fetch_offset), high_watermark.offset, start)
-        return ReadResult(segment.read_projected(found[0], max_bytes, end, fetch_offset, projection), high_watermark.offset, start)
+            return ReadResult(segment.read(found[0], max_bytes, end, fetch_offset), high_watermark, start, starts)
+        return ReadResult(segment.read_projected(found[0], max_bytes, end, fetch_offset, projection), high_watermark, start, starts)
 
     def lookup_offset_by_timestamp(self, timestamp: int) -> int | None:
         """The first offset whose commit timestamp is >= ``timestamp``, None if all are older.

@@ -321,6 +321,19 @@ class LogSegment:
 
     # -- startup checks -----------------------------------------------------------------------
 
+    def truncate_to_offset(self, offset: int) -> None:
+        """Cut the segment before the batch holding ``offset`` (nothing when it holds none), indexes
+        rebuilt: a follower's copy cut back to where its leader's history diverged."""
+        found = self.find_position(offset) if self.base_offset <= offset < self.next_offset else None
+        if found is None:
+            return
+        try:
+            os.ftruncate(self._fd, found[0])
+        except OSError as exc:
+            raise StorageError(f"cannot truncate segment {self.path}: {exc}") from exc
+        self.recover()
+        self.flush()
+
     def recover(self, truncate: bool = True) -> int:
         """Validate every batch from the start and cut the file at the first bad or torn one.
 

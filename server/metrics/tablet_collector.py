@@ -1,4 +1,4 @@
-"""Gauges of a tablet server's tiers, computed when Prometheus scrapes.
+"""Gauges of a tablet server's tiers and replicas, computed when Prometheus scrapes.
 
 State, not events: the barrier holds, segments and bytes per tier, and how far the remote tier and the lake trail the
 log, per table (summed over the buckets this server leads; a bucket label would multiply series by
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from lakelog.server.log.log_manager import LogManager
@@ -103,6 +103,14 @@ class TabletStateCollector(Collector):
             if info.lake_enabled:
                 lake_lag.add_metric([table], not_in_lake)
         yield from (segments, sizes, upload_lag, lake_lag, manifest_errors, backlog_bytes, backlog_age, quarantined, fenced, upload_blocked)
+        replication = self._replicas.replication
+        yield GaugeMetricFamily(
+            "lakelog_under_replicated_buckets",
+            "Buckets led here whose in-sync replicas are fewer than their replicas (a follower is down or behind).",
+            value=replication.under_replicated(),
+        )
+        yield CounterMetricFamily("lakelog_isr_shrinks", "Times a bucket led here dropped a follower from its ISR.", value=replication.isr_shrinks)
+        yield CounterMetricFamily("lakelog_isr_expands", "Times a bucket led here took a caught-up follower into its ISR.", value=replication.isr_expands)
         yield GaugeMetricFamily(
             "lakelog_barrier_holds", "Barrier holds remembered: open ones, and closed ones the barrier has not passed.", value=len(self._replicas.holds)
         )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -38,6 +38,7 @@ from lakelog.errors import (
 )
 from lakelog.metadata import (
     BucketInfo,
+    BucketReplicas,
     LakeLogFetchInfo,
     OffsetSpec,
     OffsetType,
@@ -57,11 +58,14 @@ from lakelog.server.replica.barrier_holds import BarrierHolds
 from lakelog.server.replica.fetch_waiters import FetchWaiters
 from lakelog.server.replica.lake_offsets import LakeRanges
 from lakelog.server.replica.projection import check_projection
+from lakelog.server.replica.replication import ACKS_ALL, IsrChange, Replication, ReplicationConfig
 from lakelog.write_fence import fenced_leader
 
 log = logging.getLogger(__name__)
 
 TableResolver = Callable[[int], TableAssignment]
+# How long a fenced bucket's leader waits for its followers to hold everything appended before the fence.
+FENCE_REPLICATION_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class BucketFetch:
     bucket: int
     fetch_offset: int
     max_bytes: int
+    leader_epoch: int = -1  # a follower's: the epoch it follows
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ class FetchParams:
     min_bytes: int = 1
     max_wait_ms: int = 0
     enable_lake: bool = False
+    follower_id: int = -1  # >= 0: a follower copying the buckets, which reads past the high watermark
 
     def answer_bound(self) -> int:
         """The most record bytes an answer to this fetch can hold."""
@@ -116,13 +122,23 @@ class BucketFetchResult:
     error: LakelogError | None = None
     remote_log_fetch_info: RemoteLogFetchInfo | None = None
     lake_log_fetch_info: LakeLogFetchInfo | None = None
+    leader_epoch: int = -1  # to a follower: the epoch its records were appended in
+    starts_segment: bool = False  # to a follower: its records begin a segment of the leader's log
 
 
 class ReplicaManager:
     def __init__(
-        self, server_id: int, logs: LogManager, resolve: TableResolver, remote: RemoteLogManager, max_parked_polls: int = 1000
+        self,
+        server_id: int,
+        logs: LogManager,
+        resolve: TableResolver,
+        remote: RemoteLogManager,
+        max_parked_polls: int = 1000,
+        replication: Replication | None = None,
     ) -> None:
         self.server_id = server_id
+        self.replication = replication or Replication(server_id, ReplicationConfig(), None)
+        self.replication.wake_followers = self.notify_high_watermark
         self._logs = logs
         self._remote = remote
         self.lake = LakeRanges()
@@ -132,6 +148,7 @@ class ReplicaManager:
         self._tables: dict[int, TableInfo] = {}
         self._led: dict[int, set[int]] = {}
         self._fenced: dict[int, set[int]] = {}  # led buckets that take no writes (see lakelog.write_fence)
+        self._copies: dict[int, Mapping[int, BucketReplicas]] = {}  # per physical id: buckets kept on several servers
         # (table id, schema id) -> the schema message and schema of batches already checked against it
         self._accepted_schemas: dict[tuple[int, int], tuple[bytes, pa.Schema]] = {}
         self._lock = threading.Lock()
@@ -159,24 +176,37 @@ class ReplicaManager:
     # leadership
 
     def become_leader(self, assignments: Sequence[TableAssignment]) -> None:
-        """Lead the buckets assigned here; each assignment is a table's or a partition's, keyed by
-        its physical id (see ``TableInfo.physical_id``)."""
+        """Lead the buckets assigned here, and copy those of which this server is a follower; each
+        assignment is a table's or a partition's, keyed by its physical id (see ``TableInfo.physical_id``)."""
         for assignment in assignments:
             info = assignment.info
             fenced = {b for b, leader in assignment.leaders.items() if leader == fenced_leader(self.server_id)}
             mine = {b for b, leader in assignment.leaders.items() if leader == self.server_id} | fenced
+            followed = {
+                b for b, copies in assignment.replicas.items() if self.server_id in copies.replicas and b not in mine and b in assignment.leaders
+            }
             with self._lock:
                 self._tables[info.physical_id] = info
                 self._led[info.physical_id] = mine
+                self._copies[info.physical_id] = assignment.replicas
                 newly_fenced = fenced - self._fenced.get(info.physical_id, set())
                 self._fenced[info.physical_id] = fenced
             partition_of = None if info.partition_id is None else info.table_id
             tablets = {bucket: self._logs.get_or_create(info.physical_id, bucket, info.label, partition_of) for bucket in sorted(mine)}
             for bucket in sorted(newly_fenced):  # the coordinator reads the high watermark next: make it final
                 tablets[bucket].settle()
+                if len(assignment.replicas_of(bucket).replicas) > 1:  # and held by every in-sync replica
+                    tablets[bucket].wait_for_high_watermark(tablets[bucket].log_end_offset, FENCE_REPLICATION_WAIT_S, lambda: True)
+            for bucket, tablet in tablets.items():
+                self.replication.lead(info, bucket, tablet, assignment.replicas.get(bucket))
+            for bucket in sorted(followed):
+                copy = self._logs.get_or_create(info.physical_id, bucket, info.label, partition_of)
+                self.replication.follow(info, bucket, copy, assignment.leaders[bucket], assignment.replicas[bucket])
             self._remote.lead(info, list(tablets.values()))
             if mine:
                 log.info("leading %s buckets %s", info.label, sorted(mine))
+            if followed:
+                log.info("following %s buckets %s", info.label, {b: assignment.leaders[b] for b in sorted(followed)})
 
     def knows(self, physical_id: int) -> bool:
         """Whether the table or partition is known here: looking it up asks no one."""
@@ -203,8 +233,12 @@ class ReplicaManager:
                 info = self._tables.pop(table_id, None)
                 self._led.pop(table_id, None)
                 self._fenced.pop(table_id, None)
+                self._copies.pop(table_id, None)
                 for key in [key for key in self._accepted_schemas if key[0] == table_id]:
                     del self._accepted_schemas[key]
+            if info is not None:
+                for bucket in range(info.buckets):
+                    self.replication.let_go((table_id, bucket))
             self._remote.drop_table(table_id)
             self.lake.drop_table(table_id)
             self._logs.drop_table(table_id)
@@ -263,10 +297,20 @@ class ReplicaManager:
     # produce
 
     def produce(
-        self, table_id: int, bucket: int, records: bytes | memoryview, hold_id: str = "", caller: str = "", writer_token: bytes = b""
+        self,
+        table_id: int,
+        bucket: int,
+        records: bytes | memoryview,
+        hold_id: str = "",
+        caller: str = "",
+        writer_token: bytes = b"",
+        acks: int = ACKS_ALL,
+        timeout_ms: int = 30_000,
     ) -> AppendResult:
         """``hold_id``: the append is made under this barrier hold, which must be open here.
-        ``caller`` (the principal) and ``writer_token`` must match the writer id of the batches."""
+        ``caller`` (the principal) and ``writer_token`` must match the writer id of the batches.
+        With ``acks=all`` (-1) it returns once every in-sync replica holds the records, else once
+        this log does."""
         info, tablet = self._tablet(table_id, bucket)
         if hold_id:
             self.holds.check(hold_id)
@@ -280,7 +324,11 @@ class ReplicaManager:
                 self._check_writer(header.writer_id, caller, writer_token, where)
                 checked_writer = header.writer_id
 
-        return tablet.append(records, check, lambda: self._refuse_if_fenced(info, bucket))
+        tracker = self.replication.admit(info, bucket, acks)
+        result = tablet.append(records, check, lambda: self._refuse_if_fenced(info, bucket))
+        if tracker is not None and acks == ACKS_ALL:
+            self.replication.await_replicated(info, bucket, tablet, tracker, result.next_offset, max(timeout_ms, 1) / 1000)
+        return result
 
     def _check_writer(self, writer_id: int, caller: str, token: bytes, where: str) -> None:
         if self.writer_tokens is None:
@@ -370,13 +418,18 @@ class ReplicaManager:
             return projections[table_id]
 
         for request in params.buckets:
-            result = self._read_one(request, projection_of, budget, params.enable_lake)
+            result = self._read_one(request, projection_of, budget, params.enable_lake, params.follower_id)
             budget = max(budget - len(result.records), 0)
             results.append(result)
         return results
 
     def _read_one(
-        self, request: BucketFetch, projection_of: Callable[[int, TableInfo], BatchProjection | None], budget: int, enable_lake: bool
+        self,
+        request: BucketFetch,
+        projection_of: Callable[[int, TableInfo], BatchProjection | None],
+        budget: int,
+        enable_lake: bool,
+        follower_id: int,
     ) -> BucketFetchResult:
         try:
             if request.fetch_offset < 0 or request.max_bytes <= 0:
@@ -385,6 +438,8 @@ class ReplicaManager:
                     f"{request.fetch_offset} and {request.max_bytes}"
                 )
             info, tablet = self._tablet(request.table_id, request.bucket)
+            if follower_id >= 0:
+                return self._read_for_follower(request, info, tablet, follower_id, budget)
             columns = projection_of(request.table_id, info)
             if request.fetch_offset < tablet.log_start_offset:
                 return self._read_below_local(request, tablet, enable_lake)
@@ -406,6 +461,33 @@ class ReplicaManager:
             return BucketFetchResult(request.table_id, request.bucket, read.records, read.high_watermark, earliest)
         except LakelogError as error:
             return self._failed(request, error, enable_lake)
+
+    def _read_for_follower(self, request: BucketFetch, info: TableInfo, tablet: LogTablet, follower_id: int, budget: int) -> BucketFetchResult:
+        """A follower's fetch: its progress counted, then the leader's batches past the high
+        watermark, up to the end of one leader epoch. Below the local log start it is told where
+        the local log starts (it copies from there: remote storage is not copied back)."""
+        self.replication.follower_fetched(info, request.bucket, follower_id, request.leader_epoch, request.fetch_offset, tablet)
+        read, epoch = tablet.read_for_follower(request.fetch_offset, min(request.max_bytes, budget) if budget > 0 else 0)
+        return BucketFetchResult(
+            request.table_id, request.bucket, read.records, read.high_watermark, read.log_start_offset,
+            leader_epoch=epoch, starts_segment=read.starts_segment,
+        )
+
+    def end_offset_for_epoch(self, table_id: int, bucket: int, epoch: int) -> tuple[int, int]:
+        info, tablet = self._tablet(table_id, bucket)
+        return self.replication.end_offset_for_epoch(info, bucket, tablet, epoch)
+
+    def isr_changes(self) -> list[IsrChange]:
+        def high_watermark(key: tuple[int, int]) -> int | None:
+            tablet = self._logs.get(*key)
+            return None if tablet is None else tablet.high_watermark
+
+        return self.replication.isr_changes(high_watermark)
+
+    def apply_isr(self, change: IsrChange, copies: BucketReplicas) -> None:
+        tablet = self._logs.get(change.info.physical_id, change.bucket)
+        if tablet is not None:
+            self.replication.apply_isr(change, copies, tablet)
 
     def _read_below_local(self, request: BucketFetch, tablet: LogTablet, enable_lake: bool) -> BucketFetchResult:
         """A fetch below the local log start: the remote segments holding it, else (when the
@@ -504,8 +586,14 @@ class ReplicaManager:
         _, tablet = self._tablet(table_id, bucket)
         manifest = self._remote.manifest(table_id, bucket)
         lake = self.lake.get(table_id, bucket)
+        with self._lock:
+            known = self._copies.get(table_id, {}).get(bucket)
+        copies = self.replication.copies((table_id, bucket)) or known or BucketReplicas((self.server_id,), (self.server_id,))
         info = BucketInfo(
             leader=self.server_id,
+            replicas=copies.replicas,
+            isr=copies.isr,
+            leader_epoch=copies.leader_epoch,
             high_watermark=tablet.high_watermark,
             local_log_start_offset=tablet.log_start_offset,
             remote_log_start_offset=manifest.start_offset,

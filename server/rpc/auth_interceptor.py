@@ -54,6 +54,7 @@ RPC_ACTIONS: Mapping[str, Action] = {
     _COORDINATOR + "CreatePartition": Action.WRITE,
     _COORDINATOR + "DropPartition": Action.ADMIN,
     _COORDINATOR + "ListPartitionInfos": Action.READ,
+    _COORDINATOR + "AdjustIsr": Action.INTERNAL,
     _TABLET + "ProduceLog": Action.WRITE,
     _TABLET + "FetchLog": Action.READ,
     _TABLET + "ListOffsets": Action.READ,
@@ -64,6 +65,7 @@ RPC_ACTIONS: Mapping[str, Action] = {
     _TABLET + "OpenBarrierHold": Action.WRITE,
     _TABLET + "CloseBarrierHold": Action.WRITE,
     _TABLET + "RepairLog": Action.ADMIN,
+    _TABLET + "OffsetForLeaderEpoch": Action.INTERNAL,
 }
 
 

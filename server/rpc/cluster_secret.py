@@ -15,7 +15,7 @@ import logging
 import os
 import secrets
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 import grpc
 
@@ -56,6 +56,14 @@ def with_cluster_secret(channel: grpc.Channel, secret: str | None) -> grpc.Chann
     return grpc.intercept_channel(channel, CallMetadata((CLUSTER_SECRET_KEY, secret))) if secret else channel
 
 
+def presents_cluster_secret(metadata: Iterable[tuple[str, str | bytes]] | None, secret: str | None) -> bool:
+    """Whether a call's metadata carries the cluster secret (never, when there is none)."""
+    if not secret:
+        return False
+    presented = next((str(v) for k, v in metadata or () if k == CLUSTER_SECRET_KEY), "")
+    return hmac.compare_digest(presented.encode(), secret.encode())
+
+
 class ClusterMemberInterceptor(grpc.ServerInterceptor):
     """Refuses the internal RPCs to callers without the secret (PERMISSION_DENIED, before the handler)."""
 
@@ -69,8 +77,7 @@ class ClusterMemberInterceptor(grpc.ServerInterceptor):
         handler = continuation(details)
         if handler is None or details.method not in INTERNAL_METHODS:
             return handler
-        presented = next((str(v) for k, v in details.invocation_metadata or () if k == CLUSTER_SECRET_KEY), "")
-        if hmac.compare_digest(presented.encode(), self._secret):
+        if presents_cluster_secret(details.invocation_metadata, self._secret.decode()):
             return handler
         method = details.method.rsplit("/", 1)[-1]
         error = AuthorizationError(

@@ -8,7 +8,7 @@ import grpc
 
 from lakelog.config import Configuration
 from lakelog.errors import TableNotExistError
-from lakelog.metadata import LakeOffsets, ServerNode, TableAssignment
+from lakelog.metadata import BucketReplicas, LakeOffsets, ServerNode, TableAssignment
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.channel import open_channel
@@ -47,6 +47,21 @@ class CoordinatorClient:
         if not response.table_metadata:
             raise TableNotExistError(f"table id {table_id} does not exist")
         return codec.table_metadata_from_pb(response.table_metadata[0])
+
+    def tablet_servers(self) -> list[ServerNode]:
+        response = self._call(self._stub.GetMetadata, pb.MetadataRequest())
+        return [codec.node_from_pb(node) for node in response.tablet_servers]
+
+    def adjust_isr(self, leader_id: int, physical_id: int, bucket: int, copies: BucketReplicas, isr: tuple[int, ...]) -> BucketReplicas:
+        """Ask the coordinator to change a bucket's ISR from ``copies`` to ``isr``; what it keeps now."""
+        request = pb.AdjustIsrRequest(
+            leader_id=leader_id, table_id=physical_id, bucket_id=bucket, leader_epoch=copies.leader_epoch, isr_version=copies.isr_version, isr=isr
+        )
+        response = self._call(self._stub.AdjustIsr, request)
+        found = codec.bucket_replicas_from_pb(response.bucket)
+        if found is None:
+            raise TableNotExistError(f"table or partition id {physical_id} has no bucket {bucket} with replicas")
+        return found
 
     def close(self) -> None:
         self._channel.close()

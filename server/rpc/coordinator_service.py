@@ -98,7 +98,7 @@ class CoordinatorService(CoordinatorServiceServicer):
         return pb.MetadataResponse(
             coordinator_server=codec.node_to_pb(self._node),
             tablet_servers=[codec.node_to_pb(node) for node in self._coordinator.tablet_servers()],
-            table_metadata=[codec.table_metadata_to_pb(a.info, a.leaders) for a in assignments],
+            table_metadata=[codec.table_metadata_to_pb(a) for a in assignments],
             unavailable_server_ids=sorted(self._coordinator.liveness.down()),
         )
 
@@ -118,7 +118,7 @@ class CoordinatorService(CoordinatorServiceServicer):
             raise InvalidRequestError(f"RegisterTabletServer needs an id >= 0, a host and a port, got {node}")
         assignments, lake_offsets = self._coordinator.register_tablet_server(node)
         return pb.RegisterTabletServerResponse(
-            table_metadata=[codec.table_metadata_to_pb(a.info, a.leaders) for a in assignments],
+            table_metadata=[codec.table_metadata_to_pb(a) for a in assignments],
             lake_offsets=codec.lake_offsets_to_pb(lake_offsets),
             writer_key=self._coordinator.writer_key,
         )
@@ -194,6 +194,14 @@ class CoordinatorService(CoordinatorServiceServicer):
             for job in self._coordinator.tiering_jobs()
         ]
         return pb.GetTieringJobsResponse(jobs=jobs)
+
+    @rpc_method
+    def AdjustIsr(self, request: pb.AdjustIsrRequest, context: grpc.ServicerContext) -> pb.AdjustIsrResponse:
+        copies = self._coordinator.adjust_isr(
+            request.leader_id, request.table_id, request.bucket_id, request.leader_epoch, request.isr_version, tuple(request.isr)
+        )
+        leader = request.leader_id
+        return pb.AdjustIsrResponse(bucket=codec.bucket_metadata_to_pb(request.bucket_id, leader, copies))
 
     @rpc_method
     def InitWriter(self, request: pb.InitWriterRequest, context: grpc.ServicerContext) -> pb.InitWriterResponse:

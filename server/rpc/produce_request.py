@@ -34,6 +34,8 @@ class ProduceRequest:
     table_id: int
     hold_id: str
     buckets: list[BucketRecords]
+    acks: int = -1  # -1: every in-sync replica; 1 or 0: the leader
+    timeout_ms: int = 0
 
 
 def parse_produce_request(data: bytes) -> ProduceRequest | MalformedRequest:
@@ -42,7 +44,8 @@ def parse_produce_request(data: bytes) -> ProduceRequest | MalformedRequest:
         view = memoryview(data)
         rest, buckets = split_field(view, 0, len(view), _BUCKETS, _WHAT)
         request = pb.ProduceLogRequest.FromString(rest)
-        return ProduceRequest(request.table_id, request.hold_id, [_bucket(bucket) for bucket in buckets])
+        buckets_records = [_bucket(bucket) for bucket in buckets]
+        return ProduceRequest(request.table_id, request.hold_id, buckets_records, request.acks, request.timeout_ms)
     except Exception as exc:  # noqa: BLE001 - any parse failure (DecodeError, bad UTF-8, framing) is bad input
         return MalformedRequest(pb.ProduceLogRequest.__name__, f"{type(exc).__name__}: {exc}")
 

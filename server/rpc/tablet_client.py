@@ -35,7 +35,7 @@ class GrpcTabletNotifier:
         """Raises the LakelogError the server answered (a ``StorageError``: it cannot open the
         buckets), or the transport's."""
         request = pb.NotifyLeaderAndIsrRequest(
-            table_metadata=[codec.table_metadata_to_pb(t.info, t.leaders) for t in tables],
+            table_metadata=[codec.table_metadata_to_pb(t) for t in tables],
             dropped_table_id=list(dropped),
         )
         try:

@@ -17,6 +17,7 @@ from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.replica.replica_manager import BucketFetch, BucketFetchResult, FetchParams, ReplicaManager
 from lakelog.server.rpc.answer_budget import AnswerBudget
 from lakelog.server.rpc.auth_interceptor import CallerName
+from lakelog.server.rpc.cluster_secret import presents_cluster_secret
 from lakelog.server.rpc.error_boundary import rpc_method
 from lakelog.server.rpc.fetch_response import encode_fetch_response
 from lakelog.server.rpc.grpc_server import RpcServer, add_servicer
@@ -28,6 +29,8 @@ log = logging.getLogger(__name__)
 
 # Bytes of an answer besides its records, per bucket (error message, remote segment list): reserved too.
 ANSWER_OVERHEAD = 4096
+# How long an acks=all produce waits for the in-sync replicas when its request names no timeout.
+DEFAULT_PRODUCE_TIMEOUT_MS = 30_000
 # Buckets one FetchLog (or ListOffsets, DescribeLogBuckets, RepairLog) may name: a table's most.
 # Each costs a read and an answer's overhead, so a FetchLog naming 100,000 took a minute of server
 # time; lakelog's client asks for each table (or partition) apart, so its requests stay within this.
@@ -59,8 +62,11 @@ def _within(plan: _FetchPlan, record_bytes: int) -> _FetchPlan:
 
 
 class TabletService(TabletServiceServicer):
-    def __init__(self, replicas: ReplicaManager, metrics: ServerMetrics, budget: AnswerBudget, caller: CallerName) -> None:
+    def __init__(
+        self, replicas: ReplicaManager, metrics: ServerMetrics, budget: AnswerBudget, caller: CallerName, cluster_secret: str | None
+    ) -> None:
         self._replicas = replicas
+        self._cluster_secret = cluster_secret
         self.metrics = metrics
         self.budget = budget
         self._caller = caller
@@ -80,7 +86,8 @@ class TabletService(TabletServiceServicer):
                 physical_id = self._replicas.physical_id(request.table_id, bucket_req.partition_id)
                 batches = bucket_req.records
                 result = self._replicas.produce(
-                    physical_id, bucket_req.bucket_id, batches, request.hold_id, caller, bucket_req.writer_token
+                    physical_id, bucket_req.bucket_id, batches, request.hold_id, caller, bucket_req.writer_token,
+                    request.acks, request.timeout_ms or DEFAULT_PRODUCE_TIMEOUT_MS,
                 )
                 if not result.duplicate:
                     records, size = appended.get(physical_id, (0, 0))
@@ -117,8 +124,18 @@ class TabletService(TabletServiceServicer):
         its answer keeps comes back when the call ends (sent or not)."""
         _check_bucket_count("FetchLog", sum(len(table.buckets_req) for table in request.tables_req))
         self._replicas.check_ready()
+        # Only a cluster member reads past the high watermark as a follower; anyone else naming a
+        # follower id reads as a client.
+        follower = (
+            request.HasField("follower_server_id")
+            and request.follower_server_id >= 0
+            and presents_cluster_secret(context.invocation_metadata(), self._cluster_secret)
+        )
         loop = asyncio.get_running_loop()
-        plan = await loop.run_in_executor(None, self._plan, request) if self._asks_coordinator(request) else self._plan(request)
+        if self._asks_coordinator(request):
+            plan = await loop.run_in_executor(None, self._plan, request, follower)
+        else:
+            plan = self._plan(request, follower)
         params = plan.params
         self._replicas.check_fetch(params)
         deadline = loop.time() + params.max_wait_ms / 1000
@@ -152,7 +169,7 @@ class TabletService(TabletServiceServicer):
         """Whether resolving the request may ask the coordinator: it names a partition not known here yet."""
         return any(b.partition_id > 0 and not self._replicas.knows(b.partition_id) for t in request.tables_req for b in t.buckets_req)
 
-    def _plan(self, request: pb.FetchLogRequest) -> _FetchPlan:
+    def _plan(self, request: pb.FetchLogRequest, follower: bool) -> _FetchPlan:
         """The buckets to read, each under its physical id; a partition not (any more) here is
         refused by position."""
         asked = [(table, b) for table in request.tables_req for b in table.buckets_req]
@@ -165,7 +182,7 @@ class TabletService(TabletServiceServicer):
             except LakelogError as error:
                 refused[index] = BucketFetchResult(table.table_id, b.bucket_id, error=error)
                 continue
-            buckets.append(BucketFetch(physical_id, b.bucket_id, b.fetch_offset, b.max_fetch_bytes))
+            buckets.append(BucketFetch(physical_id, b.bucket_id, b.fetch_offset, b.max_fetch_bytes, b.leader_epoch))
             projections[physical_id] = list(table.projected_fields)
         params = FetchParams(
             buckets=buckets,
@@ -174,6 +191,7 @@ class TabletService(TabletServiceServicer):
             min_bytes=request.min_bytes,
             max_wait_ms=min(request.max_wait_ms, 60_000),
             enable_lake=request.enable_lake,
+            follower_id=request.follower_server_id if follower else -1,
         )
         return _FetchPlan(asked, params, refused)
 
@@ -207,6 +225,8 @@ class TabletService(TabletServiceServicer):
                 log_start_offset=result.log_start_offset,
                 remote_log_fetch_info=codec.remote_fetch_info_to_pb(result.remote_log_fetch_info),
                 lake_log_fetch_info=codec.lake_fetch_info_to_pb(result.lake_log_fetch_info),
+                leader_epoch=result.leader_epoch,
+                starts_segment=result.starts_segment,
             )
             answers.append((table.table_id, answer, result.records))
         return answers
@@ -290,6 +310,13 @@ class TabletService(TabletServiceServicer):
         self._replicas.become_leader(assignments)
         self._replicas.drop_tables(list(request.dropped_table_id))
         return pb.NotifyLeaderAndIsrResponse()
+
+    @rpc_method
+    def OffsetForLeaderEpoch(
+        self, request: pb.OffsetForLeaderEpochRequest, context: grpc.ServicerContext
+    ) -> pb.OffsetForLeaderEpochResponse:
+        epoch, end = self._replicas.end_offset_for_epoch(request.table_id, request.bucket_id, request.leader_epoch)
+        return pb.OffsetForLeaderEpochResponse(leader_epoch=epoch, end_offset=end)
 
     @rpc_method
     def NotifyLakeTableOffset(

@@ -170,7 +170,7 @@ def _lag(snapshot: LakeSnapshot | None, now: int) -> int | None:
 
 
 def _bucket(bucket: int, info: BucketInfo) -> dict[str, Any]:
-    """A bucket's leader, high watermark and, per tier, its offsets and where its bar lies in percent."""
+    """A bucket's leader, replicas and ISR, high watermark and, per tier, its offsets and where its bar lies in percent."""
     tiers: dict[str, Any] = {}
     for tier, span in tier_spans(info).items():
         if span is None:
@@ -183,5 +183,8 @@ def _bucket(bucket: int, info: BucketInfo) -> dict[str, Any]:
         "leader": info.leader,
         "available": info.leader_available,
         "high_watermark": info.high_watermark if info.leader_available else None,
+        "replicas": list(info.replicas),
+        "isr": list(info.isr),
+        "leader_epoch": info.leader_epoch,
         "tiers": tiers,
     }

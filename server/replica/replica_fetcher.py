@@ -1,0 +1,258 @@
+"""A follower's copying of the buckets one leader leads: one thread per leader server, one fetch
+at a time for all of that leader's buckets, each from this copy's log end.
+
+Before its first fetch under a leader epoch, a bucket is cut back to where its history and the
+leader's agree (:mod:`lakelog.server.log.leader_epochs`). The leader answers from its log end (not
+its high watermark): the batches as it stored them, up to the end of the leader epoch they were
+appended in, which this copy appends as they are (:meth:`LogTablet.append_as_follower`), and its
+high watermark, which this copy follows, and its local log start: this copy deletes the segments
+below it as the leader did once they were uploaded. A fetch from this copy's log end is also how
+the leader learns what this copy holds. The RPCs are behind :class:`LeaderLink` (gRPC in production).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
+
+from lakelog.errors import LakelogError, OffsetOutOfRangeError
+from lakelog.metadata import ServerNode
+from lakelog.server.log.leader_epochs import NO_EPOCH
+from lakelog.server.log.log_tablet import LogTablet
+
+log = logging.getLogger(__name__)
+
+BACKOFF_S = 0.2  # after a failed fetch: the leader may be gone, and the coordinator will say who leads
+
+
+@dataclass(frozen=True)
+class FollowedBucket:
+    """A bucket this server copies: its log here, where it lives on the wire, the leader epoch followed."""
+
+    physical_id: int
+    table_id: int
+    partition_id: int
+    bucket: int
+    leader_epoch: int
+    tablet: LogTablet
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return self.physical_id, self.bucket
+
+
+@dataclass(frozen=True)
+class FollowerFetch:
+    bucket: FollowedBucket
+    fetch_offset: int
+
+
+@dataclass(frozen=True)
+class LeaderAnswer:
+    """A leader's answer for one bucket: its batches from the fetch offset, or an error."""
+
+    key: tuple[int, int]
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+    leader_epoch: int = NO_EPOCH  # the epoch the records were appended in
+    starts_segment: bool = False  # the records begin a segment of the leader's log
+    error: LakelogError | None = None
+
+
+class LeaderLink(Protocol):
+    def fetch(self, leader: ServerNode, follower_id: int, fetches: Sequence[FollowerFetch], max_wait_ms: int) -> list[LeaderAnswer]: ...
+
+    def end_offset_for_epoch(self, leader: ServerNode, bucket: FollowedBucket, epoch: int) -> tuple[int, int]:
+        """The largest epoch at or below ``epoch`` in the leader's log and where it ends there."""
+        ...
+
+
+class ReplicaFetcher:
+    """Copies the buckets of one leader server until :meth:`close`."""
+
+    def __init__(
+        self,
+        server_id: int,
+        leader: ServerNode,
+        link: LeaderLink,
+        max_wait_ms: int,
+        start_over: Callable[[FollowedBucket, int], None],
+        resolve: Callable[[int], ServerNode | None],
+    ) -> None:
+        """``start_over(bucket, offset)``: empty this copy and restart it at ``offset``, the
+        leader's earliest local offset (this copy is behind what the leader still keeps locally);
+        ``resolve(server_id)``: the leader's address as the coordinator knows it now (a restarted
+        leader may listen elsewhere)."""
+        self.server_id = server_id
+        self.leader = leader
+        self._resolve = resolve
+        self._link = link
+        self._max_wait_ms = max_wait_ms
+        self._start_over = start_over
+        self._lock = threading.Lock()
+        self._buckets: dict[tuple[int, int], FollowedBucket] = {}
+        self._unchecked: set[tuple[int, int]] = set()  # not yet cut back to the leader's history
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._failing = False
+        self._thread = threading.Thread(target=self._run, name=f"replica-fetcher-{leader.server_id}", daemon=True)
+        self._thread.start()
+
+    def follow(self, bucket: FollowedBucket) -> None:
+        with self._lock:
+            known = self._buckets.get(bucket.key)
+            if known is not None and known.leader_epoch == bucket.leader_epoch and known.tablet is bucket.tablet:
+                return
+            self._buckets[bucket.key] = bucket
+            self._unchecked.add(bucket.key)
+        self._wake.set()
+
+    def unfollow(self, key: tuple[int, int]) -> None:
+        with self._lock:
+            self._buckets.pop(key, None)
+            self._unchecked.discard(key)
+
+    @property
+    def keys(self) -> set[tuple[int, int]]:
+        with self._lock:
+            return set(self._buckets)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                buckets = dict(self._buckets)
+            if not buckets:
+                self._wake.wait(0.5)
+                self._wake.clear()
+                continue
+            try:
+                self.fetch_once(buckets)
+            except LakelogError as error:
+                if not self._failing:
+                    log.warning("fetching from leader %d at %s failed, retrying: %s", self.leader.server_id, self.leader.address, error)
+                self._failing = True
+                self._stop.wait(BACKOFF_S)
+                moved = self._resolve(self.leader.server_id)
+                if moved is not None and moved.address != self.leader.address:
+                    log.info("leader %d moved from %s to %s", moved.server_id, self.leader.address, moved.address)
+                    self.leader = moved
+            except Exception:  # noqa: BLE001 - a copy that cannot be written is retried, the thread goes on
+                log.exception("copying from leader %d failed", self.leader.server_id)
+                self._stop.wait(BACKOFF_S)
+
+    def _cut_back(self, bucket: FollowedBucket) -> None:
+        """Cut ``bucket``'s copy to where its latest epoch ends in the leader's log (Kafka's rule:
+        the smaller of the leader's end and this copy's end of the epoch both know); a copy without
+        epochs, or older than every epoch the leader knows, is cut to its high watermark."""
+        tablet = bucket.tablet
+        mine = tablet.epochs.latest_epoch
+        epoch, leader_end = (NO_EPOCH, -1) if mine == NO_EPOCH else self._link.end_offset_for_epoch(self.leader, bucket, mine)
+        if epoch == NO_EPOCH:
+            target = tablet.high_watermark
+        else:
+            target = min(leader_end, tablet.epochs.end_offset_for(epoch, tablet.log_end_offset)[1])
+        if target < tablet.log_end_offset:
+            tablet.truncate_to(target)
+        with self._lock:
+            if self._buckets.get(bucket.key) is bucket:
+                self._unchecked.discard(bucket.key)
+
+    def fetch_once(self, buckets: dict[tuple[int, int], FollowedBucket]) -> None:
+        """One fetch of every bucket from its log end, and the answers appended; a bucket newly
+        followed is cut back to the leader's history first."""
+        with self._lock:
+            unchecked = [buckets[key] for key in self._unchecked if key in buckets]
+        for bucket in unchecked:
+            self._cut_back(bucket)
+        with self._lock:
+            buckets = {key: b for key, b in buckets.items() if key not in self._unchecked}
+        if not buckets:
+            return
+        fetches = [FollowerFetch(b, b.tablet.log_end_offset) for b in buckets.values()]
+        answers = self._link.fetch(self.leader, self.server_id, fetches, self._max_wait_ms)
+        if self._failing:
+            log.info("fetching from leader %d at %s works again", self.leader.server_id, self.leader.address)
+            self._failing = False
+        refused = False
+        for answer in answers:
+            bucket = buckets.get(answer.key)
+            with self._lock:
+                current = self._buckets.get(answer.key)
+            if bucket is None or current is not bucket:
+                continue  # let go or followed under another epoch meanwhile
+            if isinstance(answer.error, OffsetOutOfRangeError) and answer.log_start_offset > bucket.tablet.log_end_offset:
+                self._start_over(bucket, answer.log_start_offset)
+            elif answer.error is not None:
+                refused = True
+                log.debug("leader %d refused %s: %s", self.leader.server_id, bucket.tablet.name, answer.error)
+            else:
+                if answer.records:
+                    bucket.tablet.append_as_follower(answer.records, answer.leader_epoch, answer.starts_segment)
+                bucket.tablet.follow_high_watermark(answer.high_watermark)
+                # The leader keeps locally only what remote storage does not hold yet, nor does this copy.
+                bucket.tablet.delete_segments_before(answer.log_start_offset)
+        if refused:  # e.g. the leader does not know yet it leads this epoch: ask again shortly, not at once
+            self._stop.wait(BACKOFF_S / 4)
+
+
+class FetcherPool:
+    """This server's fetchers, one per leader server it copies from."""
+
+    def __init__(
+        self,
+        server_id: int,
+        link: LeaderLink,
+        nodes: Callable[[int], ServerNode | None],
+        max_wait_ms: int,
+        start_over: Callable[[FollowedBucket, int], None],
+    ) -> None:
+        self._server_id = server_id
+        self._link = link
+        self._nodes = nodes
+        self._max_wait_ms = max_wait_ms
+        self._start_over = start_over
+        self._lock = threading.Lock()
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+
+    def follow(self, bucket: FollowedBucket, leader_id: int) -> None:
+        """Copy ``bucket`` from ``leader_id`` (and from no other leader)."""
+        node = self._nodes(leader_id)
+        with self._lock:
+            for server_id, fetcher in self._fetchers.items():
+                if server_id != leader_id:
+                    fetcher.unfollow(bucket.key)
+            fetcher = self._fetchers.get(leader_id)
+            if node is None:
+                log.warning("cannot copy %s: its leader, tablet server %d, is not known", bucket.tablet.name, leader_id)
+                return
+            if fetcher is None or fetcher.leader.address != node.address:
+                if fetcher is not None:
+                    fetcher.close()
+                fetcher = ReplicaFetcher(self._server_id, node, self._link, self._max_wait_ms, self._start_over, self._nodes)
+                self._fetchers[leader_id] = fetcher
+        fetcher.follow(bucket)
+
+    def unfollow(self, key: tuple[int, int]) -> None:
+        with self._lock:
+            fetchers = list(self._fetchers.values())
+        for fetcher in fetchers:
+            fetcher.unfollow(key)
+
+    def followed(self) -> set[tuple[int, int]]:
+        with self._lock:
+            fetchers = list(self._fetchers.values())
+        return {key for fetcher in fetchers for key in fetcher.keys}
+
+    def close(self) -> None:
+        with self._lock:
+            fetchers, self._fetchers = list(self._fetchers.values()), {}
+        for fetcher in fetchers:
+            fetcher.close()

@@ -1,0 +1,84 @@
+"""A follower's fetches from its leaders over gRPC (with the cluster secret: a fetch that names a
+follower reads past the high watermark, which only cluster members may)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Sequence
+
+import grpc
+
+from lakelog.config import Configuration
+from lakelog.errors import error_from_code
+from lakelog.metadata import ServerNode
+from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.rpc.channel import ChannelPool
+from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
+from lakelog.rpc.status import error_from_rpc
+from lakelog.server.replica.replica_fetcher import FollowedBucket, FollowerFetch, LeaderAnswer
+from lakelog.server.rpc.cluster_secret import with_cluster_secret
+
+MAX_FETCH_BYTES = 16 << 20
+MAX_BUCKET_BYTES = 4 << 20
+CALL_TIMEOUT_S = 10.0
+
+
+class GrpcLeaderLink:
+    def __init__(self, conf: Configuration, cluster_secret: str | None) -> None:
+        self._channels = ChannelPool(conf)
+        self._secret = cluster_secret
+
+    def fetch(self, leader: ServerNode, follower_id: int, fetches: Sequence[FollowerFetch], max_wait_ms: int) -> list[LeaderAnswer]:
+        by_table: dict[int, list[FollowerFetch]] = defaultdict(list)
+        for fetch in fetches:
+            by_table[fetch.bucket.table_id].append(fetch)
+        request = pb.FetchLogRequest(
+            follower_server_id=follower_id,
+            max_bytes=MAX_FETCH_BYTES,
+            max_wait_ms=max_wait_ms,
+            min_bytes=1,
+            tables_req=[
+                pb.PbFetchLogReqForTable(
+                    table_id=table_id,
+                    buckets_req=[
+                        pb.PbFetchLogReqForBucket(
+                            partition_id=f.bucket.partition_id,
+                            bucket_id=f.bucket.bucket,
+                            fetch_offset=f.fetch_offset,
+                            max_fetch_bytes=MAX_BUCKET_BYTES,
+                            leader_epoch=f.bucket.leader_epoch,
+                        )
+                        for f in group
+                    ],
+                )
+                for table_id, group in by_table.items()
+            ],
+        )
+        try:
+            response = self._stub(leader).FetchLog(request, timeout=max_wait_ms / 1000 + 10)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc, f"leader {leader.server_id} at {leader.address}") from None
+        physical = {(f.bucket.table_id, f.bucket.partition_id, f.bucket.bucket): f.bucket.key for f in fetches}
+        answers = []
+        for table in response.tables_resp:
+            for b in table.buckets_resp:
+                key = physical.get((table.table_id, b.partition_id, b.bucket_id))
+                if key is None:
+                    continue
+                error = error_from_code(b.error_code, b.error_message) if b.error_code else None
+                answers.append(LeaderAnswer(key, b.records, b.high_watermark, b.log_start_offset, b.leader_epoch, b.starts_segment, error))
+        return answers
+
+    def end_offset_for_epoch(self, leader: ServerNode, bucket: FollowedBucket, epoch: int) -> tuple[int, int]:
+        request = pb.OffsetForLeaderEpochRequest(table_id=bucket.physical_id, bucket_id=bucket.bucket, leader_epoch=epoch)
+        try:
+            response = self._stub(leader).OffsetForLeaderEpoch(request, timeout=CALL_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc, f"leader {leader.server_id} at {leader.address}") from None
+        return response.leader_epoch, response.end_offset
+
+    def _stub(self, leader: ServerNode) -> TabletServiceStub:
+        return TabletServiceStub(with_cluster_secret(self._channels.get(leader.address), self._secret))
+
+    def close(self) -> None:
+        self._channels.close()
