@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Iterator
 
 from bench import (
+    compaction,
     hostile_clients,
     lake_tier,
     local_tier,
@@ -49,6 +50,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "produce": produce,
     "lookup": timestamp_lookup,
     "scaling": scaling,
+    "compaction": compaction,
     "memory": memory,
     "partitions": partitions,
     "hostile": hostile_clients,

@@ -27,13 +27,25 @@ from lakelog.lake.row_group_queue import RowGroupQueue
 from lakelog.record.meta_columns import OFFSET_COLUMN
 
 
+# A file this small is read whole with one request and decoded in one task, ahead of the consumer:
+# for it, opening the file and reading its footer, then each row group, cost more than decoding.
+WHOLE_FILE_BYTES = 1 << 20
+# Row groups up to this many rows decode on the reading thread, larger ones on Arrow's pool too.
+POOLED_ROW_GROUP_ROWS = 8192
+
+
 @dataclass(frozen=True, slots=True)
 class FileRange:
-    """Offsets ``[start, end)`` of the data file at ``path``."""
+    """Offsets ``[start, end)`` of the data file at ``path``, of ``size`` bytes (0: not known)."""
 
     path: str
     start: int
     end: int
+    size: int = 0
+
+    @property
+    def read_whole(self) -> bool:
+        return 0 < self.size <= WHOLE_FILE_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,33 +90,57 @@ def read_lake_files(
 ) -> Iterator[pa.RecordBatch]:
     """Like :func:`read_lake_file` over ``files`` one after the other, with up to ``workers`` row
     groups read at once (Parquet decoding releases the GIL). Results come back in order and at
-    most ``workers`` row groups are read ahead of the consumer: a bounded queue, not the snapshot."""
+    most ``workers`` row groups are read ahead of the consumer: a bounded queue, not the snapshot.
+
+    The next ``workers`` files are opened meanwhile too: a large one's footer is read, a small one
+    (:data:`WHOLE_FILE_BYTES`) is read whole and decoded, since with many small files the per-file
+    cost, not the decoding, sets the time. Memory stays bounded: at most ``workers`` small files
+    and ``workers`` row groups are held ahead of the consumer."""
     if workers <= 1:
         for file in files:
             yield from read_lake_file(io, file.path, log_schema, file.start, file.end, batch_rows)
         return
     queue = RowGroupQueue(workers)
-    footers: deque[Future[list[RowGroupRead]]] = deque()
+    ahead: deque[tuple[FileRange, Future[Any]]] = deque()
     remaining = iter(files)
     with ThreadPoolExecutor(workers, thread_name_prefix="lake-row-group") as pool:
 
-        def read_footers_ahead() -> None:
-            # The footers of the next files are read meanwhile too: with many small files they are the cost.
-            while len(footers) < workers and (file := next(remaining, None)) is not None:
-                footers.append(pool.submit(row_group_reads, io, file))
+        def open_files_ahead() -> None:
+            while len(ahead) < workers and (file := next(remaining, None)) is not None:
+                if file.read_whole:
+                    ahead.append((file, pool.submit(read_whole_file, io, file, log_schema, batch_rows)))
+                else:
+                    ahead.append((file, pool.submit(row_group_reads, io, file)))
 
         try:
-            read_footers_ahead()
-            while footers:
-                units = footers.popleft().result()
-                read_footers_ahead()
-                for unit in units:
+            open_files_ahead()
+            while ahead:
+                file, opened = ahead.popleft()
+                open_files_ahead()
+                if file.read_whole:
+                    yield from queue.push(opened)
+                    continue
+                for unit in opened.result():
                     yield from queue.push(pool.submit(read_row_group_batches, io, unit, log_schema, batch_rows))
             yield from queue.drain()
         finally:
             queue.cancel()
-            for future in footers:
+            for _, future in ahead:
                 future.cancel()
+
+
+def read_whole_file(io: FileIO, file: FileRange, log_schema: pa.Schema, batch_rows: int) -> list[pa.RecordBatch]:
+    """The rows of a small ``file`` within its range: its bytes fetched with one read, then decoded."""
+    with reading(file.path):
+        with io.new_input(file.path).open() as stream:
+            buffer = pa.BufferReader(stream.read())
+        metadata = pq.ParquetFile(buffer).metadata
+        batches: list[pa.RecordBatch] = []
+        for unit in wanted_row_groups(file, metadata):
+            # A row group of a few thousand rows costs less to decode than to hand to Arrow's pool.
+            threads = metadata.row_group(unit.group).num_rows > POOLED_ROW_GROUP_ROWS
+            batches += decode_row_group(buffer, unit, log_schema, batch_rows, use_threads=threads)
+        return batches
 
 
 def row_group_reads(io: FileIO, file: FileRange) -> list[RowGroupRead]:
@@ -139,12 +175,16 @@ def read_row_group(io: FileIO, unit: RowGroupRead, log_schema: pa.Schema, batch_
             return decode_row_group(stream, unit, log_schema, batch_rows)
 
 
-def decode_row_group(source: Any, unit: RowGroupRead, log_schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def decode_row_group(
+    source: Any, unit: RowGroupRead, log_schema: pa.Schema, batch_rows: int, use_threads: bool = True
+) -> Iterator[pa.RecordBatch]:
     """Like :func:`read_row_group`, from ``source``: the file, or any file-like object that holds
-    at least the bytes of the row group's wanted columns at their places in the file."""
+    at least the bytes of the row group's wanted columns at their places in the file. Without
+    ``use_threads`` its columns decode on this thread, not on Arrow's pool."""
     with reading(unit.file.path):
         parquet = pq.ParquetFile(source, metadata=unit.metadata, page_checksum_verification=True)
-        rows = parquet.read_row_group(unit.group, columns=file_columns(parquet.schema_arrow.names, log_schema))
+        columns = file_columns(parquet.schema_arrow.names, log_schema)
+        rows = parquet.read_row_group(unit.group, columns=columns, use_threads=use_threads)
     return _log_batches(rows, unit.file, log_schema, batch_rows)
 
 

@@ -1,6 +1,7 @@
 """The ``iceberg`` lake plugin (entry point ``lakelog.lake_storage`` = ``iceberg``).
 
-The coordinator creates lake tables through it, in one catalog it keeps open.
+The coordinator creates lake tables through it, in one catalog it keeps open, and reads their
+numbers (data files, small files, snapshots, last compaction) for its metrics and status page.
 
 ``client.lake.source`` picks the LogSource (the client resolves ``auto`` before it gets here):
 ``iceberg`` reads through PySpark, ``iceberg-arrow`` in-process. Each is imported only when chosen, so a client without PySpark can
@@ -17,16 +18,18 @@ import pyarrow as pa
 
 from lakelog.config import Configuration
 from lakelog.lake_config import LakeConfig
-from lakelog.log_source import LakeStorage, LogSource
+from lakelog.log_source import LakeStorage, LakeTableStats, LogSource
 from lakelog.metadata import TableInfo, TablePath
 
 if TYPE_CHECKING:
     from lakelog.lake.lake_catalog import LakeCatalog
+    from lakelog.lake.lake_table_stats import LakeTableStatsCache
 
 
 class IcebergLakeStorage(LakeStorage):
     def __init__(self) -> None:
         self._catalog: LakeCatalog | None = None
+        self._stats: LakeTableStatsCache | None = None
         self._lock = threading.Lock()
 
     def create_lake_table(self, path: TablePath, schema: pa.Schema, lake_config: LakeConfig, partition_keys: Sequence[str] = ()) -> None:
@@ -34,6 +37,17 @@ class IcebergLakeStorage(LakeStorage):
 
     def evolve_lake_table(self, path: TablePath, schema: pa.Schema, lake_config: LakeConfig) -> None:
         self._catalog_of(lake_config).evolve_table(path, schema)
+
+    def table_stats(self, path: TablePath, lake_config: LakeConfig, target_file_size: int) -> LakeTableStats:
+        from lakelog.lake.lake_catalog import lake_call
+        from lakelog.lake.lake_table_stats import LakeTableStatsCache
+
+        catalog = self._catalog_of(lake_config)
+        with self._lock:
+            if self._stats is None:
+                self._stats = LakeTableStatsCache()
+            stats = self._stats
+        return lake_call(f"cannot read the numbers of {path}'s lake table", lambda: stats.stats(catalog.load_table(path), target_file_size))
 
     def _catalog_of(self, lake_config: LakeConfig) -> "LakeCatalog":
         from lakelog.lake.lake_catalog import LakeCatalog

@@ -61,7 +61,7 @@ class IcebergLogSource(LogSource):
         table = self.table_at(context.lake_snapshot_id)
         start, end = context.fetch_start_offset, context.log_end_offset_of_snapshot
         files = self._files.bucket_files(table, context.lake_snapshot_id, context.bucket, start, end, partition_name=context.partition_name)
-        ranges = [FileRange(file.path, max(start, file.first_offset), min(end, file.last_offset + 1)) for file in files]
+        ranges = [FileRange(file.path, max(start, file.first_offset), min(end, file.last_offset + 1), file.size_bytes) for file in files]
         yield from self.read_files(table, ranges, log_schema)
 
     def lookup_log_offset_by_timestamp(self, context: LookupContext) -> int:

@@ -5,7 +5,7 @@ bucket filter, its files grouped by their partition values (a partitioned log ta
 keys, then ``__bucket``) and kept with the bounds of
 ``__offset`` and ``__timestamp`` from their statistics. Every later read or timestamp lookup at
 that snapshot prunes from those bounds. A bucket's files never overlap in offsets (each tiering
-round appends the next range), so ordering them by their ``__offset`` lower bound and reading one
+round appends the next range; compaction merges only neighbouring files), so ordering them by their ``__offset`` lower bound and reading one
 after the other yields the log.
 """
 
@@ -14,8 +14,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Iterable
 
 from pyiceberg.conversions import from_bytes
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 from pyiceberg.types import LongType
 
@@ -32,34 +34,48 @@ PLANNED_SNAPSHOTS = 8
 @dataclass(frozen=True, slots=True)
 class LakeDataFile:
     """A data file holding offsets ``first_offset..last_offset`` (its statistics' bounds), whose
-    largest ``__timestamp`` (µs) is ``max_timestamp_us`` (None: the file has no such bound)."""
+    largest ``__timestamp`` (µs) is ``max_timestamp_us`` (None: the file has no such bound), of
+    ``size_bytes`` and ``record_count`` rows."""
 
     path: str
     first_offset: int
     last_offset: int
     max_timestamp_us: int | None = None
+    size_bytes: int = 0
+    record_count: int = 0
 
 
 # A bucket of a lake table: the log partition's name ("" without partitions) and the bucket.
 PartitionBucket = tuple[str, int]
 
 
-def plan_snapshot_files(table: Table, snapshot_id: int) -> dict[PartitionBucket, list[LakeDataFile]]:
-    """Every data file of snapshot ``snapshot_id``, by (log partition, bucket), each bucket's by
-    first offset. A file's Iceberg partition is the log partition's key values (identity, in key
-    order: joined by ``$`` they are its name) then ``__bucket``."""
+def snapshot_data_files(table: Table, snapshot_id: int) -> list[DataFile]:
+    """Every data file of snapshot ``snapshot_id`` (a lake table has no delete files: refused)."""
     tasks = lake_call(
         f"cannot plan a read of {'.'.join(table.name())} snapshot {snapshot_id}",
         lambda: list(table.scan(snapshot_id=snapshot_id).plan_files()),
     )
+    for task in tasks:
+        if task.delete_files:
+            raise LakeDataError(f"lake data file {task.file.file_path} has delete files; lakelog lake tables are append-only")
+    return [task.file for task in tasks]
+
+
+def plan_snapshot_files(table: Table, snapshot_id: int) -> dict[PartitionBucket, list[LakeDataFile]]:
+    """Every data file of snapshot ``snapshot_id``, by (log partition, bucket), each bucket's by
+    first offset."""
+    return files_by_bucket(table, snapshot_data_files(table, snapshot_id))
+
+
+def files_by_bucket(table: Table, files: Iterable[DataFile]) -> dict[PartitionBucket, list[LakeDataFile]]:
+    """``files`` by (log partition, bucket), each bucket's by first offset. A file's Iceberg
+    partition is the log partition's key values (identity, in key order: joined by ``$`` they are
+    its name) then ``__bucket``."""
     schema = table.schema()
     offset_id = schema.find_field(OFFSET_COLUMN).field_id
     timestamp = schema.find_field(TIMESTAMP_COLUMN)
     by_bucket: dict[PartitionBucket, list[LakeDataFile]] = {}
-    for task in tasks:
-        data = task.file
-        if task.delete_files:
-            raise LakeDataError(f"lake data file {data.file_path} has delete files; lakelog lake tables are append-only")
+    for data in files:
         lower, upper = (data.lower_bounds or {}).get(offset_id), (data.upper_bounds or {}).get(offset_id)
         if lower is None or upper is None:
             raise LakeDataError(f"lake data file {data.file_path} has no {OFFSET_COLUMN} bounds to order it by")
@@ -75,10 +91,12 @@ def plan_snapshot_files(table: Table, snapshot_id: int) -> dict[PartitionBucket,
                 from_bytes(LongType(), lower),
                 from_bytes(LongType(), upper),
                 None if max_ts is None else int(from_bytes(timestamp.field_type, max_ts)),
+                data.file_size_in_bytes,
+                data.record_count,
             )
         )
-    for files in by_bucket.values():
-        files.sort(key=lambda f: f.first_offset)
+    for bucket_files in by_bucket.values():
+        bucket_files.sort(key=lambda f: f.first_offset)
     return by_bucket
 
 

@@ -139,3 +139,14 @@ def to_lake_rows(log_rows: pa.Table, target: pa.Schema) -> pa.Table:
     micros = pc.multiply(millis.cast(pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
     rows = log_rows.set_column(log_rows.schema.get_field_index(TIMESTAMP_COLUMN), TIMESTAMP_COLUMN, micros)
     return rows.select(target.names).cast(target)
+
+
+def in_current_schema(lake_rows: pa.Table, target: pa.Schema) -> pa.Table:
+    """Rows read back from a lake data file, in the lake table's current Arrow schema ``target``
+    (Parquet field ids included, so a rewritten file needs no name mapping either): columns are
+    matched by name and cast, and one the file lacks reads null."""
+    columns = [
+        lake_rows.column(field.name).cast(field.type) if field.name in lake_rows.column_names else pa.nulls(lake_rows.num_rows, field.type)
+        for field in target
+    ]
+    return pa.Table.from_arrays(columns, schema=target)

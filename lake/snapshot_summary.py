@@ -9,6 +9,11 @@ was tiered: a job resumes from here, and the coordinator is brought up to date f
 
 A commit that tiered every bucket exactly up to a timestamp barrier B (docs/contract.md, "Tiering, consistent cuts and cursors") also carries
 ``lakelog.barrier`` = B: the snapshots of several tables with the same barrier are a consistent cut.
+
+A compaction's snapshot holds the same records as the one it rewrote, so it carries that one's
+``lakelog.bucket-offsets`` and ``lakelog.barrier`` unchanged, its own ``lakelog.commit-user``, and
+``lakelog.compaction`` (JSON ``{"replaced": files, "written": files}``): it is the table's newest
+lake snapshot and the newest of its barrier, and readers move to it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from lakelog.metadata import LakeBucketKey, LakeBucketOffset, LakeSnapshot, lake
 COMMIT_USER = "lakelog.commit-user"
 BUCKET_OFFSETS = "lakelog.bucket-offsets"
 BARRIER = "lakelog.barrier"
+COMPACTION = "lakelog.compaction"
 
 
 PARTITION_SEPARATOR = ":"
@@ -70,11 +76,26 @@ def summary_properties(commit_user: str, offsets: Mapping[LakeBucketKey, LakeBuc
     return properties
 
 
-def barrier_snapshots(table: Table) -> dict[int, int]:
-    """``{barrier: snapshot id}`` of the tiering commits on the table's main branch that carry a
-    barrier, walked back from the current snapshot (the newest wins should one repeat)."""
-    found: dict[int, int] = {}
+def compaction_summary(table: Table, commit_user: str, replaced: int, written: int) -> dict[str, str]:
+    """The summary of a compaction's snapshot on top of the table's current one: the newest tiering
+    commit's offsets and barrier, exactly as they are."""
+    carried: dict[str, str] = {}
     for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
+        # A PyIceberg summary answers None for a key it lacks (``in`` says yes to any key).
+        found = {key: snapshot.summary.get(key) for key in (BUCKET_OFFSETS, BARRIER)} if snapshot.summary is not None else {}
+        if found.get(BUCKET_OFFSETS) is not None:
+            carried = {key: value for key, value in found.items() if value is not None}
+            break
+    return {**carried, COMMIT_USER: commit_user, COMPACTION: json.dumps({"replaced": replaced, "written": written})}
+
+
+def barrier_snapshots(table: Table) -> dict[int, int]:
+    """``{barrier: snapshot id}`` of the table's snapshots that carry a barrier, newest first (the
+    newest wins should one repeat: a compaction's, over the tiering commit it rewrote). Every
+    snapshot the table keeps counts, not only the current one's ancestors: an expiry keeps the
+    snapshot of a barrier that a consistent cut still needs while removing some after it."""
+    found: dict[int, int] = {}
+    for snapshot in sorted(table.snapshots(), key=lambda s: s.sequence_number or 0, reverse=True):
         text = snapshot.summary.get(BARRIER) if snapshot.summary is not None else None
         if text is not None:
             try:
@@ -82,6 +103,20 @@ def barrier_snapshots(table: Table) -> dict[int, int]:
             except ValueError:
                 raise LakeDataError(f"snapshot {snapshot.snapshot_id}: summary {BARRIER} is not a number: {text[:50]!r}") from None
     return found
+
+
+def served_snapshot_ids(table: Table) -> set[int]:
+    """The snapshots tablet servers may hand to readers: per bucket, of the snapshots that end it
+    where the lake ends it now, the one with the largest id. A tablet server takes a notified
+    snapshot whose range ends where its own does only if its id is larger (its rule for ordering
+    late notifications), which is why a compaction's snapshot gets an id above these."""
+    ends: dict[LakeBucketKey, tuple[int, int]] = {}
+    for snapshot in table.snapshots():
+        text = snapshot.summary.get(BUCKET_OFFSETS) if snapshot.summary is not None else None
+        if text is not None:
+            for key, offsets in decode_bucket_offsets(text).items():
+                ends[key] = max(ends.get(key, (-1, -1)), (offsets.log_end_offset, snapshot.snapshot_id))
+    return {snapshot_id for _, snapshot_id in ends.values()}
 
 
 def latest_lake_snapshot(table: Table) -> LakeSnapshot | None:

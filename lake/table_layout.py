@@ -21,6 +21,9 @@ from lakelog.record.meta_columns import BUCKET_COLUMN, OFFSET_COLUMN
 
 PARTITION_FIELD_ID = 1000
 DATA_FILE_SUFFIX = ".parquet"
+# A data file below this share of table.datalake.target-file-size is small: compaction merges it
+# with its neighbours (the share Iceberg's own rewrite uses), and the lake's numbers count it.
+SMALL_FILE_SHARE = 0.75
 # Exactly once rests on a commit being refused when the table moved since the round was planned.
 # PyIceberg would otherwise retry a refused append on top of the new snapshot: the same offsets twice.
 COMMIT_RETRIES = "commit.retry.num-retries"
@@ -68,5 +71,14 @@ def new_data_file_path(data_root: str, bucket: int, start_offset: int, end_offse
     whoever looks at the warehouse, the random part keeps two jobs' files apart. Partition values
     are safe as path parts (:func:`lakelog.metadata.validate_partition_value`)."""
     directories = "".join(f"{key}={value}/" for key, value in (partition or {}).items())
-    name = f"{start_offset:020d}-{end_offset:020d}-{uuid.uuid4().hex}{DATA_FILE_SUFFIX}"
-    return f"{data_root}/{directories}{BUCKET_COLUMN}={bucket}/{name}"
+    return f"{data_root}/{directories}{BUCKET_COLUMN}={bucket}/{_file_name(start_offset, end_offset)}"
+
+
+def sibling_data_file_path(sibling: str, start_offset: int, end_offset: int) -> str:
+    """A fresh file name beside the data file ``sibling`` (same partition directory): where a
+    compaction puts the file that replaces ``sibling`` and its neighbours."""
+    return f"{sibling.rsplit('/', 1)[0]}/{_file_name(start_offset, end_offset)}"
+
+
+def _file_name(start_offset: int, end_offset: int) -> str:
+    return f"{start_offset:020d}-{end_offset:020d}-{uuid.uuid4().hex}{DATA_FILE_SUFFIX}"

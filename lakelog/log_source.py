@@ -45,6 +45,22 @@ class FetchContext:
     projection: Sequence[int] | None
 
 
+@dataclass(frozen=True, slots=True)
+class LakeTableStats:
+    """What a lake table holds, as numbers: data files of its current snapshot and how many of them
+    are small (below the share of ``table.datalake.target-file-size`` compaction merges), snapshots
+    kept, and when a compaction last committed (ms; None: never, or expired since)."""
+
+    data_files: int
+    small_files: int
+    snapshots: int
+    last_compaction_ms: int | None
+
+    @property
+    def small_file_share(self) -> float:
+        return self.small_files / self.data_files if self.data_files else 0.0
+
+
 class LogSource(ABC):
     """Reads one table's records back from the lake, as the log would have served them."""
 
@@ -93,3 +109,8 @@ class LakeStorage(ABC):
         (the plugin's own catalog class, opened on its first call, closed with the connection),
         which the LogSource should use rather than open its own. Raises ImportError when a library
         it needs is missing: the client then reads the table as a client without the lake."""
+
+    def table_stats(self, path: TablePath, lake_config: LakeConfig, target_file_size: int) -> LakeTableStats | None:
+        """The numbers of ``path``'s lake table (the coordinator's metrics and status page); None
+        from a format that does not tell them."""
+        return None

@@ -17,6 +17,7 @@ from lakelog.metadata import ServerNode
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore
+from lakelog.server.metrics.lake_collector import LakeTableCollector
 from lakelog.server.metrics.metrics_endpoint import WsgiApp
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.open_file_limit import buckets_within, open_file_limit
@@ -72,6 +73,7 @@ class CoordinatorRole:
 
     def service(self, node: ServerNode, metrics: ServerMetrics, caller: CallerName) -> CoordinatorService:
         metrics.registry.register(_LivenessCollector(self.coordinator))
+        metrics.registry.register(LakeTableCollector(self.coordinator))
         return CoordinatorService(self.coordinator, node, metrics, caller)
 
     def status_pages(self) -> dict[str, WsgiApp]:

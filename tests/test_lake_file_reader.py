@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -52,6 +53,41 @@ def test_row_groups_read_in_parallel_come_back_in_order_within_each_range(files:
     assert table.column("id").to_pylist() == list(range(130, 2501))
     assert table.column("__timestamp").to_pylist() == list(range(130, 2501))
     assert max(batch.num_rows for batch in batches) <= 100
+
+
+class CountingFileIO(PyArrowFileIO):
+    """The real local FileIO, counting the files it opens (the per-file cost of a read)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: list[str] = []
+
+    def new_input(self, location: str) -> Any:
+        self.opened.append(location)
+        return super().new_input(location)
+
+
+def test_small_files_are_read_whole_once_each_and_ahead_of_the_consumer(tmp_path: Path) -> None:
+    paths = [lake_file(tmp_path / f"small-{n}.parquet", n * 50, 50, 16) for n in range(40)]
+    sizes = [Path(path).stat().st_size for path in paths]
+    ranges = [FileRange(path, n * 50 + (7 if n == 0 else 0), n * 50 + 50, size) for n, (path, size) in enumerate(zip(paths, sizes))]
+    io = CountingFileIO()
+    table = pa.Table.from_batches(list(read_lake_files(io, ranges, LOG_SCHEMA, 100, workers=3)), schema=LOG_SCHEMA)
+    assert table.column("__offset").to_pylist() == list(range(7, 2000))
+    assert sorted(io.opened) == sorted(paths), "one open per file, not one for the footer and one per row group"
+    # Without the sizes (a plan that does not know them) every row group is a read of its own.
+    unsized = CountingFileIO()
+    again = list(read_lake_files(unsized, [FileRange(r.path, r.start, r.end) for r in ranges], LOG_SCHEMA, 100, workers=3))
+    assert pa.Table.from_batches(again, schema=LOG_SCHEMA).equals(table)
+    assert len(unsized.opened) == 40 + 40 * 4
+
+
+def test_a_damaged_small_file_read_whole_is_lake_data_error_naming_it(files: list[str], tmp_path: Path) -> None:
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"not parquet at all")
+    ranges = [FileRange(files[0], 0, 1000), FileRange(str(broken), 1000, 2000, broken.stat().st_size)]
+    with pytest.raises(LakeDataError, match="broken.parquet"):
+        list(read_lake_files(PyArrowFileIO(), ranges, LOG_SCHEMA, 100, 2))
 
 
 def test_a_file_that_is_not_parquet_is_lake_data_error_naming_it(files: list[str], tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Committing a round's data files to a lake table as one Iceberg snapshot.
+"""Committing a round's data files to a lake table as one Iceberg snapshot, and a compaction's
+replacement of files by others.
 
 The commit goes against the table object loaded when the round was planned: PyIceberg's append
 asserts that the branch still points at the snapshot that object saw, so if any other job
@@ -9,19 +10,24 @@ PyIceberg does not retry it on top of the other job's snapshot: :func:`guard_com
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Sequence
+import secrets
+from typing import Iterable, Mapping, Sequence
 
-from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.exceptions import CommitFailedException, ValidationException
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
-from lakelog.errors import LakeDataError, LakeError
+from lakelog.client.admin import Admin
+from lakelog.errors import LakeDataError, LakeError, LakelogError, StaleLakeSnapshotError
 from lakelog.lake.lake_catalog import lake_call
 from lakelog.lake.snapshot_summary import summary_properties
 from lakelog.lake.table_layout import COMMIT_RETRIES
-from lakelog.metadata import LakeBucketKey, LakeBucketOffset, LakeSnapshot, lake_bucket_order
+from lakelog.metadata import LakeBucketKey, LakeBucketOffset, LakeSnapshot, TablePath, lake_bucket_order
 from lakelog.tiering.split_writer import WrittenFile
 
 log = logging.getLogger(__name__)
+
+MAX_SNAPSHOT_ID = (1 << 63) - 1
 
 
 def guard_commits(table: Table) -> None:
@@ -91,6 +97,59 @@ def commit_files(
     if snapshot is None:
         raise LakeError(f"{table.name()}: the commit reported success but the table has no snapshot")
     return snapshot.snapshot_id
+
+
+def replace_files(
+    table: Table, replaced: Sequence[DataFile], added: Sequence[DataFile], properties: Mapping[str, str], id_above: int
+) -> int | None:
+    """Swap ``replaced`` for ``added`` in one snapshot (an Iceberg overwrite whose rows are the
+    same: PyIceberg has no rewrite operation) whose summary is ``properties``; its id, which is
+    above ``id_above`` (see :func:`snapshot_id_above`).
+
+    None when the table moved since ``table`` was loaded (the caller reloads and tries again), or
+    when one of ``replaced`` is no longer in it (PyIceberg refuses deleting a file that is not).
+    Unlike :func:`commit_files` it leaves ``added`` where they are: the caller decides.
+    """
+    transaction = table.transaction()
+    try:
+        with transaction.update_snapshot(snapshot_properties=dict(properties)).overwrite() as overwrite:
+            # Set before any file is added: every manifest entry and the manifest list take it from here.
+            overwrite._snapshot_id = snapshot_id_above(table, id_above)
+            for file in replaced:
+                overwrite.delete_data_file(file)
+            for file in added:
+                overwrite.append_data_file(file)
+        committed = transaction.commit_transaction()
+    except (CommitFailedException, ValidationException):
+        return None
+    except Exception as exc:  # noqa: BLE001 - the outcome is unknown: keep the files, the next run decides
+        raise LakeError(f"committing a compaction to {table.name()} failed, outcome unknown: {type(exc).__name__}: {exc}") from exc
+    snapshot = committed.current_snapshot()
+    if snapshot is None:
+        raise LakeError(f"{table.name()}: the compaction commit reported success but the table has no snapshot")
+    return snapshot.snapshot_id
+
+
+def snapshot_id_above(table: Table, floor: int) -> int:
+    """A snapshot id the table does not use, above ``floor`` (ids are positive 63-bit numbers), so
+    that tablet servers holding a snapshot with the same lake ranges and id ``floor`` take this one
+    (see :func:`lakelog.lake.snapshot_summary.served_snapshot_ids`). PyIceberg's own random id when
+    ``floor`` leaves no room: readers then move to it with the next tiering round."""
+    while floor < MAX_SNAPSHOT_ID:
+        candidate = secrets.randbelow(MAX_SNAPSHOT_ID - floor) + floor + 1
+        if table.metadata.snapshot_by_id(candidate) is None:
+            return candidate
+    return table.metadata.new_snapshot_id()
+
+
+def tell_coordinator(admin: Admin, path: TablePath, lake: LakeSnapshot) -> None:
+    """Best effort: a snapshot the coordinator misses is sent again by the next tiering round's catch-up."""
+    try:
+        admin.commit_lake_snapshot(path, lake)
+    except StaleLakeSnapshotError as error:
+        log.info("%s: the coordinator already has a newer lake snapshot: %s", path, error)
+    except LakelogError as error:
+        log.warning("%s: could not tell the coordinator about lake snapshot %d (sent again next round): %s", path, lake.snapshot_id, error)
 
 
 def discard_files(table: Table, paths: Iterable[str]) -> None:

@@ -1,5 +1,7 @@
-"""Removing the data files of tiering rounds that never committed (a job killed between writing
-and committing leaves them behind).
+"""Removing the data files of tiering rounds and compactions that never committed (a job killed
+between writing and committing leaves them behind), and of an expiry killed before it deleted the
+files of the snapshots it removed. A tiering job does this when it first touches a table (files
+older than the job), ``lakelog lake expire`` every time (files older than the snapshot retention).
 
 A file is removed only if no snapshot of the table references it and it is older than the job
 doing the cleanup, so the fresh files of a job started alongside are left alone while it commits
@@ -61,5 +63,5 @@ def remove_orphan_files(table: Table, older_than: datetime) -> list[str]:
     # pyarrow file systems and PyIceberg's manifest reads raise many types: all become a LakeError.
     orphans = lake_call(f"cannot clean up orphan data files under {root}", remove)
     if orphans:
-        log.info("removed %d data file(s) of uncommitted tiering rounds under %s", len(orphans), root)
+        log.info("removed %d data file(s) no snapshot references under %s", len(orphans), root)
     return orphans

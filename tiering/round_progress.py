@@ -27,8 +27,10 @@ POLL_INTERVAL_S = 0.5
 class RoundProgress:
     """One round's progress: :meth:`planned`, then :meth:`tasks` around the Spark job, then :meth:`finished`."""
 
-    def __init__(self, round_number: int, spark: "SparkSession") -> None:
-        self._label = f"lakelog tier (round {round_number})"
+    def __init__(self, label: str, spark: "SparkSession", verb: str = "tier") -> None:
+        """``label`` heads every line; ``verb`` says what the tasks do to the records."""
+        self._label = label
+        self._verb = verb
         self._spark = spark
         self._progress: Progress | None = None
         self._planned = 0
@@ -38,7 +40,7 @@ class RoundProgress:
         self._planned = sum(records for records, _ in tables.values())
         self._progress = Progress(self._label, self._planned).__enter__()
         for path, (records, splits) in tables.items():
-            self._progress.note(f"{self._label}: {path}: {counted(records, 'record')} to tier in {counted(splits, 'split')}")
+            self._progress.note(f"{self._label}: {path}: {counted(records, 'record')} to {self._verb} in {counted(splits, 'task')}")
 
     @contextmanager
     def tasks(self) -> Iterator[None]:

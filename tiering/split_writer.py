@@ -10,7 +10,7 @@ config switches the lake off, so a task never reads back what was already tiered
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,7 +18,6 @@ import pyarrow.parquet as pq
 from pyiceberg.io import load_file_io
 
 from lakelog.client.connection import Connection, connect
-from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.client.scanner.offset_range import read_offset_range
 from lakelog.errors import LakeError
 from lakelog.lake.schema_mapping import to_lake_rows
@@ -108,11 +107,8 @@ def write_split(conn: Connection, settings: WriterSettings, split: TieringSplit)
             raise LakeError(f"{split.table} gained column(s) {', '.join(newer)} during the tiering round; the next round writes them")
         scanner = (table.partition(split.partition_name) if split.partition_id is not None else table).new_scan().create_log_scanner()
         with scanner, io.new_output(split.file_path).create(overwrite=True) as out:
-            # Page checksums: a damaged lake file must fail its read, not decode into other values.
-            with pq.ParquetWriter(  # type: ignore[arg-type]
-                out, target, compression="zstd", write_page_checksum=True, dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES
-            ) as writer:
-                for rows in _row_groups(scanner, split):
+            with lake_file_writer(out, target) as writer:
+                for rows in row_groups(read_offset_range(scanner, split.table, split.bucket, split.start_offset, split.end_offset)):
                     max_timestamp = max(max_timestamp, pc.max(rows.column(TIMESTAMP_COLUMN)).as_py())
                     writer.write_table(to_lake_rows(rows, target), row_group_size=ROW_GROUP_ROWS)
             size = out.tell()  # type: ignore[attr-defined]
@@ -132,15 +128,21 @@ def write_split(conn: Connection, settings: WriterSettings, split: TieringSplit)
     )
 
 
-def _row_groups(scanner: LogScanner, split: TieringSplit) -> Iterator[pa.Table]:
-    """The split's records in offset order, every offset once (checked by
-    :func:`read_offset_range`: a gap or a duplicate fails the task instead of reaching the lake),
-    gathered into row groups of :data:`ROW_GROUP_ROWS`."""
+def lake_file_writer(out: Any, schema: pa.Schema) -> pq.ParquetWriter:
+    """The Parquet writer of every lake data file (a tiering round's and a compaction's alike).
+    Page checksums: a damaged lake file must fail its read, not decode into other values."""
+    return pq.ParquetWriter(out, schema, compression="zstd", write_page_checksum=True, dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES)
+
+
+def row_groups(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
+    """``tables`` (rows in offset order) gathered into row groups of :data:`ROW_GROUP_ROWS`. A
+    split's tables come from :func:`read_offset_range`, which fails the task on a gap or a
+    duplicate instead of letting it reach the lake."""
     gathered: list[pa.Table] = []
     gathered_rows = 0
-    for polled in read_offset_range(scanner, split.table, split.bucket, split.start_offset, split.end_offset):
-        gathered.append(polled)
-        gathered_rows += polled.num_rows
+    for table in tables:
+        gathered.append(table)
+        gathered_rows += table.num_rows
         if gathered_rows >= ROW_GROUP_ROWS:
             yield pa.concat_tables(gathered)
             gathered, gathered_rows = [], 0

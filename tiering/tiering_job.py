@@ -23,6 +23,9 @@ snapshot):
 The first time the job touches a table it deletes the data files of rounds that never committed
 (see :mod:`lakelog.tiering.orphan_files`).
 
+A table with ``table.datalake.auto-compaction=true`` is compacted, then its snapshots expired, after
+a round that committed to it (:meth:`TieringJob._maintain`).
+
 While a round runs, its progress goes to stderr (:mod:`lakelog.tiering.round_progress`); every
 round moves the job's metrics (:mod:`lakelog.tiering.tiering_metrics`).
 
@@ -47,7 +50,7 @@ from pyiceberg.table import Table
 
 from lakelog.client.connection import connect
 from lakelog.config import Configuration
-from lakelog.errors import LakeError, LakelogError, LakeSnapshotNotExistError, PartitionNotExistError, StaleLakeSnapshotError
+from lakelog.errors import LakeError, LakelogError, LakeSnapshotNotExistError, PartitionNotExistError
 from lakelog.human_size import human_size
 from lakelog.lake.snapshot_summary import encode_bucket_key, latest_lake_snapshot
 from lakelog.lake.table_layout import data_location, new_data_file_path
@@ -63,7 +66,11 @@ from lakelog.metadata import (
     split_lake_bucket_key,
 )
 from lakelog.tiering.kill_points import AFTER_COMMIT, AFTER_WRITE, kill_point
-from lakelog.tiering.lake_commit import commit_files, discard_files, guard_commits, next_offsets
+from lakelog.server.coordinator.table_properties import AUTO_COMPACTION, table_property
+from lakelog.tiering.lake_compaction import LakeCompactor
+from lakelog.tiering.lake_enabled_tables import lake_enabled_tables
+from lakelog.tiering.snapshot_expiry import SnapshotExpiry
+from lakelog.tiering.lake_commit import commit_files, discard_files, guard_commits, next_offsets, tell_coordinator
 from lakelog.tiering.orphan_files import remove_orphan_files
 from lakelog.tiering.round_progress import RoundProgress
 from lakelog.tiering.tiering_metrics import TieringMetrics
@@ -79,6 +86,10 @@ log = logging.getLogger(__name__)
 
 # How often a round plans a table again after losing the commit race to another job.
 COMMIT_ATTEMPTS = 5
+# With table.datalake.auto-compaction, a round that committed to a table compacts the bins that have
+# this many neighbouring small files (or fill a file): a compaction every few rounds per bucket,
+# not one per round, whose rewrite would cost more than the files it saves.
+AUTO_COMPACTION_MIN_FILES = 8
 
 Result = TypeVar("Result")
 
@@ -160,6 +171,7 @@ class TieringJob:
         self._spark = spark if spark is not None else spark_session(master, log_level=options.spark_log_level)
         refuse_local_lake(self._spark, self.lake_config)
         self._cleaned: set[TablePath] = set()
+        self._compactor = LakeCompactor(self._conn.admin, self._catalog, self._spark, self.lake_config.catalog_properties, self.commit_user)
         self.metrics = TieringMetrics()
         self._rounds = 0
         self._total_records = 0
@@ -188,7 +200,7 @@ class TieringJob:
         is reported in ``failed`` without holding the others back; a failed Spark job fails the round."""
         self._rounds += 1
         began = time.monotonic()
-        progress = RoundProgress(self._rounds, self._spark)
+        progress = RoundProgress(f"lakelog tier (round {self._rounds})", self._spark)
         try:
             report = self._round(progress)
         except BaseException:
@@ -200,7 +212,24 @@ class TieringJob:
             self.metrics.table_failed(path)
         progress.finished(report.records)
         self._report(report)
+        self._maintain(report)
         return report
+
+    def _maintain(self, report: RoundReport) -> None:
+        """Compact, then expire, each table the round committed to whose
+        ``table.datalake.auto-compaction`` is on. Its failure is logged: the tiering is done, and the
+        next round that commits to the table tries again."""
+        for result in report.tables:
+            if result.snapshot_id is None:
+                continue
+            try:
+                info = self._conn.admin.get_table_info(result.path)
+                if not table_property(str(result.path), info.properties, AUTO_COMPACTION):
+                    continue
+                self._compactor.compact(result.path, f"lakelog tier (round {self._rounds}): compaction", AUTO_COMPACTION_MIN_FILES)
+                SnapshotExpiry(self._conn.admin, self._catalog).expire(result.path)
+            except LakelogError as error:
+                log.warning("%s: automatic compaction or expiry failed (the next round tries again): %s", result.path, error)
 
     def _round(self, progress: RoundProgress) -> RoundReport:
         done: list[TableRound] = []
@@ -258,15 +287,9 @@ class TieringJob:
 
     def _tables(self) -> list[TablePath]:
         """The tables named in the options, else every lake-enabled table (new ones join the next round)."""
-        admin = self._conn.admin
         if self.options.tables:
             return list(self.options.tables)
-        return [
-            TablePath(database, name)
-            for database in admin.list_databases()
-            for name in admin.list_tables(database)
-            if admin.get_table_info(TablePath(database, name)).lake_enabled
-        ]
+        return lake_enabled_tables(self._conn.admin)
 
     def _plan(self, path: TablePath, barrier: int) -> _Plan:
         table = self._catalog.load_table(path)
@@ -383,13 +406,7 @@ class TieringJob:
         return TableRound(plan.path, snapshot_id, records, size, len(files), lake)
 
     def _tell_coordinator(self, path: TablePath, lake: LakeSnapshot) -> None:
-        """Best effort: a snapshot the coordinator misses is sent again by the next round's catch-up."""
-        try:
-            self._conn.admin.commit_lake_snapshot(path, lake)
-        except StaleLakeSnapshotError as error:
-            log.info("%s: the coordinator already has a newer lake snapshot: %s", path, error)
-        except LakelogError as error:
-            log.warning("%s: could not tell the coordinator about lake snapshot %d (sent again next round): %s", path, lake.snapshot_id, error)
+        tell_coordinator(self._conn.admin, path, lake)
 
     def _heartbeat(self, tables: list[TablePath], barrier: int) -> None:
         """Best effort, like :meth:`_tell_coordinator`: status is for people, tiering goes on without it."""

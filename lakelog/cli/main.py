@@ -18,6 +18,7 @@ from lakelog.cli import (
     config_command,
     demo_command,
     health_command,
+    lake_command,
     offsets_command,
     partition_command,
     produce_command,
@@ -35,7 +36,7 @@ from lakelog.version import __version__
 
 COMMAND_MODULES = [
     server_commands, config_command, demo_command, table_commands, produce_command, scan_command, offsets_command, tier_command,
-    health_command, repair_command, spark_connect_command, partition_command,
+    health_command, repair_command, spark_connect_command, partition_command, lake_command,
 ]
 
 

@@ -34,6 +34,7 @@ from lakelog.errors import (
     UnknownServerError,
 )
 from lakelog.lake_config import LakeConfig
+from lakelog.log_source import LakeTableStats
 from lakelog.metadata import (
     BucketInfo,
     BucketReplicas,
@@ -429,6 +430,10 @@ class Coordinator:
     def lake_config(self) -> LakeConfig:
         """The lake's format and catalog properties, secrets included: callers send ``.public()``."""
         return self._lake.config
+
+    def lake_table_stats(self, info: TableInfo) -> LakeTableStats | None:
+        """The numbers of a lake-enabled table's lake table (see :meth:`LakeTables.stats`)."""
+        return self._lake.stats(info)
 
     def lake_snapshot(self, table_id: int) -> LakeSnapshot:
         snapshot = self._store.lake_snapshot(table_id)

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeVar
 
 import pyarrow as pa
 
 from lakelog.errors import InvalidTableError, LakeError
 from lakelog.lake_config import ICEBERG, LakeConfig
 from lakelog.lake_plugins import load_lake_storage
-from lakelog.log_source import LakeStorage
-from lakelog.metadata import DATALAKE_FORMAT, TableDescriptor, TablePath
+from lakelog.log_source import LakeStorage, LakeTableStats
+from lakelog.metadata import DATALAKE_FORMAT, TableDescriptor, TableInfo, TablePath
+from lakelog.server.coordinator.table_properties import TARGET_FILE_SIZE, table_property
 
 SUPPORTED_FORMATS = (ICEBERG,)
+
+Result = TypeVar("Result")
 
 
 class LakeTables:
@@ -44,12 +47,18 @@ class LakeTables:
         """Bring the lake table to the log table's altered ``schema``."""
         self._with_storage(lambda storage: storage.evolve_lake_table(path, schema, self.config))
 
-    def _with_storage(self, call: Callable[[LakeStorage], None]) -> None:
+    def stats(self, info: TableInfo) -> LakeTableStats | None:
+        """The numbers of a lake-enabled table's lake table (None: its format does not tell them).
+        Raises :class:`LakeError` when the catalog or its files cannot be read."""
+        target = table_property(str(info.path), info.properties, TARGET_FILE_SIZE)
+        return self._with_storage(lambda storage: storage.table_stats(info.path, self.config, target))
+
+    def _with_storage(self, call: Callable[[LakeStorage], Result]) -> Result:
         with self._lock:
             if self._storage is None:
                 self._storage = load_lake_storage(self.config.format)
             storage = self._storage
         try:
-            call(storage)
+            return call(storage)
         except ImportError as exc:
             raise LakeError(f"lake-enabled tables need PyIceberg on the coordinator (pip install 'lakelog[lake]'): {exc}") from None

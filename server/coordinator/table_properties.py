@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from lakelog.config import format_duration_ms, parse_duration_ms
+from lakelog.config import format_duration_ms, format_size, parse_duration_ms, parse_size
 from lakelog.errors import InvalidRequestError, InvalidTableError
 from lakelog.metadata import DATALAKE_ENABLED, DATALAKE_FORMAT
 
@@ -25,6 +25,9 @@ AUTO_PARTITION_TIME_ZONE = "table.auto-partition.time-zone"
 # Partition names of auto-partitioning per time unit, as Fluss names them.
 TIME_UNIT_FORMATS = {"year": "%Y", "month": "%Y%m", "day": "%Y%m%d", "hour": "%Y%m%d%H"}
 TTL = "table.log.ttl"
+TARGET_FILE_SIZE = "table.datalake.target-file-size"
+AUTO_COMPACTION = "table.datalake.auto-compaction"
+SNAPSHOT_RETENTION = "table.datalake.snapshot-retention"
 REPLICATION_FACTOR = "table.replication.factor"
 MIN_IN_SYNC_REPLICAS = "table.log.replica.min-in-sync-replicas"
 MAX_COMMENT_BYTES = 64 << 10
@@ -37,6 +40,10 @@ MAX_TTL_MS = 100 * 365 * 86_400_000
 MAX_LOCAL_SEGMENTS = 1000
 MAX_PRECREATE = 1000
 MAX_RETENTION = 1_000_000
+# Below this a lake file is mostly footer: compacting to it would not cut the per-file read cost;
+# above the largest, one compaction task would rewrite more than a worker's disk holds comfortably.
+MIN_TARGET_FILE_SIZE = 64 << 10
+MAX_TARGET_FILE_SIZE = 16 << 30
 MAX_REPLICAS = 1000  # copies of a bucket: each needs a tablet server of its own
 
 
@@ -89,6 +96,15 @@ TABLE_PROPERTIES: Mapping[str, TableProperty] = {
     DATALAKE_FORMAT: TableProperty(_iceberg, "iceberg"),
     LOCAL_SEGMENTS: TableProperty(_between(int, 1, MAX_LOCAL_SEGMENTS), "2"),
     TTL: TableProperty(_between(parse_duration_ms, 1, MAX_TTL_MS, format_duration_ms), "7d"),
+    # 128 MB: the per-file cost of a lake read (about 0.7 ms: footer, plan entry, open) is lost in
+    # the seconds a file this size takes to decode, while one compaction task still rewrites a bin
+    # in seconds and streams it row group by row group, so its memory does not grow with the size.
+    TARGET_FILE_SIZE: TableProperty(_between(parse_size, MIN_TARGET_FILE_SIZE, MAX_TARGET_FILE_SIZE, format_size), "128mb"),
+    AUTO_COMPACTION: TableProperty(_boolean, "false"),
+    # 1 h: longer than a lake read holds one snapshot (a scanner plans a bucket's range at one
+    # snapshot and reads it through), short enough that a table tiered every 10 s keeps a few
+    # hundred snapshots in its metadata, which every commit rewrites.
+    SNAPSHOT_RETENTION: TableProperty(_between(parse_duration_ms, 1, MAX_TTL_MS, format_duration_ms), "1h"),
     AUTO_PARTITION_ENABLED: TableProperty(_boolean, "false"),
     AUTO_PARTITION_TIME_UNIT: TableProperty(_time_unit, "day"),
     AUTO_PARTITION_NUM_PRECREATE: TableProperty(_between(int, 0, MAX_PRECREATE), "2"),

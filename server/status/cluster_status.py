@@ -14,7 +14,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-from lakelog.errors import LakeSnapshotNotExistError, TableNotExistError
+from lakelog.errors import LakelogError, LakeSnapshotNotExistError, TableNotExistError
 from lakelog.metadata import BucketInfo, LakeSnapshot, ServerNode, TableInfo
 from lakelog.server.coordinator.bucket_describer import BucketDescriber, describe_assignment
 from lakelog.server.coordinator.coordinator import Coordinator
@@ -140,8 +140,27 @@ class ClusterStatus:
                     b.high_watermark - max(b.lake_log_end_offset, 0) for buckets in described for b in buckets.values() if b.leader_available
                 ),
                 "lag_history": [*self.history.samples(str(info.path), now), (now, lag)],
+                "files": self._lake_files(info),
             }
         return table
+
+    def _lake_files(self, info: TableInfo) -> dict[str, Any] | None:
+        """The lake table's data files, small-file share, snapshots and last compaction (None when
+        they cannot be read now: the rest of the page is still worth showing)."""
+        try:
+            stats = self._coordinator.lake_table_stats(info)
+        except LakelogError as error:
+            log.warning("%s: the status page shows no lake numbers: %s", info.path, error)
+            return None
+        if stats is None:
+            return None
+        return {
+            "data_files": stats.data_files,
+            "small_files": stats.small_files,
+            "small_file_share": stats.small_file_share,
+            "snapshots": stats.snapshots,
+            "last_compaction_ms": stats.last_compaction_ms,
+        }
 
 
 def _lag(snapshot: LakeSnapshot | None, now: int) -> int | None:
