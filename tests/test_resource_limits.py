@@ -128,7 +128,7 @@ def test_partitions_and_tables_past_a_configured_cap_are_refused(server_factory)
         conn.admin.create_partition(partitioned, {"name": "a"})
         conn.admin.create_partition(partitioned, {"name": "b"})
         conn.admin.create_table(lakelog.TablePath("capped", "small"), lakelog.TableDescriptor(schema, 2))
-        with pytest.raises(lakelog.TooManyBucketsError, match=r"partition c of capped.by_name.*leads 10.*= 10"):
+        with pytest.raises(lakelog.TooManyBucketsError, match=r"partition c of capped.by_name.*keeps 10.*= 10"):
             conn.admin.create_partition(partitioned, {"name": "c"})
         with pytest.raises(lakelog.TooManyBucketsError, match=r"table capped.big"):
             conn.admin.create_table(lakelog.TablePath("capped", "big"), lakelog.TableDescriptor(schema, 1))

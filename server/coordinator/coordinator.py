@@ -211,18 +211,24 @@ class Coordinator:
 
     def _place(self, what: str, buckets: int, start: int, properties: Mapping[str, str]) -> Placement:
         """Replicas for ``buckets`` buckets, leaders round robin over the tablet servers from
-        ``start``; refused when a server would lead more than ``max_buckets_per_server``. Lock held."""
+        ``start``; refused when a server would keep more than ``max_buckets_per_server`` bucket
+        copies (a follower's copy holds its files open as a leader's does). Lock held."""
         factor = server_defaulted_property(what, properties, REPLICATION_FACTOR, self._default_replication_factor)
         servers = [node.server_id for node in self._store.tablet_servers()]
         down = self.liveness.down()
         placement = place_buckets(what, buckets, start, servers, [s for s in servers if s not in down], factor)
-        led = self._store.buckets_per_leader()
-        for server_id, added in sorted(Counter(placement.leaders.values()).items()):
-            if led.get(server_id, 0) + added > self.max_buckets_per_server:
-                log.warning("refused to create %s: tablet server %d leads %d buckets of at most %d", what, server_id, led.get(server_id, 0), self.max_buckets_per_server)
+        added = Counter(
+            server
+            for bucket, leader in placement.leaders.items()
+            for server in (placement.replicas[bucket].replicas if bucket in placement.replicas else (leader,))
+        )
+        kept = self._store.buckets_per_server()
+        for server_id, count in sorted(added.items()):
+            if kept.get(server_id, 0) + count > self.max_buckets_per_server:
+                log.warning("refused to create %s: tablet server %d keeps %d buckets of at most %d", what, server_id, kept.get(server_id, 0), self.max_buckets_per_server)
                 raise TooManyBucketsError(
-                    f"cannot create {what}: {added} more buckets on tablet server {server_id}, which leads"
-                    f" {led.get(server_id, 0)}, would pass coordinator.max-buckets-per-tablet-server ="
+                    f"cannot create {what}: {count} more buckets on tablet server {server_id}, which keeps"
+                    f" {kept.get(server_id, 0)}, would pass coordinator.max-buckets-per-tablet-server ="
                     f" {self.max_buckets_per_server}; drop tables or partitions, or add tablet servers"
                 )
         return placement

@@ -7,6 +7,7 @@ schema is small and every write is one transaction, synced before the call retur
 from __future__ import annotations
 
 import json
+from collections import Counter
 import sqlite3
 import threading
 import time
@@ -371,14 +372,21 @@ class MetadataStore:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM partitions").fetchone()[0])
 
-    def buckets_per_leader(self) -> dict[int, int]:
-        """Per tablet server id, how many buckets of tables and partitions it leads."""
+    def buckets_per_server(self) -> dict[int, int]:
+        """Per tablet server id, how many bucket copies of tables and partitions it keeps: every
+        replica of a replicated bucket, the leader of any other."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT leader_id, COUNT(*) FROM (SELECT leader_id FROM bucket_leaders"
-                " UNION ALL SELECT leader_id FROM partition_bucket_leaders) GROUP BY leader_id"
+            led = self._db.execute(
+                "SELECT leader_id, COUNT(*) FROM ("
+                " SELECT table_id AS physical_id, bucket, leader_id FROM bucket_leaders"
+                " UNION ALL SELECT partition_id, bucket, leader_id FROM partition_bucket_leaders) AS l"
+                " WHERE NOT EXISTS (SELECT 1 FROM bucket_replicas r WHERE r.physical_id = l.physical_id AND r.bucket = l.bucket)"
+                " GROUP BY leader_id"
             ).fetchall()
-        return {leader: count for leader, count in rows}
+            copies = self._db.execute("SELECT replicas FROM bucket_replicas").fetchall()
+        kept = Counter({leader: count for leader, count in led})
+        kept.update(server for (replicas,) in copies for server in json.loads(replicas))
+        return dict(kept)
 
     def partition_leaders(self, table_id: int) -> dict[int, dict[int, int]]:
         """Per partition of the table, per bucket, its leader's id."""
