@@ -1,4 +1,4 @@
-"""Compaction of the lake (SPEC section 17): small files bin-packed as Spark tasks and committed as
+"""Compaction of the lake (docs/contract.md, "Lake maintenance"): small files bin-packed as Spark tasks and committed as
 one snapshot that holds the same records, offsets, timestamps and lake ranges; racing a tiering
 round both ways; automatic in ``lakelog tier``; a lake-only partition; plain PyIceberg reading the
 same rows before and after.

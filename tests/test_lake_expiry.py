@@ -1,4 +1,4 @@
-"""Snapshot expiry (SPEC section 17), and reads across a compaction and an expiry: cursors resume
+"""Snapshot expiry (docs/contract.md, "Lake maintenance"), and reads across a compaction and an expiry: cursors resume
 exactly, timestamp lookups answer as the full log does, consistent cuts keep answering with
 snapshots that still read, and no file any kept snapshot needs is deleted.
 
