@@ -123,10 +123,14 @@ def cluster_lake(
         hosts = cluster.executor_hosts()
         lake_rows = assert_lake_holds_log(server, PATH) if rerun.returncode == 0 else pa.table({})
 
-        # Each bucket rolls segments past the lake's end, however the writer spreads its batches.
+        # Each bucket rolls segments past the lake's end: batches of 2,000 records (a flush seals each;
+        # a writer gathers appends into one batch of up to client.writer.batch-size otherwise), sent to
+        # every bucket in turn, so the uploads below leave remote segments the lake does not hold.
         with table.new_append().create_writer() as writer:
-            for bucket in range(BUCKETS):
-                writer.append_arrow(order_rows(50_000 + bucket * 10_000, 10_000), bucket=bucket)
+            for first in range(50_000, 60_000, 2_000):
+                for bucket in range(BUCKETS):
+                    writer.append_arrow(order_rows(first + bucket * 10_000, 2_000), bucket=bucket)
+                writer.flush()
         remote.run_once()
         truth = log_rows(server.address, PATH)
         assert expire_remote(remote, days=2).expired > 0
