@@ -109,6 +109,7 @@ class Coordinator:
         self._store = store
         self.max_buckets_per_server = max_buckets_per_server
         self.writer_key = store.writer_key(new_writer_key())
+        self._writer_tokens = WriterTokens(self.writer_key)
         self.partitions = PartitionCatalog(store, max_partitions)
         self.auto_partitioner = AutoPartitioner(self, auto_partition_interval_ms)
         self._notifier = notifier
@@ -141,7 +142,7 @@ class Coordinator:
         """A new writer id and the token that proves it was issued to ``principal``."""
         writer_id = self._store.allocate_writer_id()
         log.info("writer id %d allocated%s", writer_id, f" to {principal!r}" if principal else "")
-        return WriterIdentity(writer_id, WriterTokens(self.writer_key).issue(writer_id, principal))
+        return WriterIdentity(writer_id, self._writer_tokens.issue(writer_id, principal))
 
     # databases
 
