@@ -5,6 +5,7 @@ moto keeps objects in memory, so an outage is the proxy refusing connections, no
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 import uuid
@@ -19,10 +20,35 @@ SECRET_KEY = "testing"
 REGION = "us-east-1"
 
 
+def _ephemeral_range() -> range:
+    try:
+        low, high = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
+_EPHEMERAL = _ephemeral_range()
+_handed_out: set[int] = set()
+_ports_lock = threading.Lock()
+
+
 def free_port() -> int:
-    with closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port no one listens on, outside the kernel's ephemeral range: a port the kernel picks for
+    bind(0) can be taken by any outgoing connection before a server process started later binds it."""
+    with _ports_lock:
+        for _ in range(1000):
+            port = random.randrange(10000, 32000)
+            if port in _handed_out or port in _EPHEMERAL:
+                continue
+            with closing(socket.socket()) as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
+            return port
+    raise RuntimeError("no free port between 10000 and 32000")
 
 
 class TcpProxy:
