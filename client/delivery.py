@@ -93,6 +93,12 @@ class Delivery:
         self.stats.retried_batches += batches
         return delay
 
+    def dropped(self, physical_id: int, batches: list[rb.EncodedBatch], error: LakelogError) -> None:
+        """With ``acks=0``: ``batches`` were refused and are not resent; the next ones go to the
+        bucket's new leader if it moved."""
+        self.stats.failed_batches += len(batches)
+        self._router.refresh_if_moved(error, physical_id)
+
     def gave_up(self, table: str, bucket: int, batches: list[rb.EncodedBatch], error: LakelogError, attempts: int) -> LakelogError:
         """The error a failed request reaches ``flush()`` with: a retriable one that ran out of time
         becomes a :class:`DeliveryTimeoutError` naming the table (or partition), the bucket and the records lost."""

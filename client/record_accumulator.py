@@ -32,12 +32,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+UNKNOWN = -1  # an acks=0 report's offset and commit timestamp
+
 
 @dataclass(frozen=True)
 class AppendAck:
     """One acknowledged produce: offsets ``[base_offset, base_offset + record_count)`` of ``bucket``
     (of partition ``partition_id``, for a partitioned table), all stamped ``commit_timestamp``, in
-    the order the rows were appended."""
+    the order the rows were appended. With ``client.writer.acks=0`` the report comes once the
+    request is sent, and ``base_offset`` and ``commit_timestamp`` are -1 (unknown), as in Kafka."""
 
     bucket: int
     base_offset: int
@@ -152,6 +155,34 @@ class RecordAccumulator:
                 queue.sealed = deque(queue.sequence.new_epoch(self.delivery.writer_id, list(queue.sealed)))
             log.warning("produce to %s bucket %d failed: %s", queue.info.label, bucket, error)
             self.error = self.error or error
+        self.notify()
+
+    def sent(self, queue: BucketQueue, batches: list[rb.EncodedBatch]) -> None:
+        """With ``acks=0``: the request carrying ``batches`` left, which is their delivery. Their
+        report (if any) has offset and commit timestamp -1: nobody waits to learn them."""
+        if self.failed is not None:
+            return
+        if self._reports:
+            count = sum(rb.read_header(batch).record_count for batch in batches)
+            self.acks.append(AppendAck(queue.bucket.bucket, UNKNOWN, count, UNKNOWN, queue.bucket.partition_id))
+        self.pending -= len(batches)
+        self.notify()
+
+    def answered_unwaited(
+        self, queue: BucketQueue, batches: list[rb.EncodedBatch], answer: ProducedBatch | LakelogError, connection_failed: bool
+    ) -> None:
+        """With ``acks=0``, the answer nobody waited for: the bucket may send again. Nothing is
+        resent. A refused bucket is logged and counted (``delivery_stats.failed_batches``) and its
+        leaders reloaded if they moved; a request the connection lost (the server unreachable, a
+        timeout) is the writer's error, raised by its next ``flush()``."""
+        if self.failed is not None:
+            return
+        queue.in_flight = False
+        if isinstance(answer, LakelogError):
+            self.delivery.dropped(queue.info.physical_id, batches, answer)
+            log.warning("produce (acks=0) to %s bucket %d failed: %s", queue.info.label, queue.bucket.bucket, answer)
+            if connection_failed:
+                self.error = self.error or answer
         self.notify()
 
     def _retry(self, queue: BucketQueue, batches: list[rb.EncodedBatch], error: LakelogError) -> bool:

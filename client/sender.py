@@ -33,8 +33,10 @@ MAX_REQUEST_BYTES = 8 << 20
 CLOSED = "the connection is closed"
 
 
-# client.writer.acks as ProduceLogRequest.acks: -1 waits for every in-sync replica, 1 for the leader.
+# client.writer.acks as ProduceLogRequest.acks: -1 waits for every in-sync replica, 1 for the leader,
+# 0 for nothing (a batch is delivered once its request leaves; see :meth:`Sender._send`).
 ACKS = {"all": -1, "1": 1, "0": 0}
+ACKS_NONE = 0
 
 class Producer(Protocol):
     """A writer as the sender sees it."""
@@ -180,6 +182,13 @@ class Sender:
             self._tablets.produce_log(request.node, produce, lambda answer: self._answered(request, answer))
         except LakelogError as error:  # it could not leave (the connection closed meanwhile)
             self._answered(request, error)
+            return
+        if self._acks == ACKS_NONE:
+            # Fire and forget, as Kafka's acks=0: the batches count as delivered now. Each bucket
+            # still sends its next request once this one is answered, which keeps its records in order.
+            for accumulator, queue, batches in request.entries:
+                with accumulator.cond:
+                    accumulator.sent(queue, batches)
 
     def _answered(self, request: _Request, answer: list[ProducedBatch | LakelogError] | LakelogError) -> None:
         """On a gRPC thread: each bucket's answer to its accumulator, then a turn for what is ready."""
@@ -188,7 +197,10 @@ class Sender:
         for index, (accumulator, queue, batches) in enumerate(request.entries):
             result = answer if isinstance(answer, LakelogError) else answer[index]
             with accumulator.cond:
-                accumulator.complete(queue, batches, result)
+                if self._acks == ACKS_NONE:
+                    accumulator.answered_unwaited(queue, batches, result, connection_failed=isinstance(answer, LakelogError))
+                else:
+                    accumulator.complete(queue, batches, result)
         with self._cond:
             self._in_flight[request.node] -= 1
             self._woken = True

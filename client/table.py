@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.config import Configuration
-from lakelog.errors import BarrierHoldError, InvalidPartitionError, InvalidRequestError, LakeSnapshotNotExistError, PartitionNotExistError
+from lakelog.errors import BarrierHoldError, InvalidConfigError, InvalidPartitionError, InvalidRequestError, LakeSnapshotNotExistError, PartitionNotExistError
 from lakelog.metadata import LakeSnapshot, TableInfo, TablePath
 from lakelog.client.admin import Admin
 from lakelog.client.barrier_hold import BarrierHold
@@ -71,7 +71,7 @@ class Table:
     ) -> AppendWriter | PartitionedAppendWriter:
         """A writer of this table (see :meth:`TableAppend.create_writer`); not ``blocking``: its
         appends never wait for room (an asyncio writer awaits it)."""
-        identity = self._admin.init_writer()
+        identity = self._identity(hold)
         if self.info.partitioned:  # also on a partition's handle: each row goes where its key value says
             # One writer id for every partition: sequences are kept per bucket log, and each
             # partition's buckets are logs of their own.
@@ -84,11 +84,25 @@ class Table:
             )
         return self._append_writer(on_ack, hold, identity, blocking)
 
+    def _identity(self, hold: BarrierHold | None) -> WriterIdentity | None:
+        """The writer's id from the coordinator, which makes it idempotent; none with ``acks=0``,
+        as Kafka turns idempotence off there: nothing is resent, and a batch refused and dropped
+        would leave a gap in the sequence that has every later batch refused. A barrier hold is
+        released after the last commit timestamp its writers were acknowledged with, which
+        ``acks=0`` never learns: refused."""
+        if self._conf.get("client.writer.acks") != "0":
+            return self._admin.init_writer()
+        if hold is not None:
+            raise InvalidConfigError(
+                f"a writer of {self.path} under a barrier hold needs its appends acknowledged: client.writer.acks is 0, use 1 or all"
+            )
+        return None
+
     def _append_writer(
         self,
         on_ack: Callable[[AppendAck], None] | None,
         hold: BarrierHold | None,
-        identity: WriterIdentity,
+        identity: WriterIdentity | None,
         blocking: bool,
         linger_first: Callable[[float], float] | None = None,
     ) -> AppendWriter:

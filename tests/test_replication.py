@@ -180,3 +180,38 @@ def test_a_leader_restarted_on_another_port_is_followed_there(cluster: ReplicaCl
         append(table, 10, 10)
     # Followers still fetching from the old port would never copy what it appends now.
     wait_until(lambda: len({cluster.log_bytes(server_id) for server_id in (1, 2, 3)}) == 1, "every copy holds the same batches")
+
+
+def test_acks_0_is_delivered_once_sent_even_to_a_paused_leader_and_a_dead_one_fails_a_flush(tmp_path: Path) -> None:
+    with ReplicaCluster(tmp_path, servers=(1,)) as cluster:
+        with cluster.connect() as conn:
+            path = create_table(conn, buckets=1).path
+        with cluster.connect({"client.writer.acks": "0", "client.request-timeout": "5s"}) as conn:
+            reports: list[lakelog.AppendAck] = []
+            writer = conn.get_table(path).new_append().create_writer(on_ack=reports.append)
+            cluster.tablets[1].signal(signal.SIGSTOP)
+            try:
+                writer.append_arrow(order_rows(0, 50))
+                writer.flush()  # returns with the leader stopped: nothing waits for its answer
+                assert [(r.base_offset, r.record_count, r.commit_timestamp) for r in reports] == [(-1, 50, -1)]
+            finally:
+                cluster.tablets[1].signal(signal.SIGCONT)
+            for start in range(50, 200, 50):
+                writer.append_arrow(order_rows(start, 50))
+                writer.flush()
+            with conn.get_table(path).new_scan().create_log_scanner() as scanner:
+                scanner.subscribe_from_beginning()
+                rows = scan_all(scanner, 200)
+            assert rows.column("id").to_pylist() == list(range(200)), "every batch appended once, in order"
+            cluster.tablets[1].signal(signal.SIGKILL)
+
+            def flush_fails() -> lakelog.LakelogError | None:
+                try:
+                    writer.append_arrow(order_rows(0, 1))
+                    writer.flush()
+                except lakelog.LakelogError as error:
+                    return error
+                return None
+
+            failure = wait_until(flush_fails, "a flush raising the lost connection")
+            assert "127.0.0.1" in str(failure), f"the error names the server: {failure}"

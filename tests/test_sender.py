@@ -1,8 +1,8 @@
 """The connection's sender and a writer's accumulator against a fake tablet gateway (no server):
 ready batches of many partitions go to their leader in one ProduceLog, requests in flight per
 server are bounded, each bucket's sequence holds across requests, a leader move mid-flight resends
-the same batches to the new leader, a report that raises is raised from flush(), and a closed
-connection fails what a writer held."""
+the same batches to the new leader, a report that raises is raised from flush(), a closed
+connection fails what a writer held, and with acks=0 a batch is delivered once its request leaves."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from lakelog.config import Configuration
-from lakelog.errors import LakelogError, NotLeaderError
+from lakelog.errors import LakelogError, NetworkError, NotLeaderError
 from lakelog.metadata import ServerNode, TablePath, TableInfo
 from lakelog.record import batch as rb
 from lakelog.security.writer_tokens import WriterIdentity
@@ -124,9 +124,11 @@ def sender(tablets: FakeTablets, router: LeaderRouter) -> Iterator[Sender]:
     sender.close()
 
 
-def writer(sender: Sender, router: LeaderRouter, on_ack: Callable[[AppendAck], None] | None = None) -> AppendWriter:
+def writer(
+    sender: Sender, router: LeaderRouter, on_ack: Callable[[AppendAck], None] | None = None, idempotent: bool = True
+) -> AppendWriter:
     conf = Configuration({"client.writer.linger": "1h", "client.writer.max-inflight": 100})
-    return AppendWriter(TABLE, sender, router, conf, on_ack, identity=WriterIdentity(WRITER_ID, b"token"))
+    return AppendWriter(TABLE, sender, router, conf, on_ack, identity=WriterIdentity(WRITER_ID, b"token") if idempotent else None)
 
 
 def rows(partition_id: int, count: int) -> pa.Table:
@@ -217,3 +219,49 @@ def test_a_closed_connection_fails_what_a_writer_held_and_a_late_answer_changes_
     with pytest.raises(LakelogError, match="the connection is closed"):
         appender.append_table_to(partition(1), rows(1, 1), 0)
     assert len(tablets.sent) == 1
+
+
+@pytest.fixture
+def unacknowledged(tablets: FakeTablets, router: LeaderRouter) -> Iterator[Sender]:
+    sender = Sender(tablets, router, max_in_flight=4, acks="0")  # type: ignore[arg-type]
+    yield sender
+    sender.close()
+
+
+def test_with_acks_0_flush_returns_once_sent_and_a_bucket_sends_again_only_after_its_answer(
+    tablets: FakeTablets, unacknowledged: Sender, router: LeaderRouter
+) -> None:
+    reports: list[AppendAck] = []
+    appender = writer(unacknowledged, router, reports.append, idempotent=False)
+    appender.append_table_to(partition(1), rows(1, 3), 0)
+    appender.flush()  # nothing answered yet
+    [first] = tablets.to(NODE_A)
+    assert first.request.acks == 0
+    assert [(r.base_offset, r.record_count, r.commit_timestamp) for r in reports] == [(-1, 3, -1)], "reports say the offset is unknown"
+    appender.append_table_to(partition(1), rows(1, 2), 0)
+    assert len(tablets.to(NODE_A)) == 1, "the bucket's next request waits for the answer to its last, so its records stay in order"
+    tablets.release()
+    appender.flush()
+    assert [rb.read_header(batch).record_count for batch in tablets.logs[1, 0]] == [3, 2]
+    assert {rb.read_header(batch).writer_id for batch in tablets.logs[1, 0]} == {rb.NO_WRITER}, "not idempotent: no writer id"
+    appender.close()
+
+
+def test_with_acks_0_a_refused_bucket_is_dropped_and_a_lost_connection_is_raised_by_the_next_flush(
+    tablets: FakeTablets, unacknowledged: Sender, router: LeaderRouter
+) -> None:
+    appender = writer(unacknowledged, router, idempotent=False)
+    appender.append_table_to(partition(1), rows(1, 3), 0)
+    appender.flush()
+    [refused] = tablets.to(NODE_A)
+    tablets.answer(refused, errors={(1, 0): NotLeaderError("bucket 0 moved")})
+    appender.append_table_to(partition(1), rows(1, 4), 0)
+    appender.flush()  # the refusal is not reported per record
+    assert appender.delivery_stats.failed_batches == 1 and appender.delivery_stats.retried_batches == 0
+    lost = tablets.to(NODE_A)[1]
+    assert [rb.read_header(b).record_count for b in lost.request.buckets[0].batches] == [4], "the refused batch is not resent"
+    lost.on_done(NetworkError("tablet server a: connection reset"))
+    with pytest.raises(NetworkError, match="connection reset"):
+        appender.flush()
+    appender.flush()  # raised once
+    appender.close()

@@ -88,9 +88,13 @@ class LeaderRouter:
         do not resend). Reloads the table's leaders meanwhile when the error calls for it."""
         if not self.policy.should_retry(error, resend_safe):
             return None
+        self.refresh_if_moved(error, table_id)
+        return self.policy.delay_s(attempt)
+
+    def refresh_if_moved(self, error: LakelogError, table_id: int) -> None:
+        """Reload the table's leaders (in the background) when ``error`` may mean a bucket moved."""
         if self.policy.needs_metadata(error):
             self._refresh_later(table_id)
-        return self.policy.delay_s(attempt)
 
     def _refresh_later(self, table_id: int) -> None:
         """Reload the table's leaders on a thread of its own, at most one at a time per table and
