@@ -120,6 +120,10 @@ class Coordinator:
         # Replica changes go out on one queue per server: in order for each, and a paused server
         # (whose calls time out) holds up no other server and not the liveness check.
         self._replica_notices: dict[int, ThreadPoolExecutor] = {}
+        # Live servers a replica change did not reach: told their buckets as they are now on the
+        # next liveness check (one just restarted finds the coordinator's channel still backing off
+        # from while it was down, and would otherwise act on stale leadership until it restarts).
+        self._missed_notices: set[int] = set()
         self._lock = threading.Lock()
         # Lake notifications go out one at a time, each with what is stored when it is sent, so
         # two commits racing cannot leave a tablet server with the older offsets.
@@ -576,6 +580,10 @@ class Coordinator:
         for server_id in sorted(self._handled_down - down):
             self._server_back(server_id)
         self._handled_down = down
+        with self._lock:
+            missed, self._missed_notices = self._missed_notices - down, set()
+        for server_id in sorted(missed):
+            self._server_back(server_id)
         if self._isr_grew.is_set():
             self._isr_grew.clear()
             self._return_preferred_leaders(down)
@@ -589,9 +597,10 @@ class Coordinator:
             self._tell_replicas(assignment, set())
 
     def _server_back(self, server_id: int) -> None:
-        """A server heartbeats again without having restarted (it was paused, or cut off): it missed
-        the changes made while it was down, so it is told its replicated buckets as they are now. A
-        replaced leader learns it follows, so it cuts what it appended alone and copies the rest."""
+        """A server heartbeats again without having restarted (it was paused, or cut off), or a
+        change did not reach it: it missed changes, so it is told its replicated buckets as they
+        are now. A replaced leader learns it follows, so it cuts what it appended alone and copies
+        the rest."""
         with self._lock:
             held = [
                 a for info in self._store.all_tables() for a in self.assignments(info)
@@ -650,8 +659,10 @@ class Coordinator:
         def send() -> None:
             try:
                 self._notifier.notify_leaders(node, assignments, [])
-            except Exception as exc:  # noqa: BLE001 - a server that misses this learns its buckets when it is back or registers
+            except Exception as exc:  # noqa: BLE001 - told again on the next liveness check, or when it is back or registers
                 log.warning("could not tell tablet server %d at %s about %s: %s", node.server_id, node.address, assignments[0].info.label, exc)
+                with self._lock:
+                    self._missed_notices.add(node.server_id)
 
         with self._lock:
             queue = self._replica_notices.get(node.server_id)

@@ -24,8 +24,11 @@ class ReplicaCluster:
         servers: Iterable[int] = (1, 2, 3),
         tablet_settings: dict[str, str] | None = None,
         coordinator_settings: dict[str, str] | None = None,
+        client_settings: dict[str, str] | None = None,
     ) -> None:
+        """``client_settings``: what :meth:`connect` gives every connection unless told otherwise."""
         self.root = root
+        self.client_settings = client_settings or {}
         self.coordinator_port = free_port()
         self.tablet_settings = {
             "tablet-server.heartbeat.interval": "200ms",
@@ -107,4 +110,4 @@ class ReplicaCluster:
         self.stop()
 
     def connect(self, config: dict[str, str] | None = None) -> lakelog.Connection:
-        return lakelog.connect(self.address, config or {})
+        return lakelog.connect(self.address, {**self.client_settings, **(config or {})})

@@ -23,7 +23,7 @@ import random
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, ClassVar
 
 import pyarrow as pa
 
@@ -80,6 +80,9 @@ class Walk:
     coordinator_may_lag: bool = False
     hostile: HostileLoad | None = None
     partitioned: PartitionedTables = field(init=False)
+    # The walk's steps (name -> weight) and the test that replays a seed.
+    step_weights: ClassVar[dict[str, float]] = STEP_WEIGHTS
+    replay_test: ClassVar[str] = "tests/test_random_walk.py"
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -95,13 +98,10 @@ class Walk:
         self.cluster.start()
         try:
             self.conn = self.cluster.connect()
-            self.conn.admin.create_database(PATH.database, ignore_if_exists=True)
-            self.conn.admin.create_table(PATH, lakelog.TableDescriptor(ORDERS_SCHEMA, BUCKETS, TABLE_PROPERTIES))
-            self.conn.admin.create_table(IDLE, lakelog.TableDescriptor(ORDERS_SCHEMA, 1))
-            self.partitioned.create_tables()
+            self._create_tables(self.conn.admin)
             self._new_follower()
-            names = list(STEP_WEIGHTS)
-            weights = [STEP_WEIGHTS[name] for name in names]
+            names = list(self.step_weights)
+            weights = [self.step_weights[name] for name in names]
             for number in range(self.steps):
                 name = self.rng.choices(names, weights)[0]
                 step: Callable[[], str] = getattr(self, f"_step_{name}")
@@ -110,20 +110,34 @@ class Walk:
         except BaseException as exc:
             raise AssertionError(self._replay(exc)) from exc
         finally:
-            if self.hostile is not None:
-                self.hostile.close()
-            self.partitioned.close()
-            if self.conn is not None:
-                self.conn.close()
-            self.cluster.restore_s3()
-            self.cluster.stop()
+            self._close()
+
+    def _create_tables(self, admin: lakelog.Admin) -> None:
+        admin.create_database(PATH.database, ignore_if_exists=True)
+        admin.create_table(PATH, lakelog.TableDescriptor(ORDERS_SCHEMA, BUCKETS, TABLE_PROPERTIES))
+        admin.create_table(IDLE, lakelog.TableDescriptor(ORDERS_SCHEMA, 1))
+        self.partitioned.create_tables()
+
+    def _close(self) -> None:
+        if self.hostile is not None:
+            self.hostile.close()
+        self.partitioned.close()
+        if self.conn is not None:
+            self.conn.close()
+        self.cluster.restore_s3()
+        self.cluster.stop()
+
+    @property
+    def outage(self) -> bool:
+        """Remote storage is down: a reader may fail with a retriable error (never with wrong data)."""
+        return self.cluster.s3_down
 
     def _replay(self, exc: BaseException) -> str:
         steps = "\n".join(self.history[-40:])
         return (
             f"random walk seed {self.seed} failed at step {len(self.history) - 1}: {type(exc).__name__}: {exc}\n"
             f"replay: LAKELOG_WALK_SEEDS={self.seed} LAKELOG_WALK_STEPS={self.steps} "
-            f".venv/bin/pytest tests/test_random_walk.py\nlast steps:\n{steps}"
+            f".venv/bin/pytest {self.replay_test}\nlast steps:\n{steps}"
         )
 
     @property
@@ -308,17 +322,21 @@ class Walk:
 
     def _check(self, number: int) -> None:
         where = f"seed {self.seed} step {number}"
+        self._check_log(where)
+        self.partitioned.check(where)
+
+    def _check_log(self, where: str) -> None:
+        """The walk's table: offsets, a random reader, the long-lived reader."""
         self._check_offsets(where)
         self._random_reader(where)
         self._follow(where)
-        self.partitioned.check(where)
 
     def _check_offsets(self, where: str) -> None:
         assert self.conn is not None
         admin = self.conn.admin
         latest = admin.list_offsets(PATH, spec=lakelog.OffsetSpec.latest())
         assert latest == {b: self.oracle.high_watermark(b) for b in range(BUCKETS)}, f"{where}: latest {latest}"
-        if self.cluster.s3_down:
+        if self.outage:
             return
         earliest = admin.list_offsets(PATH, spec=lakelog.OffsetSpec.earliest())
         assert earliest == {b: 0 for b in range(BUCKETS)}, f"{where}: earliest {earliest} (no offset may become unreadable)"
@@ -352,7 +370,7 @@ class Walk:
                 stop = min(end, start + READ_LIMIT)
                 read = scan_all(scanner, stop - start, CATCH_UP_S).slice(0, stop - start)
             except OUTAGE_ERRORS:
-                if not self.cluster.s3_down:
+                if not self.outage:
                     raise
                 return
         self.oracle.check(read, bucket, start, f"{where}: reader of bucket {bucket} from {start}")
@@ -374,7 +392,7 @@ class Walk:
             try:
                 records = self.follower.poll(timeout_ms=500)
             except OUTAGE_ERRORS:
-                if self.cluster.s3_down:
+                if self.outage:
                     return
                 raise
             polled = records.to_arrow()
