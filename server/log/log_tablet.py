@@ -385,7 +385,11 @@ class LogTablet:
         kept, so writer (idempotence) state is rebuilt here as on the leader; ``leader_epoch`` is the
         epoch they were appended in. Segments roll where the leader's do (``starts_segment``), so
         the copy's rolled segments are the leader's, whoever uploads them. The first batch must
-        start at this log's end. Returns the new log end, durable in ``sync`` mode."""
+        start at this log's end. Returns the new log end. In ``sync`` mode it is not waited to be
+        durable here: the follower reports it to its leader at once and :meth:`settle` fsyncs it off
+        that path, as Kafka's followers do (the leader acknowledges only what its own disk holds, so
+        an acknowledged record is always durable somewhere, and in every ISR member's page cache);
+        this copy's own high watermark waits for the fsync."""
         buffer = memoryview(records).cast("B")
         headers = [header for _, header in self._validate(buffer, None)]
         with self._lock:
@@ -404,9 +408,7 @@ class LogTablet:
             self._last_timestamp = max(self._last_timestamp, headers[-1].commit_timestamp)
             self._unpublished.append((expected, headers[-1].commit_timestamp))
             advanced = self.config.flush_mode == "async" and self._advance(self._end_mark())
-        if self.config.flush_mode == "sync":
-            self._await_flush(expected)
-        elif advanced:
+        if advanced:
             self._notify_high_watermark()
         return expected
 

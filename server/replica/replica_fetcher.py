@@ -4,7 +4,9 @@ at a time for all of that leader's buckets, each from this copy's log end.
 Before its first fetch under a leader epoch, a bucket is cut back to where its history and the
 leader's agree (:mod:`lakelog.server.log.leader_epochs`). The leader answers from its log end (not
 its high watermark): the batches as it stored them, up to the end of the leader epoch they were
-appended in, which this copy appends as they are (:meth:`LogTablet.append_as_follower`), and its
+appended in, which this copy appends as they are (:meth:`LogTablet.append_as_follower`) and fsyncs on a thread of
+its own while it fetches again (the next fetch tells the leader what it holds: an fsync on that
+path would delay every ``acks=all`` acknowledgement by it), and its
 high watermark, which this copy follows, and its local log start: this copy deletes the segments
 below it as the leader did once they were uploaded. A fetch from this copy's log end is also how
 the leader learns what this copy holds. The RPCs are behind :class:`LeaderLink` (gRPC in production).
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
@@ -98,6 +101,7 @@ class ReplicaFetcher:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._failing = False
+        self._flusher = ThreadPoolExecutor(1, thread_name_prefix=f"replica-flush-{leader.server_id}")
         self._thread = threading.Thread(target=self._run, name=f"replica-fetcher-{leader.server_id}", daemon=True)
         self._thread.start()
 
@@ -124,6 +128,7 @@ class ReplicaFetcher:
         self._stop.set()
         self._wake.set()
         self._thread.join(10)
+        self._flusher.shutdown(wait=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -196,11 +201,20 @@ class ReplicaFetcher:
             else:
                 if answer.records:
                     bucket.tablet.append_as_follower(answer.records, answer.leader_epoch, answer.starts_segment)
+                    self._flusher.submit(_settle, bucket.tablet)
                 bucket.tablet.follow_high_watermark(answer.high_watermark)
                 # The leader keeps locally only what remote storage does not hold yet, nor does this copy.
                 bucket.tablet.delete_segments_before(answer.log_start_offset)
         if refused:  # e.g. the leader does not know yet it leads this epoch: ask again shortly, not at once
             self._stop.wait(BACKOFF_S / 4)
+
+
+def _settle(tablet: LogTablet) -> None:
+    """Make what a copy appended durable (a copy closed meanwhile was flushed by its close)."""
+    try:
+        tablet.settle()
+    except LakelogError as error:
+        log.warning("%s: the copy is not durable: %s", tablet.name, error)
 
 
 class FetcherPool:

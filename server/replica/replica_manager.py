@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
 
@@ -107,6 +108,15 @@ class OffsetAnswer:
 
     offset: int
     lake_snapshot_id: int = -1
+
+
+@dataclass(frozen=True)
+class ProducedAppend:
+    """An append made to a bucket: acknowledged once ``replicated()`` returns (at once unless
+    ``acks=all`` waits for the other in-sync replicas; it raises when they do not all get it)."""
+
+    result: AppendResult
+    replicated: Callable[[], None]
 
 
 @dataclass(frozen=True)
@@ -306,11 +316,12 @@ class ReplicaManager:
         writer_token: bytes = b"",
         acks: int = ACKS_ALL,
         timeout_ms: int = 30_000,
-    ) -> AppendResult:
+    ) -> ProducedAppend:
         """``hold_id``: the append is made under this barrier hold, which must be open here.
         ``caller`` (the principal) and ``writer_token`` must match the writer id of the batches.
-        With ``acks=all`` (-1) it returns once every in-sync replica holds the records, else once
-        this log does."""
+        Returns once this log holds the records. With ``acks=all`` (-1) the answer's
+        ``replicated()`` waits until every in-sync replica holds them too, up to ``timeout_ms``
+        from now: a request appends all its buckets first, then waits, so their copying overlaps."""
         info, tablet = self._tablet(table_id, bucket)
         if hold_id:
             self.holds.check(hold_id)
@@ -326,9 +337,13 @@ class ReplicaManager:
 
         tracker = self.replication.admit(info, bucket, acks)
         result = tablet.append(records, check, lambda: self._refuse_if_fenced(info, bucket))
-        if tracker is not None and acks == ACKS_ALL:
-            self.replication.await_replicated(info, bucket, tablet, tracker, result.next_offset, max(timeout_ms, 1) / 1000)
-        return result
+        if tracker is None or acks != ACKS_ALL:
+            return ProducedAppend(result, lambda: None)
+        deadline = time.monotonic() + max(timeout_ms, 1) / 1000
+        return ProducedAppend(
+            result,
+            lambda: self.replication.await_replicated(info, bucket, tablet, tracker, result.next_offset, deadline - time.monotonic()),
+        )
 
     def _check_writer(self, writer_id: int, caller: str, token: bytes, where: str) -> None:
         if self.writer_tokens is None:

@@ -14,14 +14,14 @@ from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceServicer
 from lakelog.server.metrics.server_metrics import ServerMetrics
-from lakelog.server.replica.replica_manager import BucketFetch, BucketFetchResult, FetchParams, ReplicaManager
+from lakelog.server.replica.replica_manager import BucketFetch, BucketFetchResult, FetchParams, ProducedAppend, ReplicaManager
 from lakelog.server.rpc.answer_budget import AnswerBudget
 from lakelog.server.rpc.auth_interceptor import CallerName
 from lakelog.server.rpc.cluster_secret import presents_cluster_secret
 from lakelog.server.rpc.error_boundary import rpc_method
 from lakelog.server.rpc.fetch_response import encode_fetch_response
 from lakelog.server.rpc.grpc_server import RpcServer, add_servicer
-from lakelog.server.rpc.produce_request import ProduceRequest, parse_produce_request
+from lakelog.server.rpc.produce_request import BucketRecords, ProduceRequest, parse_produce_request
 from lakelog.server.rpc.request_checks import check_notified_offsets
 
 log = logging.getLogger(__name__)
@@ -77,44 +77,50 @@ class TabletService(TabletServiceServicer):
 
     @rpc_method
     def ProduceLog(self, request: ProduceRequest, context: grpc.ServicerContext) -> pb.ProduceLogResponse:
-        responses = []
+        """Appends every bucket, then waits for each to be acknowledged (with ``acks=all``, copied
+        by the in-sync replicas): the buckets' copying overlaps instead of adding up."""
         appended: dict[int, tuple[int, int]] = {}  # records and bytes per physical id, resent batches not counted
         physical_id = request.table_id
         caller = self._caller(context)
+        produced: list[tuple[BucketRecords, int, ProducedAppend | LakelogError]] = []
         for bucket_req in request.buckets:
             try:
                 physical_id = self._replicas.physical_id(request.table_id, bucket_req.partition_id)
                 batches = bucket_req.records
-                result = self._replicas.produce(
+                outcome: ProducedAppend | LakelogError = self._replicas.produce(
                     physical_id, bucket_req.bucket_id, batches, request.hold_id, caller, bucket_req.writer_token,
                     request.acks, request.timeout_ms or DEFAULT_PRODUCE_TIMEOUT_MS,
                 )
-                if not result.duplicate:
+                if not outcome.result.duplicate:
                     records, size = appended.get(physical_id, (0, 0))
-                    appended[physical_id] = (records + result.record_count, size + len(batches))
-                responses.append(
-                    pb.PbProduceLogRespForBucket(
-                        partition_id=bucket_req.partition_id,
-                        bucket_id=bucket_req.bucket_id,
-                        base_offset=result.base_offset,
-                        high_watermark=result.next_offset,
-                        commit_timestamp=result.commit_timestamp,
-                    )
-                )
+                    appended[physical_id] = (records + outcome.result.record_count, size + len(batches))
             except LakelogError as error:
-                log.warning("produce to %s bucket %d refused: %s", self._replicas.table_name(physical_id), bucket_req.bucket_id, error)
-                self.metrics.count_error("ProduceLog", error)
-                responses.append(
-                    pb.PbProduceLogRespForBucket(
-                        partition_id=bucket_req.partition_id,
-                        bucket_id=bucket_req.bucket_id,
-                        error_code=error.code,
-                        error_message=error.message,
-                    )
-                )
+                outcome = error
+            produced.append((bucket_req, physical_id, outcome))
+        responses = [self._acknowledged(bucket_req, physical_id, outcome) for bucket_req, physical_id, outcome in produced]
         for physical_id, (records, size) in appended.items():  # named after the appends: they make a table known here
             self.metrics.record_produce(self._replicas.table_name(physical_id), records, size)
         return pb.ProduceLogResponse(buckets_resp=responses)
+
+    def _acknowledged(self, bucket_req: BucketRecords, physical_id: int, outcome: ProducedAppend | LakelogError) -> pb.PbProduceLogRespForBucket:
+        """One bucket's answer: its offsets once acknowledged, or why not."""
+        if isinstance(outcome, ProducedAppend):
+            try:
+                outcome.replicated()
+                return pb.PbProduceLogRespForBucket(
+                    partition_id=bucket_req.partition_id,
+                    bucket_id=bucket_req.bucket_id,
+                    base_offset=outcome.result.base_offset,
+                    high_watermark=outcome.result.next_offset,
+                    commit_timestamp=outcome.result.commit_timestamp,
+                )
+            except LakelogError as error:
+                outcome = error
+        log.warning("produce to %s bucket %d refused: %s", self._replicas.table_name(physical_id), bucket_req.bucket_id, outcome)
+        self.metrics.count_error("ProduceLog", outcome)
+        return pb.PbProduceLogRespForBucket(
+            partition_id=bucket_req.partition_id, bucket_id=bucket_req.bucket_id, error_code=outcome.code, error_message=outcome.message
+        )
 
     @rpc_method
     async def FetchLog(self, request: pb.FetchLogRequest, context: grpc.aio.ServicerContext) -> bytes:

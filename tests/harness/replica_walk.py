@@ -113,19 +113,20 @@ class ReplicaWalk(Walk):
         return server, f"leads buckets {led}" if led else "leads nothing"
 
     def _step_kill_replica(self) -> str:
-        server, role = self._victim()
-        self.cluster.tablets[server].signal(signal.SIGKILL)
-        produced = self._step_produce()
-        self.cluster.start_tablet(server)
-        return f"kill -9 server {server} ({role}), {produced}, restart it"
+        return self._killed_and_restarted(wipe=False)
 
     def _step_wipe_replica(self) -> str:
+        return self._killed_and_restarted(wipe=True)
+
+    def _killed_and_restarted(self, wipe: bool) -> str:
+        """kill -9 a server (``wipe``: and empty its disk), produce, restart it."""
         server, role = self._victim()
         self.cluster.tablets[server].signal(signal.SIGKILL)
-        self.cluster.wipe(server)
+        if wipe:
+            self.cluster.wipe(server)
         produced = self._step_produce()
         self.cluster.start_tablet(server)
-        return f"wipe server {server} ({role}), {produced}, restart it empty"
+        return f"{'wipe' if wipe else 'kill -9'} server {server} ({role}), {produced}, restart it{' empty' if wipe else ''}"
 
     def _step_pause_replica(self) -> str:
         server, role = self._victim()

@@ -1,5 +1,6 @@
 """A bucket's log as a replica, on real files: the high watermark held back by the other in-sync
-replicas, a follower's copy of the leader's batches, cutting back by leader epoch."""
+replicas, a follower's copy of the leader's batches (fsynced apart from its appends), cutting back
+by leader epoch."""
 
 from __future__ import annotations
 
@@ -56,6 +57,8 @@ def test_a_follower_copies_batches_as_the_leader_stored_them_and_rolls_where_it_
     stored = [(h.base_offset, h.commit_timestamp) for s in leader.segments for _, h in s.iter_batches()]
     assert [(h.base_offset, h.commit_timestamp) for s in follower.segments for _, h in s.iter_batches()] == stored
     assert [s.base_offset for s in follower.segments] == [s.base_offset for s in leader.segments]
+    assert follower.log_end_offset == 9 and follower.high_watermark < 9, "appended, not yet fsynced: the copy shows none of it"
+    follower.settle()  # the fetcher's flusher, off the fetch path
     assert follower.high_watermark == 9 and follower.epochs.entries == [(3, 0)]
     with pytest.raises(InvalidRequestError, match="expected 9"):
         follower.append_as_follower(leader_batches(leader, 0)[0], 3, True)
