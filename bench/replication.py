@@ -62,8 +62,9 @@ def _produce(cluster: BenchCluster, conn: lakelog.Connection, sizes: Sizes) -> R
         "R1", "Produce: acks=all, replication factor 3", records / seconds[3], "records/s", records / seconds[1],
         "replication factor 1 on the same 3-server cluster", seconds[1] / seconds[3], 0.5,
         detail=f"{records:,} records in batches of {data.CHUNK_RECORDS:,}, 4 buckets", tier="produce (factor 3)",
-        next_step="an acknowledgement waits for the slowest follower's next fetch: followers fetch again as soon as "
-        "an answer arrives, so the cost is about one follower round trip per produce request",
+        next_step="an acknowledgement waits for the slowest follower's next fetch (a follower fetches again as soon as "
+        "it appended, and fsyncs apart), about one follower round trip per produce request; the servers are mostly idle "
+        "waiting on those hops, which a loaded machine stretches",
     )
 
 
