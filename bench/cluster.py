@@ -32,8 +32,8 @@ from lakelog.lake.snapshot_summary import latest_lake_snapshot
 from lakelog.lake.table_layout import data_location, new_data_file_path
 from lakelog.metadata import LakeSnapshot, OffsetSpec, TableDescriptor, TablePath
 from lakelog.tiering.lake_commit import commit_files, next_offsets
-from lakelog.client.scanner.offset_range import split_range
-from lakelog.tiering.split_planner import TieringSplit
+from lakelog.log_ranges import split_range
+from lakelog.tiering.tiering_split import TieringSplit
 from lakelog.tiering.split_writer import WriterSettings, write_split
 
 from bench import data, server_host

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import lakelog
 from lakelog.lake.snapshot_summary import BARRIER, barrier_snapshots
 from lakelog.server.server_process import ServerProcess
-from lakelog.tiering.split_planner import barrier_ends, bucket_ranges
+from lakelog.log_ranges import barrier_ends, bucket_ranges
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from tests.conftest import LAKE_TABLE, create_table, lake_table, log_rows, order_rows
 

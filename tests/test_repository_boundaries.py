@@ -1,8 +1,10 @@
 """The repository is whole on its own: no file points at a document outside it (the contract lives
-in docs/contract.md)."""
+in docs/contract.md); and its parts keep their boundaries: the tiering job and the Spark reader
+share the core, never each other."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 from pathlib import Path
@@ -37,3 +39,32 @@ def test_the_contract_names_every_section_the_code_points_at() -> None:
         for name in re.findall(r'"([^"]+)"', match.group(1))
     }
     assert pointed and pointed <= headings, pointed - headings
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, wherever in the file (``from lakelog import spark`` counts as
+    ``lakelog.spark``)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_spark_and_tiering_import_neither_each_other() -> None:
+    forbidden = {"spark": "lakelog.tiering", "tiering": "lakelog.spark"}
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for folder, package in forbidden.items()
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for module in sorted(imported_modules(path))
+        if within(module, package)
+    ]
+    assert not offenders, "\n".join(offenders)

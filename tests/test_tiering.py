@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import lakelog
 from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, COMMIT_USER
 from lakelog.server.server_process import ServerProcess
-from lakelog.tiering.split_planner import bucket_ranges
+from lakelog.log_ranges import bucket_ranges
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from tests.conftest import (
     LAKE_TABLE,

@@ -14,7 +14,7 @@ snapshot):
    within ``max_records_per_round``. The round's barrier B is taken once, before any table is
    planned, from the servers leading the tables' buckets (GetServerTime: a time every one of them
    has passed, never the driver's clock); each bucket stops at its first record stamped after B, and
-   the snapshot carries ``lakelog.barrier`` = B (see :mod:`lakelog.tiering.split_planner`);
+   the snapshot carries ``lakelog.barrier`` = B (see :func:`lakelog.log_ranges.barrier_ends`);
 4. one Spark task per split reads its range through the client and writes a Parquet file;
 5. commit all of the table's files as one snapshot against the table loaded in 1. If another job
    committed meanwhile the catalog refuses it: the files are deleted and the table is planned
@@ -75,8 +75,8 @@ from lakelog.tiering.orphan_files import remove_orphan_files
 from lakelog.tiering.round_progress import RoundProgress
 from lakelog.tiering.tiering_metrics import TieringMetrics
 from lakelog.spark_session import refuse_local_lake, spark_session
-from lakelog.client.scanner.offset_range import split_range
-from lakelog.tiering.split_planner import TieringSplit, barrier_ends, bucket_ranges
+from lakelog.log_ranges import barrier_ends, bucket_ranges, split_range
+from lakelog.tiering.tiering_split import TieringSplit
 from lakelog.tiering.split_writer import RESULT_DDL, WriterSettings, WrittenFile, write_splits
 
 if TYPE_CHECKING:

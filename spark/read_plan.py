@@ -13,27 +13,15 @@ and a lake-only partition's range is the one the lake holds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable
 
 from lakelog.client.connection import Connection
-from lakelog.client.scanner.offset_range import split_range
 from lakelog.errors import InvalidConfigError, PartitionNotExistError, TableNotExistError
-from lakelog.metadata import LakeBucketKey, OffsetSpec, OffsetType, PartitionInfo, TableInfo, lake_bucket_order, split_lake_bucket_key
+from lakelog.log_ranges import BucketRange, split_ranges
+from lakelog.metadata import LakeBucketKey, OffsetSpec, OffsetType, PartitionInfo, TableInfo, split_lake_bucket_key
 from lakelog.record.meta_columns import OFFSET_COLUMN, TIMESTAMP_COLUMN
 from lakelog.spark.pushed_filters import UNBOUNDED, PushedFilters
 from lakelog.spark.read_options import OffsetBound
-
-
-@dataclass(frozen=True)
-class BucketRange:
-    """Offsets ``[start, end)`` of one bucket (of partition ``partition_id`` of a partitioned
-    table): what one Spark task reads."""
-
-    bucket: int
-    start: int
-    end: int
-    partition_id: int | None = None
 
 
 class TableOffsets:
@@ -119,21 +107,3 @@ def plan_ranges(
         starts = {key: max(offset, at_low.get(key, offset)) for key, offset in starts.items()}
         ends = {key: min(offset, at_high.get(key, offset)) for key, offset in ends.items()}
     return split_ranges(starts, ends, max_records, pushed.bucket_wanted)
-
-
-def split_ranges(
-    starts: Mapping[LakeBucketKey, int],
-    ends: Mapping[LakeBucketKey, int],
-    max_records: int,
-    wanted: Callable[[int], bool] = lambda _: True,
-) -> list[BucketRange]:
-    """Each wanted bucket's ``[start, end)`` cut into pieces of at most ``max_records``, bucket by
-    bucket (partition by partition) in offset order: a batch read's partitions, and a stream's for
-    one micro-batch."""
-    pieces = []
-    for key in sorted(ends, key=lake_bucket_order):
-        partition_id, bucket = split_lake_bucket_key(key)
-        if wanted(bucket):
-            pieces += [BucketRange(bucket, s, e, partition_id) for s, e in split_range(starts[key], ends[key], max_records)]
-    return pieces
-
