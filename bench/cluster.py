@@ -238,7 +238,7 @@ class BenchCluster:
 
     def spark(self) -> Any:
         """One local[2] SparkSession, shared by the Spark lake reads and the tiering rounds."""
-        from lakelog.spark_session import spark_session
+        from lakelog.spark_runtime.spark_session import spark_session
 
         if self._spark is None:
             self._spark = spark_session("local[2]", "lakelog-bench")

@@ -27,7 +27,7 @@ from pyiceberg.io import FileIO, InputStream, load_file_io
 
 from lakelog.errors import LakeDataError
 from lakelog.lake.iceberg_file_reader import FileRange, reading, row_group_reads, wanted_row_groups
-from lakelog.spark_worker_heap import freeze_worker_heap
+from lakelog.spark_runtime.worker_heap import freeze_worker_heap
 
 # One row per piece: bytes [position, position + len(bytes)) of the part's data file, for row group
 # ``row_group`` (FOOTER_GROUP: the file's footer, sent first when the client has not read it;

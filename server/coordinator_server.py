@@ -18,7 +18,7 @@ from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore
 from lakelog.server.metrics.lake_collector import LakeTableCollector
-from lakelog.server.metrics.metrics_endpoint import WsgiApp
+from lakelog.metrics_endpoint import WsgiApp
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.open_file_limit import buckets_within, open_file_limit
 from lakelog.server.rpc.auth_interceptor import CallerName

@@ -21,7 +21,7 @@ from lakelog.server.allocator import keep_buffers_on_heap
 from lakelog.server.data_dir_lock import DataDirLock
 from lakelog.server.log.log_tablet import wall_clock_ms
 from lakelog.server.metrics.http_token_gate import TokenGate
-from lakelog.server.metrics.metrics_endpoint import MetricsEndpoint
+from lakelog.metrics_endpoint import MetricsEndpoint
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.metrics.tablet_collector import TabletStateCollector
 from lakelog.server.open_file_limit import raise_open_file_limit

@@ -31,7 +31,7 @@ from lakelog.spark.read_plan import plan_ranges
 from lakelog.spark.pushed_filters import PushedFilters
 from lakelog.spark.read_options import COLUMNS, ReadOptions, parse_read_options
 from lakelog.spark.spark_schema import spark_arrow_schema, spark_schema
-from lakelog.spark_worker_heap import freeze_worker_heap
+from lakelog.spark_runtime.worker_heap import freeze_worker_heap
 
 FORMAT_NAME = "lakelog"
 

@@ -177,7 +177,7 @@ def tiered_server(server_factory: Callable[..., ServerProcess]) -> ServerProcess
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local[2] SparkSession for every test that tiers in-process (one takes seconds to start)."""
-    from lakelog.spark_session import spark_session
+    from lakelog.spark_runtime.spark_session import spark_session
 
     session = spark_session("local[2]", "lakelog-tests")
     yield session

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,3 +69,29 @@ def test_spark_and_tiering_import_neither_each_other() -> None:
         if within(module, package)
     ]
     assert not offenders, "\n".join(offenders)
+
+
+CORE_FOLDERS = {"lakelog": "lakelog", "client": "lakelog.client", "server": "lakelog.server"}
+SPARK_SIDE = ("pyspark", "py4j", "lakelog.spark", "lakelog.spark_runtime", "lakelog.tiering")
+
+
+def core_modules() -> list[str]:
+    """Every module of the core folders (the CLI, which starts Spark jobs on demand, is not core)."""
+    modules = []
+    for folder, package in CORE_FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            if parts[0] in {"cli", "__main__"} or parts[-1] == "__main__":
+                continue
+            modules.append(".".join((package, *(parts[:-1] if parts[-1] == "__init__" else parts))))
+    return modules
+
+
+def test_the_core_loads_no_spark_module_when_imported() -> None:
+    script = (
+        "import importlib, sys\n"
+        f"for name in {core_modules()!r}: importlib.import_module(name)\n"
+        f"print('\\n'.join(sorted(m for m in sys.modules if m.startswith({SPARK_SIDE!r}))))\n"
+    )
+    loaded = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    assert not loaded, loaded

@@ -33,7 +33,7 @@ import lakelog
 from lakelog.errors import InvalidConfigError
 from lakelog.lake_config import HOST_ID_ENV
 from lakelog.server.server_process import ServerProcess
-from lakelog.spark_connect_server import SparkConnectServer
+from lakelog.spark_runtime.connect_server import SparkConnectServer
 from lakelog.tiering.kill_points import AFTER_WRITE, KILL_AT_ENV
 from tests.conftest import LAKE_TABLE, assert_lake_holds_log, create_table, expire_remote, lake_table, log_rows, order_rows, produce_orders
 from tests.postgres import PostgresServer
@@ -186,7 +186,7 @@ READER = textwrap.dedent(
     address, table, master, out = sys.argv[1:]
     import pyarrow.parquet as pq
     import lakelog, lakelog.spark
-    from lakelog.spark_session import spark_session
+    from lakelog.spark_runtime.spark_session import spark_session
     from tests.conftest import scan_all
 
     spark = spark_session(master, "lakelog-cluster-reader")

@@ -25,8 +25,8 @@ import pytest
 
 import lakelog
 from lakelog.server.server_process import ServerProcess
-from lakelog.spark_connect_server import SparkConnectServer
-from lakelog.spark_session import QUIET_LOG4J2, spark_log_conf
+from lakelog.spark_runtime.connect_server import SparkConnectServer
+from lakelog.spark_runtime.spark_session import QUIET_LOG4J2, spark_log_conf
 from tests.conftest import LAKE_TABLE, create_table, start_spark_connect
 from tests.test_lake_file_reader import lake_file
 from tests.test_lake_read import BUCKETS, PROJECTION, TieredLog, _assert_rows, _build
@@ -223,7 +223,7 @@ SHARED_SESSION_CLIENT = textwrap.dedent(
     import pyarrow as pa
     import pyarrow.parquet as pq
     import lakelog
-    from lakelog import spark_session
+    from lakelog.spark_runtime import spark_session
     from tests.conftest import scan_all
 
     path = lakelog.TablePath(*path.split("."))
@@ -341,7 +341,7 @@ CLOSED_EARLY_CLIENT = textwrap.dedent(
     from lakelog.lake.iceberg_file_reader import FileRange
     from lakelog.lake.iceberg_lake_storage import IcebergLakeStorage
     from lakelog.record.meta_columns import with_meta_fields
-    from lakelog.spark_session import shared_connect_session
+    from lakelog.spark_runtime.spark_session import shared_connect_session
 
     path = lakelog.TablePath(*path.split("."))
     with lakelog.connect(address) as conn:
@@ -374,7 +374,7 @@ def test_a_lake_read_closed_early_stops_its_spark_job(tiered: TieredLog, spark_c
 ORPHANED_CLIENT = textwrap.dedent(
     """
     import sys
-    from lakelog.spark_session import shared_connect_session
+    from lakelog.spark_runtime.spark_session import shared_connect_session
 
     assert shared_connect_session(sys.argv[1]).range(3).count() == 3
     print("read", flush=True)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pytest
 
 import lakelog
-from lakelog.server.metrics.metrics_endpoint import MetricsEndpoint
+from lakelog.metrics_endpoint import MetricsEndpoint
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering import tiering_job
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions

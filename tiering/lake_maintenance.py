@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from lakelog.client.connection import connect
 from lakelog.config import Configuration
-from lakelog.spark_session import refuse_local_lake, spark_session
+from lakelog.spark_runtime.spark_session import refuse_local_lake, spark_session
 from lakelog.tiering.lake_compaction import LakeCompactor
 from lakelog.tiering.snapshot_expiry import SnapshotExpiry
 

@@ -23,7 +23,7 @@ from lakelog.errors import LakeError
 from lakelog.lake.schema_mapping import to_lake_rows
 from lakelog.metadata import LakeBucketKey, lake_bucket_key
 from lakelog.record.meta_columns import TIMESTAMP_COLUMN
-from lakelog.spark_worker_heap import freeze_worker_heap
+from lakelog.spark_runtime.worker_heap import freeze_worker_heap
 from lakelog.tiering.tiering_split import TieringSplit
 
 ROW_GROUP_ROWS = 128 * 1024

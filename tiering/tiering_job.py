@@ -74,7 +74,7 @@ from lakelog.tiering.lake_commit import commit_files, discard_files, guard_commi
 from lakelog.tiering.orphan_files import remove_orphan_files
 from lakelog.tiering.round_progress import RoundProgress
 from lakelog.tiering.tiering_metrics import TieringMetrics
-from lakelog.spark_session import refuse_local_lake, spark_session
+from lakelog.spark_runtime.spark_session import refuse_local_lake, spark_session
 from lakelog.log_ranges import barrier_ends, bucket_ranges, split_range
 from lakelog.tiering.tiering_split import TieringSplit
 from lakelog.tiering.split_writer import RESULT_DDL, WriterSettings, WrittenFile, write_splits

@@ -1,6 +1,7 @@
-"""The HTTP endpoint Prometheus scrapes: prometheus_client's own WSGI server on a daemon thread,
-with other pages (the coordinator's status page) on the same port, all behind one guard (token
-authentication when it is on, see :mod:`http_token_gate`)."""
+"""The HTTP endpoint Prometheus scrapes, of the servers and of the tiering job alike:
+prometheus_client's own WSGI server on a daemon thread, with other pages (the coordinator's status
+page) on the same port, all behind one guard (a server's token authentication when it is on, see
+:mod:`lakelog.server.metrics.http_token_gate`)."""
 
 from __future__ import annotations
 

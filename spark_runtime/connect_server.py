@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Mapping
 
 from lakelog.errors import InvalidConfigError, LakelogError
-from lakelog.spark_session import LOCAL_DRIVER_MEMORY
+from lakelog.spark_runtime.spark_session import LOCAL_DRIVER_MEMORY
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
