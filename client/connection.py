@@ -21,7 +21,7 @@ from lakelog.client.sender import Sender
 from lakelog.client.table import Table
 
 if TYPE_CHECKING:
-    from lakelog.client.lake.lake_sources import LakeCatalog
+    from lakelog.log_source import LakeCatalogHandle
 
 
 class Connection:
@@ -59,8 +59,9 @@ class Connection:
         credentials on top: ``AWS_*`` environment variables, then its ``datalake.iceberg.*`` keys."""
         return self._lake.lake_config()
 
-    def lake_catalog(self) -> "LakeCatalog":
-        """The connection's lake catalog (opened on first use, closed by :meth:`close`)."""
+    def lake_catalog(self) -> "LakeCatalogHandle":
+        """The connection's lake catalog, the lake plugin's own catalog object (for ``iceberg``,
+        lakelog's Iceberg catalog): opened by the plugin on first use, closed by :meth:`close`."""
         return self._lake.lake_catalog()
 
     def close(self) -> None:

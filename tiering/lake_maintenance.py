@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from lakelog.client.connection import connect
 from lakelog.config import Configuration
+from lakelog.lake.lake_catalog import iceberg_catalog
 from lakelog.spark_runtime.spark_session import refuse_local_lake, spark_session
 from lakelog.tiering.lake_compaction import LakeCompactor
 from lakelog.tiering.snapshot_expiry import SnapshotExpiry
@@ -33,7 +34,7 @@ class LakeMaintenance:
         self.commit_user = f"lakelog-maintenance-{uuid.uuid4().hex[:12]}"
         self._conn = connect(bootstrap, {**Configuration(client_config or {}).items(), "client.lake.enabled": False})
         self.lake_config = self._conn.lake_config()
-        self._catalog = self._conn.lake_catalog()
+        self._catalog = iceberg_catalog(self._conn.lake_catalog())
         self._spark_master = spark_master
         self._spark_log_level = spark_log_level
         self._spark = spark

@@ -52,6 +52,7 @@ from lakelog.client.connection import connect
 from lakelog.config import Configuration
 from lakelog.errors import LakeError, LakelogError, LakeSnapshotNotExistError, PartitionNotExistError
 from lakelog.human_size import human_size
+from lakelog.lake.lake_catalog import iceberg_catalog
 from lakelog.lake.snapshot_summary import encode_bucket_key, latest_lake_snapshot
 from lakelog.lake.table_layout import data_location, new_data_file_path
 from lakelog.metadata import (
@@ -161,7 +162,7 @@ class TieringJob:
         self._conn = connect(options.bootstrap, self._client_config)
         # The coordinator's lake config with the job's own credentials on top, as any client layers it.
         self.lake_config = self._conn.lake_config()
-        self._catalog = self._conn.lake_catalog()
+        self._catalog = iceberg_catalog(self._conn.lake_catalog())
         for path in options.tables:  # before Spark starts: a typo fails in a second, not ten
             if not self._conn.admin.get_table_info(path).lake_enabled:
                 raise LakeError(f"table {path} is not lake-enabled (table.datalake.enabled=true)")
