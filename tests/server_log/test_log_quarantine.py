@@ -13,7 +13,8 @@ import pytest
 
 from lakelog.errors import CorruptRecordError, LogFencedError
 from lakelog.record.batch import iter_headers
-from lakelog.server.log.log_tablet import CLEAN_SHUTDOWN_FILE, LogTablet
+from lakelog.server.log.log_loader import CLEAN_SHUTDOWN_FILE
+from lakelog.server.log.log_tablet import LogTablet
 
 OpenTablet = Callable[..., LogTablet]
 MakeBatch = Callable[..., bytes]

@@ -15,7 +15,8 @@ import pytest
 
 from lakelog.errors import CorruptRecordError, LogFencedError
 from lakelog.record.batch import HEADER_SIZE
-from lakelog.server.log.log_tablet import CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, LogConfig, LogTablet
+from lakelog.server.log.log_loader import CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE
+from lakelog.server.log.log_tablet import LogConfig, LogTablet
 from lakelog.server.log.offset_index import OffsetIndex
 
 OpenTablet = Callable[..., LogTablet]
