@@ -226,7 +226,7 @@ class BenchCluster:
             snapshot_id = commit_files(lake_table, written, offsets, "lakelog-bench")
             if snapshot_id is None:
                 raise RuntimeError(f"{path}: the lake moved while the benchmark set it up")
-            conn.admin.commit_lake_snapshot(path, LakeSnapshot(snapshot_id, offsets))
+            conn.internal_admin.commit_lake_snapshot(path, LakeSnapshot(snapshot_id, offsets))
 
     def only_in_lake(self, table: lakelog.Table, files_per_bucket: int | None = None) -> None:
         """Everything produced so far readable from the lake only: tier it, upload it, expire it."""

@@ -11,6 +11,7 @@ from lakelog.metadata import TablePath
 from lakelog.rpc.rpc_edge import RpcEdge
 from lakelog.client.admin import Admin
 from lakelog.client.barrier_hold import BarrierHold
+from lakelog.client.internal_admin import InternalAdmin
 from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.metadata_cache import MetadataCache
 from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
@@ -42,10 +43,12 @@ class Connection:
         # The admin and every scanner of this connection share one LogSource per table.
         self._lake = LakeSources(self.config, lambda: self.admin.get_lake_config())
         self.admin = Admin(coordinator, self._tablets, self._router, self._lake)
+        # lakelog's own calls (writer ids, the tiering job's protocol), apart from the user's admin.
+        self.internal_admin = InternalAdmin(coordinator, self._tablets, self._router)
         self._sender = Sender(self._tablets, self._router, self.config.get("client.writer.max-inflight"), self.config.get("client.writer.acks"))
 
     def get_table(self, path: TablePath) -> Table:
-        return Table(self._router.metadata.table(path), self._tablets, self._router, self.admin, self.config, self._sender, self._lake)
+        return Table(self._router.metadata.table(path), self._tablets, self._router, self.admin, self.internal_admin, self.config, self._sender, self._lake)
 
     def open_barrier_hold(self, timeout_ms: int | None = None) -> BarrierHold:
         """A barrier hold on every tablet server (see :mod:`lakelog.client.barrier_hold`): writers

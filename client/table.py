@@ -11,6 +11,7 @@ from lakelog.config import Configuration
 from lakelog.errors import BarrierHoldError, InvalidPartitionError, InvalidRequestError, LakeSnapshotNotExistError, PartitionNotExistError
 from lakelog.metadata import LakeSnapshot, TableInfo, TablePath
 from lakelog.client.admin import Admin
+from lakelog.client.internal_admin import InternalAdmin
 from lakelog.client.barrier_hold import BarrierHold
 from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.rpc.leader_router import LeaderRouter
@@ -29,6 +30,7 @@ class Table:
         tablets: TabletGateway,
         router: LeaderRouter,
         admin: Admin,
+        internal_admin: InternalAdmin,
         conf: Configuration,
         sender: Sender,
         lake: LakeSources | None = None,
@@ -40,6 +42,7 @@ class Table:
         self._tablets = tablets
         self._router = router
         self._admin = admin
+        self._internal_admin = internal_admin
         self._conf = conf
 
     @property
@@ -58,7 +61,7 @@ class Table:
         found = self._router.metadata.partitions(self.info, refresh=True).get(name)
         if found is None:
             raise PartitionNotExistError(f"table {self.path} has no partition {name!r}")
-        return Table(found, self._tablets, self._router, self._admin, self._conf, self._sender, self._lake)
+        return Table(found, self._tablets, self._router, self._admin, self._internal_admin, self._conf, self._sender, self._lake)
 
     def new_append(self) -> "TableAppend":
         return TableAppend(self)
@@ -71,7 +74,7 @@ class Table:
     ) -> AppendWriter | PartitionedAppendWriter:
         """A writer of this table (see :meth:`TableAppend.create_writer`); not ``blocking``: its
         appends never wait for room (an asyncio writer awaits it)."""
-        identity = self._admin.init_writer()
+        identity = self._internal_admin.init_writer()
         if self.info.partitioned:  # also on a partition's handle: each row goes where its key value says
             # One writer id for every partition: sequences are kept per bucket log, and each
             # partition's buckets are logs of their own.

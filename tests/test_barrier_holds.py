@@ -123,14 +123,14 @@ def _write_pairs(conn: lakelog.Connection, tables: list[lakelog.Table], buckets:
     """PAIRS pairs, the left half on the server ahead, acknowledged before the right half goes to the
     server behind (so the right half is stamped earlier); held, in three groups with a pause between
     them longer than the skew. Returns the barriers a tiering round would
-    take (admin.barrier_safe_time) at every point of the writes, and each pair's two commit timestamps."""
+    take (internal_admin.barrier_safe_time) at every point of the writes, and each pair's two commit timestamps."""
     paths = [table.path for table in tables]
     barriers: list[int] = []
     stamps = []
 
     def sample() -> None:
         time.sleep(0.002)  # a round a moment later: the clocks have moved past the last stamps
-        barriers.append(conn.admin.barrier_safe_time(paths))
+        barriers.append(conn.internal_admin.barrier_safe_time(paths))
 
     for pair in range(PAIRS):
         if held and pair and pair % (PAIRS // 3) == 0:
@@ -171,12 +171,12 @@ def test_no_barrier_splits_a_held_pair_across_servers_with_skewed_clocks(skewed_
         assert barriers == sorted(barriers), "the barrier never goes back"
         passed = {sum(max(pair) <= barrier for pair in stamps) for barrier in barriers}
         assert {PAIRS // 3, 2 * PAIRS // 3} <= passed, "while writers hold, the barrier passes whole pairs at each gap"
-        final = conn.admin.barrier_safe_time(paths)
+        final = conn.internal_admin.barrier_safe_time(paths)
         # the holds overlap (skew makes each one's [start, last stamp) 600 ms long): the barrier passes them
         # all once server 2's clock has passed the last stamp
         deadline = wall_clock_ms() + 10_000
         while final < max(max(pair) for pair in stamps) and wall_clock_ms() < deadline:
-            final = conn.admin.barrier_safe_time(paths)
+            final = conn.internal_admin.barrier_safe_time(paths)
         assert final >= max(max(pair) for pair in stamps)
 
 
@@ -185,14 +185,14 @@ def test_a_lost_hold_fails_the_writer_loudly_and_the_server_keeps_serving(server
     with lakelog.connect(server.address) as conn:
         table = create_table(conn, "held", buckets=1)
         hold = conn.open_barrier_hold(timeout_ms=300)
-        assert conn.admin.barrier_safe_time([table.path]) == hold.start - 1, "an open hold holds the server time back"
+        assert conn.internal_admin.barrier_safe_time([table.path]) == hold.start - 1, "an open hold holds the server time back"
         assert Scrape(server)("lakelog_barrier_holds") == 1
         writer = table.new_append().create_writer(hold=hold)
         writer.append_arrow(order_rows(0, 5))
         writer.flush()
         # the hold expires; the next write under it, and its close, say so
         deadline = wall_clock_ms() + 10_000
-        while conn.admin.barrier_safe_time([table.path]) < hold.start and wall_clock_ms() < deadline:
+        while conn.internal_admin.barrier_safe_time([table.path]) < hold.start and wall_clock_ms() < deadline:
             time.sleep(0.02)
         assert Scrape(server)("lakelog_barrier_holds") == 0
         writer.append_arrow(order_rows(5, 5))

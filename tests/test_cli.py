@@ -247,7 +247,7 @@ def test_describe_draws_each_buckets_tiers_to_scale(server_factory: Callable[...
         table = create_table(conn, "bars", properties={**LAKE_TABLE, "table.log.tiered.local-segments": "1"})
         produce_orders(table, 0, 8000)
         assert server.tablet.remote.run_once().uploaded > 0
-        conn.admin.commit_lake_snapshot(table.path, LakeSnapshot(1, {0: LakeBucketOffset(0, 4000, 1)}))
+        conn.internal_admin.commit_lake_snapshot(table.path, LakeSnapshot(1, {0: LakeBucketOffset(0, 4000, 1)}))
         info = conn.admin.describe_buckets(table.path)[0]
     assert info.high_watermark == 8000 and 0 < info.local_log_start_offset <= info.remote_log_end_offset < 8000
 

@@ -131,7 +131,7 @@ def test_server_time_is_passed_and_later_appends_are_stamped_after_it(server_fac
     with lakelog.connect(server.address) as conn:
         table = create_table(conn, "plain", buckets=BUCKETS)
         before = time.time_ns() // 1_000_000
-        barrier = conn.admin.barrier_safe_time([table.path])
+        barrier = conn.internal_admin.barrier_safe_time([table.path])
         assert before - 1 <= barrier < time.time_ns() // 1_000_000
         with table.new_append().create_writer() as writer:
             writer.append_arrow(order_rows(0, 10))

@@ -200,13 +200,13 @@ def test_writer_ids_are_never_handed_out_twice_across_coordinator_restarts(tmp_p
     first = ServerProcess({"data.dir": str(tmp_path / "c"), "server.port": 0}, ("coordinator",)).start()
     try:
         with lakelog.connect(first.address) as conn:
-            before = [conn.admin.init_writer().writer_id for _ in range(3)]
+            before = [conn.internal_admin.init_writer().writer_id for _ in range(3)]
     finally:
         first.stop(0)
     again = ServerProcess({"data.dir": str(tmp_path / "c"), "server.port": 0}, ("coordinator",)).start()
     try:
         with lakelog.connect(again.address) as conn:
-            after = conn.admin.init_writer().writer_id
+            after = conn.internal_admin.init_writer().writer_id
     finally:
         again.stop(0)
     assert before == sorted(set(before)) and before[0] > 0 and after > before[-1]

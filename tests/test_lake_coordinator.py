@@ -31,17 +31,17 @@ def test_commit_and_get_lake_snapshot(conn: lakelog.Connection) -> None:
     with pytest.raises(LakeSnapshotNotExistError, match="shop.orders has no lake snapshot yet"):
         conn.admin.get_lake_snapshot(PATH)
 
-    conn.admin.commit_lake_snapshot(PATH, _snapshot(11, 100, 50))
+    conn.internal_admin.commit_lake_snapshot(PATH, _snapshot(11, 100, 50))
     assert conn.admin.get_lake_snapshot(PATH) == _snapshot(11, 100, 50)
-    conn.admin.commit_lake_snapshot(PATH, _snapshot(11, 100, 50))  # a job re-sending after a lost reply
+    conn.internal_admin.commit_lake_snapshot(PATH, _snapshot(11, 100, 50))  # a job re-sending after a lost reply
 
-    conn.admin.commit_lake_snapshot(PATH, _snapshot(12, 100, 80))
+    conn.internal_admin.commit_lake_snapshot(PATH, _snapshot(12, 100, 80))
     with pytest.raises(StaleLakeSnapshotError, match="bucket 1: lake snapshot 13 ends at offset 60, behind snapshot 12"):
-        conn.admin.commit_lake_snapshot(PATH, _snapshot(13, 200, 60))
+        conn.internal_admin.commit_lake_snapshot(PATH, _snapshot(13, 200, 60))
     assert conn.admin.get_lake_snapshot(PATH) == _snapshot(12, 100, 80)
 
     # A snapshot naming one bucket keeps the other's range.
-    conn.admin.commit_lake_snapshot(PATH, LakeSnapshot(14, {0: LakeBucketOffset(0, 150, 9)}))
+    conn.internal_admin.commit_lake_snapshot(PATH, LakeSnapshot(14, {0: LakeBucketOffset(0, 150, 9)}))
     assert conn.admin.get_lake_snapshot(PATH) == LakeSnapshot(14, {0: LakeBucketOffset(0, 150, 9), 1: LakeBucketOffset(0, 80, 1_080)})
 
 
@@ -49,11 +49,11 @@ def test_commit_refuses_bad_snapshots(conn: lakelog.Connection) -> None:
     create_table(conn, buckets=2, properties=LAKE_TABLE)
     create_table(conn, name="plain")
     with pytest.raises(InvalidRequestError, match="no bucket 2"):
-        conn.admin.commit_lake_snapshot(PATH, _snapshot(1, 10, 10, 10))
+        conn.internal_admin.commit_lake_snapshot(PATH, _snapshot(1, 10, 10, 10))
     with pytest.raises(InvalidRequestError, match="not a range"):
-        conn.admin.commit_lake_snapshot(PATH, LakeSnapshot(1, {0: LakeBucketOffset(5, 4)}))
+        conn.internal_admin.commit_lake_snapshot(PATH, LakeSnapshot(1, {0: LakeBucketOffset(5, 4)}))
     with pytest.raises(InvalidRequestError, match="shop.plain is not lake-enabled"):
-        conn.admin.commit_lake_snapshot(lakelog.TablePath("shop", "plain"), _snapshot(1, 10))
+        conn.internal_admin.commit_lake_snapshot(lakelog.TablePath("shop", "plain"), _snapshot(1, 10))
 
 
 def test_lake_offsets_survive_a_restart_and_reach_a_registering_tablet_server(
@@ -63,7 +63,7 @@ def test_lake_offsets_survive_a_restart_and_reach_a_registering_tablet_server(
     server = server_factory(data)
     with lakelog.connect(server.address) as conn:
         create_table(conn, buckets=3, properties=LAKE_TABLE)
-        conn.admin.commit_lake_snapshot(PATH, _snapshot(7, 30, 0, 10))
+        conn.internal_admin.commit_lake_snapshot(PATH, _snapshot(7, 30, 0, 10))
     server.stop()
 
     server = server_factory(data)
@@ -83,7 +83,7 @@ def test_lake_offsets_survive_a_restart_and_reach_a_registering_tablet_server(
 
 def test_dropping_a_table_forgets_its_lake_snapshot(conn: lakelog.Connection) -> None:
     create_table(conn, properties=LAKE_TABLE)
-    conn.admin.commit_lake_snapshot(PATH, _snapshot(3, 5))
+    conn.internal_admin.commit_lake_snapshot(PATH, _snapshot(3, 5))
     conn.admin.drop_table(PATH)
     with pytest.raises(lakelog.TableNotExistError):
         conn.admin.get_lake_snapshot(PATH)

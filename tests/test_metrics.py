@@ -133,11 +133,11 @@ def test_lake_commits_count_records_added_once(server_factory: Callable[..., Ser
     with lakelog.connect(server.address) as conn:
         create_table(conn, buckets=2, properties=LAKE_TABLE)
         first = LakeSnapshot(1, {0: LakeBucketOffset(0, 100, 1), 1: LakeBucketOffset(0, 50, 1)})
-        conn.admin.commit_lake_snapshot(path, first)
-        conn.admin.commit_lake_snapshot(path, first)
-        conn.admin.commit_lake_snapshot(path, LakeSnapshot(2, {0: LakeBucketOffset(0, 130, 2)}))
+        conn.internal_admin.commit_lake_snapshot(path, first)
+        conn.internal_admin.commit_lake_snapshot(path, first)
+        conn.internal_admin.commit_lake_snapshot(path, LakeSnapshot(2, {0: LakeBucketOffset(0, 130, 2)}))
         with pytest.raises(StaleLakeSnapshotError):
-            conn.admin.commit_lake_snapshot(path, LakeSnapshot(3, {1: LakeBucketOffset(0, 10, 3)}))
+            conn.internal_admin.commit_lake_snapshot(path, LakeSnapshot(3, {1: LakeBucketOffset(0, 10, 3)}))
     scrape = Scrape(server)
     assert scrape("lakelog_lake_commits_total", table=TABLE) == 3
     assert scrape("lakelog_lake_tiered_records_total", table=TABLE) == 180

@@ -221,7 +221,7 @@ def test_cluster_status_is_plain_python_over_the_coordinator(server_factory: Cal
         with table.new_append().create_writer() as writer:
             for bucket in range(BUCKETS):
                 writer.append_arrow(order_rows(0, 100), bucket=bucket)
-        conn.admin.commit_lake_snapshot(table.path, LakeSnapshot(7, {0: LakeBucketOffset(0, 60, 1_000), 1: LakeBucketOffset(0, 25, 4_000)}))
+        conn.internal_admin.commit_lake_snapshot(table.path, LakeSnapshot(7, {0: LakeBucketOffset(0, 60, 1_000), 1: LakeBucketOffset(0, 25, 4_000)}))
     status = ClusterStatus(server.coordinator.coordinator, server.coordinator.tablets, clock=lambda: 10_000)
     status.sample()
     (shown,) = status.snapshot()["tables"]

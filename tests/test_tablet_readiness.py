@@ -55,7 +55,7 @@ def test_a_restarted_tablet_server_is_unavailable_until_it_has_its_lake_offsets(
         first_tablet = tablet(tmp_path, port).start()
         with lakelog.connect(first_coordinator.address) as conn:
             table = create_table(conn, properties=LAKE_TABLE)
-            conn.admin.commit_lake_snapshot(table.path, LakeSnapshot(7, {0: LakeBucketOffset(0, 30, 1_000)}))
+            conn.internal_admin.commit_lake_snapshot(table.path, LakeSnapshot(7, {0: LakeBucketOffset(0, 30, 1_000)}))
         assert lake_lookup(first_tablet.address, table.info.table_id).lake_snapshot_id == 7
     finally:
         for process in (first_tablet, first_coordinator):

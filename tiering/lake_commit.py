@@ -17,7 +17,7 @@ from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
-from lakelog.client.admin import Admin
+from lakelog.client.internal_admin import InternalAdmin
 from lakelog.errors import LakeDataError, LakeError, LakelogError, StaleLakeSnapshotError
 from lakelog.lake.lake_catalog import lake_call
 from lakelog.lake.snapshot_summary import summary_properties
@@ -142,7 +142,7 @@ def snapshot_id_above(table: Table, floor: int) -> int:
     return table.metadata.new_snapshot_id()
 
 
-def tell_coordinator(admin: Admin, path: TablePath, lake: LakeSnapshot) -> None:
+def tell_coordinator(admin: InternalAdmin, path: TablePath, lake: LakeSnapshot) -> None:
     """Best effort: a snapshot the coordinator misses is sent again by the next tiering round's catch-up."""
     try:
         admin.commit_lake_snapshot(path, lake)

@@ -45,7 +45,7 @@ class LakeMaintenance:
             master = self._spark_master or self.lake_config.spark_master_for(self._conn.config) or None
             self._spark = spark_session(master, log_level=self._spark_log_level)
             refuse_local_lake(self._spark, self.lake_config)
-        return LakeCompactor(self._conn.admin, self._catalog, self._spark, self.lake_config.catalog_properties, self.commit_user)
+        return LakeCompactor(self._conn, self._catalog, self._spark, self.lake_config.catalog_properties, self.commit_user)
 
     def expiry(self) -> SnapshotExpiry:
         return SnapshotExpiry(self._conn.admin, self._catalog)

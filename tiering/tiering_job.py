@@ -172,7 +172,7 @@ class TieringJob:
         self._spark = spark if spark is not None else spark_session(master, log_level=options.spark_log_level)
         refuse_local_lake(self._spark, self.lake_config)
         self._cleaned: set[TablePath] = set()
-        self._compactor = LakeCompactor(self._conn.admin, self._catalog, self._spark, self.lake_config.catalog_properties, self.commit_user)
+        self._compactor = LakeCompactor(self._conn, self._catalog, self._spark, self.lake_config.catalog_properties, self.commit_user)
         self.metrics = TieringMetrics()
         self._rounds = 0
         self._total_records = 0
@@ -239,7 +239,7 @@ class TieringJob:
         barrier = -1
         for attempt in range(COMMIT_ATTEMPTS):
             # Taken again after a lost commit race: the winner's barrier is newer than ours was.
-            barrier = self._conn.admin.barrier_safe_time(pending) if pending else -1
+            barrier = self._conn.internal_admin.barrier_safe_time(pending) if pending else -1
             plans = [plan for path in pending if (plan := self._for_table(path, failed, lambda: self._plan(path, barrier)))]
             if attempt == 0:
                 progress.planned({p.path: (sum(s.end_offset - s.start_offset for s in p.splits), len(p.splits)) for p in plans if p.splits})
@@ -407,12 +407,12 @@ class TieringJob:
         return TableRound(plan.path, snapshot_id, records, size, len(files), lake)
 
     def _tell_coordinator(self, path: TablePath, lake: LakeSnapshot) -> None:
-        tell_coordinator(self._conn.admin, path, lake)
+        tell_coordinator(self._conn.internal_admin, path, lake)
 
     def _heartbeat(self, tables: list[TablePath], barrier: int) -> None:
         """Best effort, like :meth:`_tell_coordinator`: status is for people, tiering goes on without it."""
         try:
-            self._conn.admin.tiering_heartbeat(self.commit_user, tables, barrier)
+            self._conn.internal_admin.tiering_heartbeat(self.commit_user, tables, barrier)
         except LakelogError as error:
             log.warning("could not report this job to the coordinator: %s", error)
 
