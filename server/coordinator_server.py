@@ -13,7 +13,7 @@ from prometheus_client.registry import Collector
 
 from lakelog.config import Configuration
 from lakelog.lake_config import LakeConfig
-from lakelog.metadata import ServerNode
+from lakelog.cluster_state import ServerNode
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore

@@ -15,7 +15,7 @@ import grpc
 
 from lakelog.config import Configuration
 from lakelog.errors import InvalidConfigError
-from lakelog.metadata import ServerNode
+from lakelog.cluster_state import ServerNode
 from lakelog.server.coordinator_server import CoordinatorRole
 from lakelog.server.allocator import keep_buffers_on_heap
 from lakelog.server.data_dir_lock import DataDirLock

@@ -16,7 +16,9 @@ import pytest
 from lakelog.config import Configuration
 from lakelog.errors import LakelogError, NotLeaderError
 from lakelog.log_source import FetchContext, LogSource, LookupContext
-from lakelog.metadata import MAX_BUCKETS, LakeLogFetchInfo, OffsetSpec, ServerNode, TableInfo, TablePath
+from lakelog.cluster_state import ServerNode
+from lakelog.fetch_info import LakeLogFetchInfo
+from lakelog.metadata import MAX_BUCKETS, OffsetSpec, TableInfo, TablePath
 from lakelog.record import batch as rb
 from lakelog.record.meta_columns import with_meta_fields
 from lakelog.client.rpc.leader_router import LeaderRouter

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lakelog.metadata import BucketReplicas
+from lakelog.cluster_state import BucketReplicas
 from lakelog.server.replica.in_sync_replicas import UNKNOWN, InSyncReplicas
 
 LAG_MS = 30_000

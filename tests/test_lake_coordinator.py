@@ -12,7 +12,8 @@ import pytest
 import lakelog
 from lakelog.errors import InvalidRequestError, LakeSnapshotNotExistError, StaleLakeSnapshotError
 from lakelog.lake_config import this_host
-from lakelog.metadata import LakeBucketOffset, LakeOffsets, LakeSnapshot
+from lakelog.cluster_state import LakeOffsets
+from lakelog.metadata import LakeBucketOffset, LakeSnapshot
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub

@@ -24,7 +24,7 @@ from lakelog.server.server_process import ServerProcess
 from lakelog.client.scanner.log_fetcher import LogFetcher
 from lakelog.client.table_bucket import TableBucket
 from lakelog.client.scanner.remote_log_downloader import RemoteLogDownloader
-from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment
+from lakelog.fetch_info import RemoteLogFetchInfo, RemoteLogSegment
 from lakelog.client.scanner.remote_log_reader import RemoteLogReader
 from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.record.meta_columns import with_meta_fields

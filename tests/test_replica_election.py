@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lakelog.metadata import BucketReplicas
+from lakelog.cluster_state import BucketReplicas
 from lakelog.server.coordinator.replica_election import preferred_leader, without_server
 
 COPIES = BucketReplicas((1, 2, 3), (1, 2, 3), leader_epoch=5, isr_version=9)

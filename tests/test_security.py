@@ -24,7 +24,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 import lakelog
 from lakelog.config import Configuration
 from lakelog.errors import AuthenticationError, AuthorizationError, InvalidConfigError, LakelogError, TlsError
-from lakelog.metadata import schema_to_bytes
+from lakelog.record.schema_bytes import schema_to_bytes
 from lakelog.record.batch import encode_batch
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.channel import open_channel

@@ -16,7 +16,8 @@ import pytest
 
 from lakelog.config import Configuration
 from lakelog.errors import LakelogError, NotLeaderError
-from lakelog.metadata import ServerNode, TablePath, TableInfo
+from lakelog.cluster_state import ServerNode
+from lakelog.metadata import TablePath, TableInfo
 from lakelog.record import batch as rb
 from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.client.record_accumulator import AppendAck

@@ -16,9 +16,8 @@ from lakelog.metadata import (
     TableInfo,
     TablePath,
     TieringJobInfo,
-    schema_from_bytes,
-    schema_to_bytes,
 )
+from lakelog.record.schema_bytes import schema_from_bytes, schema_to_bytes
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub

@@ -12,28 +12,22 @@ import pyarrow as pa
 
 from lakelog.errors import InvalidRequestError
 from lakelog.lake_config import CATALOG_NAME, LakeConfig
+from lakelog.cluster_state import BucketReplicas, LakeOffsets, ServerNode, TableAssignment
+from lakelog.fetch_info import LakeLogFetchInfo, RemoteLogFetchInfo, RemoteLogSegment
 from lakelog.metadata import (
     BucketInfo,
-    BucketReplicas,
     LakeBucketKey,
     LakeBucketOffset,
-    LakeLogFetchInfo,
-    LakeOffsets,
     LakeSnapshot,
     PartitionInfo,
-    RemoteLogFetchInfo,
-    RemoteLogSegment,
-    ServerNode,
-    TableAssignment,
     TableChange,
     TableInfo,
     TablePath,
     lake_bucket_key,
     lake_bucket_order,
-    schema_from_bytes,
-    schema_to_bytes,
     split_lake_bucket_key,
 )
+from lakelog.record.schema_bytes import schema_from_bytes, schema_to_bytes
 from lakelog.rpc import lakelog_api_pb2 as pb
 
 

@@ -35,7 +35,8 @@ from typing import Callable, Sequence
 from lakelog.config import OPTIONS, Configuration
 from lakelog.errors import LakelogError, NotLeaderError, RemoteStorageError
 from lakelog.human_size import human_size
-from lakelog.metadata import RemoteLogFetchInfo, TableInfo
+from lakelog.fetch_info import RemoteLogFetchInfo
+from lakelog.metadata import TableInfo
 from lakelog.server.log.log_tablet import LogTablet, wall_clock_ms
 from lakelog.server.remote.manifest import RemoteLogManifest
 from lakelog.server.remote.remote_log_tablet import RemoteLogTablet, TieringPolicy

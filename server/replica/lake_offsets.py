@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import Iterable
 
-from lakelog.metadata import LakeOffsets
+from lakelog.cluster_state import LakeOffsets
 
 
 @dataclass(frozen=True)

@@ -36,16 +36,9 @@ from lakelog.errors import (
     TableNotExistError,
     UnknownBucketError,
 )
-from lakelog.metadata import (
-    BucketInfo,
-    BucketReplicas,
-    LakeLogFetchInfo,
-    OffsetSpec,
-    OffsetType,
-    RemoteLogFetchInfo,
-    TableAssignment,
-    TableInfo,
-)
+from lakelog.cluster_state import BucketReplicas, TableAssignment
+from lakelog.fetch_info import LakeLogFetchInfo, RemoteLogFetchInfo
+from lakelog.metadata import BucketInfo, OffsetSpec, OffsetType, TableInfo
 from lakelog.record import batch as rb
 from lakelog.record.projection import BatchProjection
 from lakelog.schema_evolution import check_readable

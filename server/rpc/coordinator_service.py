@@ -5,7 +5,9 @@ from __future__ import annotations
 import grpc
 
 from lakelog.errors import InvalidRequestError, InvalidTableError, LakelogError
-from lakelog.metadata import ServerNode, TableDescriptor, schema_from_bytes, schema_to_bytes
+from lakelog.cluster_state import ServerNode
+from lakelog.metadata import TableDescriptor
+from lakelog.record.schema_bytes import schema_from_bytes, schema_to_bytes
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceServicer

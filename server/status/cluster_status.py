@@ -15,7 +15,8 @@ import threading
 from typing import Any, Callable
 
 from lakelog.errors import LakelogError, LakeSnapshotNotExistError, TableNotExistError
-from lakelog.metadata import BucketInfo, LakeSnapshot, ServerNode, TableInfo
+from lakelog.cluster_state import ServerNode
+from lakelog.metadata import BucketInfo, LakeSnapshot, TableInfo
 from lakelog.server.coordinator.bucket_describer import BucketDescriber, describe_assignment
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.log.log_tablet import wall_clock_ms

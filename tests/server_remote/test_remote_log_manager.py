@@ -15,7 +15,7 @@ from lakelog.record.batch import encode_batch
 from lakelog.remote_fs import RemoteLocation
 from lakelog.server.log.log_tablet import LogConfig, LogTablet
 from lakelog.server.remote.dense_index import DenseIndexes, DenseOffsetIndex, DenseTimeIndex
-from lakelog.metadata import RemoteLogSegment
+from lakelog.fetch_info import RemoteLogSegment
 from lakelog.server.remote.manifest import RemoteLogManifest
 from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.remote.remote_storage import RemoteLogStorage
