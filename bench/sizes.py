@@ -1,4 +1,4 @@
-"""How big each benchmark is: the issue's sizes by default, small ones for ``--quick``."""
+"""How big each benchmark is: full sizes by default, small ones for ``--quick``."""
 
 from __future__ import annotations
 

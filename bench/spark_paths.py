@@ -1,4 +1,4 @@
-"""Benchmark "spark": lakelog's Spark paths (issue 18).
+"""Benchmark "spark": lakelog's Spark paths.
 
 - S1, the first lake read of a new client through a running Spark Connect server: a fresh process
   (its imports untimed) connects, subscribes from offset 0 of a table only the lake holds and waits

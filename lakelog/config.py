@@ -182,7 +182,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("remote.log.stall-warning", parse_duration_ms, 30_000, "A remote log task pass stuck on one bucket this long is logged once at WARNING, with the upload backlog.", low=1),
     ConfigOption("remote.log.manifest-check-interval", parse_duration_ms, 60_000, "How often each bucket's remote objects are listed against its manifest, to find a remote tier whose objects vanished.", low=1),
     ConfigOption("datalake.format", _choice("iceberg"), "iceberg", "Lake format of lake-enabled tables."),
-    # bounded server memory (issue 15)
+    # Server memory stays bounded whatever the clients do: streams, answer bytes and parked polls are capped.
     ConfigOption("server.rpc.max-concurrent-streams", int, 100, "Calls one client connection may have open at once (HTTP/2 streams); more wait in the client.", low=1),
     ConfigOption("server.fetch.max-inflight-bytes", parse_size, 256 << 20, "FetchLog answer bytes a tablet server holds at once, until each call ends, a client connection an eighth of them at most; a fetch waits for room.", low=1 << 10),
     ConfigOption("server.fetch.max-parked-polls", int, 1000, "Long polls (FetchLog waiting for data) parked at once; one more is answered at once with what there is."),

@@ -26,13 +26,13 @@ DEFAULT_PORT = 15002
 DEFAULT_MASTER = "local[*]"
 # Spark's own INFO lines bury the one line that matters; --conf spark.log.level=INFO brings them back.
 # In local mode the tasks run in the driver, and a lake read's task result is a whole data file:
-# Spark's 1g default ran out of heap on 55 MB files (the JVM died mid-read). --conf overrides it.
+# Spark's 1g default heap is too small for files of tens of MB. --conf overrides it.
 DEFAULT_SPARK_CONF = {"spark.log.level": "WARN", "spark.ui.showConsoleProgress": "false", "spark.driver.memory": LOCAL_DRIVER_MEMORY}
 # The server's JVM only carries bytes for lakelog (its tasks are Python; the JVM hands their Arrow
-# batches on), yet C2 kept compiling Spark's code through a server's first ten lake reads, 0.6 s of
-# CPU each on 2 cores. C1 alone compiles it at a fraction of that, and the copying it runs is the
-# same intrinsics either way: warm reads of 5 M records through the server took 1.81-1.89 s
-# against 2.06 s. A caller's spark.driver.extraJavaOptions come after these, so its own -XX flags win.
+# batches on), yet C2 keeps compiling Spark's code through a server's first lake reads, costing more
+# CPU than it saves. C1 alone compiles it at a fraction of that, and the copying it runs is the
+# same intrinsics either way. A caller's spark.driver.extraJavaOptions come after these, so its own
+# -XX flags win.
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 _POLL_S = 0.2

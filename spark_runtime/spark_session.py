@@ -21,8 +21,8 @@ DEFAULT_MASTER = "local[*]"
 APP_NAME = "lakelog-tier"
 QUIET_LOG4J2 = Path(__file__).with_name("spark_log4j2.properties")
 # The heap of a driver lakelog starts (in local mode its tasks run in it too): a lake read's task
-# result is a whole data file, and Spark's 1g default died on 55 MB files. PYSPARK_SUBMIT_ARGS'
-# --driver-memory, or spark-submit's own, decides instead.
+# result is a whole data file, and Spark's 1g default is too small for files of tens of MB.
+# PYSPARK_SUBMIT_ARGS' --driver-memory, or spark-submit's own, decides instead.
 LOCAL_DRIVER_MEMORY = "4g"
 # Shared Connect session ids are uuid5(namespace, f"{address}#{generation}"): the same for every client.
 SHARED_SESSION_NAMESPACE = uuid.UUID("6c616b65-6c6f-4700-8000-73706172b6b0")

@@ -1,4 +1,4 @@
-"""Internal RPCs are for cluster members only, with user authentication off (issue 15, spec 12):
+"""Internal RPCs are for cluster members only, with user authentication off:
 the embedded server's self-generated secret, and ``cluster.secret`` for processes apart."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile clients cannot stall a tablet server or grow its memory without bound (issue 15).
+"""Hostile clients cannot stall a tablet server or grow its memory without bound.
 
 A real server process on loopback gets 200 idle long polls and 60 FetchLog streams of 8 MiB
 answers from raw HTTP/2 connections that never read (bench/hostile_clients.py builds that load;

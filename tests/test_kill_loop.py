@@ -1,5 +1,5 @@
 """kill -9 again and again under concurrent producers: no acknowledged record is ever lost and no
-offset is ever reused (issue 15).
+offset is ever reused.
 
 One server process and one data dir for the whole loop. Each round, producers append to random
 buckets and record every acknowledgement (bucket, offset range, the ids appended); the server is

@@ -1,4 +1,4 @@
-"""Damaged local logs on real servers (issue 15): a quarantined rolled segment is read from its
+"""Damaged local logs on real servers: a quarantined rolled segment is read from its
 remote copy or fails naming the file; a bucket that lost acknowledged records refuses writes until
 `lakelog repair local ... --accept-truncation`, and never reuses an offset."""
 

@@ -1,4 +1,4 @@
-"""A damaged rolled segment that was never uploaded stops the bucket's uploads (issue 15): the
+"""A damaged rolled segment that was never uploaded stops the bucket's uploads: the
 segments after it stay local, so remote storage never holds a range with a hole before it, and the
 stop is named at ERROR and counted in ``lakelog_remote_upload_blocked_buckets``."""
 

@@ -376,9 +376,9 @@ def test_e2e_a_fetch_completing_while_a_poll_starts_a_remote_read_is_no_second_r
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another fetch completes (and sends again) just as a poll acts on a bucket's remote answer,
-    before its reader is started: the bucket is not fetched again in that window. Before, that
-    fetch came back with the same remote pointer and started a second reader over the first, whose
-    downloads then held the scanner's budget for good: a large scan stopped dead. Here the segments
+    before its reader is started: the bucket is not fetched again in that window. Otherwise that
+    fetch comes back with the same remote pointer and starts a second reader over the first, whose
+    downloads then hold the scanner's budget for good: a large scan stops dead. Here the segments
     would be read twice."""
     start_reader = LogFetcher.start_reader
 

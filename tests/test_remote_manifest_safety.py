@@ -1,4 +1,4 @@
-"""Remote metadata fails closed (issue 15): a bucket's manifest.json that is missing, damaged or
+"""Remote metadata fails closed: a bucket's manifest.json that is missing, damaged or
 older than what the server wrote never makes the server delete remote segments or skip their
 records. Reads of the range fail naming the manifest until `lakelog repair remote` rebuilds it from
 the segment files; then every acknowledged record reads back. Real servers, a ``file://`` remote

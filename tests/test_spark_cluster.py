@@ -1,4 +1,4 @@
-"""lakelog on a real standalone Spark cluster, with a lake every machine can share (issue 18).
+"""lakelog on a real standalone Spark cluster, with a lake every machine can share.
 
 Real parts: a Spark master and two workers (one core each) started on loopback from pyspark's own
 launcher (tests/spark_standalone.py); the lake's Iceberg catalog is PyIceberg's SQL catalog on a

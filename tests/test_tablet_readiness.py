@@ -1,5 +1,5 @@
 """A restarted tablet server answers fetches and offset lookups only once the coordinator has told
-it its buckets and lake offsets (spec 5): until then UNAVAILABLE (ServerNotReadyError, retriable),
+it its buckets and lake offsets (docs/contract.md, "Tiers"): until then UNAVAILABLE (ServerNotReadyError, retriable),
 never an "out of range" for an offset the lake holds."""
 
 from __future__ import annotations

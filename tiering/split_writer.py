@@ -30,9 +30,8 @@ ROW_GROUP_ROWS = 128 * 1024
 # A column chunk's dictionary is kept while it holds at most this much, then the column is written
 # plain. A dictionary pays when values repeat; Arrow's default limit (1 MB) is a whole row group of
 # 128k 8-byte values, so every column of distinct values (offsets, ids, timestamps, measurements)
-# was dictionary-encoded, into pages of 17-bit indices zstd cannot shrink. On 5 M records of the
-# benchmark's 10 numeric columns: 162 MB of Parquet written with 6.0 s of CPU, against 67 MB and
-# 1.6 s with this limit, decoded with a fifth less CPU.
+# would be dictionary-encoded, into pages of 17-bit indices zstd cannot shrink: files more than
+# twice the size, written with several times the CPU and slower to decode.
 DICTIONARY_PAGE_BYTES = 128 * 1024
 RESULT_DDL = (
     "table string, bucket int, start_offset long, end_offset long, file_path string,"

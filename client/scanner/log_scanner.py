@@ -416,7 +416,9 @@ class LogScanner(PolledScanner):
         return self._fetcher.remote_read_stats()
 
     def close(self) -> None:
-        """Unsubscribe everything, stop remote downloads and lake reads, delete their temp files."""
+        """Unsubscribe everything: stop every bucket's remote downloads and lake reader and free the
+        memory their read-ahead holds (remote segments are read into memory, never to files), and
+        cancel queued GETs."""
         with self._buffer.cond:
             buckets = list(self._buffer.positions)
         for bucket in buckets:

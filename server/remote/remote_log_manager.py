@@ -346,7 +346,7 @@ class RemoteLogManager:
 
     def _expiry_bound(self, remote: RemoteLogTablet, policy: TieringPolicy) -> int:
         """The offset TTL may delete up to: anything for a plain table; for a lake-enabled table
-        only what a committed lake snapshot holds, so no offset becomes unreadable (spec 4)."""
+        only what a committed lake snapshot holds, so no offset becomes unreadable (docs/contract.md, "Tiers")."""
         if not policy.lake_enabled:
             return sys.maxsize
         end = self.lake_end_offset(remote.info.physical_id, remote.tablet.bucket) if self.lake_end_offset else None

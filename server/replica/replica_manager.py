@@ -542,7 +542,7 @@ class ReplicaManager:
         _, tablet = self._tablet(table_id, bucket)
         if spec.type == OffsetType.EARLIEST:
             # A local log that starts at 0 is the earliest any tier can be: remote storage is not
-            # asked (a list and a read per bucket the first time: 2 s on S3 for 120 buckets' first scan).
+            # asked (a list and a read per bucket the first time: seconds on S3 for a wide table's first scan).
             manifest = None if tablet.log_start_offset == 0 else self._remote.manifest(table_id, bucket)
             return OffsetAnswer(self._earliest(table_id, bucket, tablet, manifest, enable_lake))
         if spec.type == OffsetType.LATEST:

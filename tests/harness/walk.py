@@ -4,9 +4,9 @@ exactly what the oracle says.
 Steps: produce batches of random sizes, roll a segment, upload (which also deletes local segments
 past ``table.log.tiered.local-segments``), run a tiering round, expire remote segments, restart the
 tablet server, restart the coordinator, kill the tiering job mid-round (a real SIGKILL of a
-``lakelog tier`` process, the next round being its restart), stop and start S3; and the faults of
-issue 15: a bucket's remote manifest deleted or damaged (the restarted server fails closed, then
-``lakelog repair remote`` rebuilds it), a rolled local segment damaged (quarantined: served from its
+``lakelog tier`` process, the next round being its restart), stop and start S3; and the
+faults that must fail closed: a bucket's remote manifest deleted or damaged (the restarted server
+fails closed, then ``lakelog repair remote`` rebuilds it), a rolled local segment damaged (quarantined: served from its
 remote copy, or, never uploaded, a named CorruptRecordError until the file is restored), and
 hostile clients (idle long polls and never-read FetchLog streams) left open across the next steps.
 

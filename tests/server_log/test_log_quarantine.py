@@ -1,4 +1,4 @@
-"""Recovery touches only the active segment's torn tail (issue 15): a damaged rolled segment is
+"""Recovery touches only the active segment's torn tail: a damaged rolled segment is
 quarantined, never cut, and read by name; a log that comes back shorter than what it acknowledged
 is fenced until the operator accepts the loss."""
 

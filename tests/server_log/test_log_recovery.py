@@ -87,7 +87,7 @@ def test_clean_shutdown_trusts_the_active_segment_a_crash_validates_it(
 
     validating = open_tablet()  # `trusting` never closed: this open follows a crash
     assert validating.log_end_offset == 8
-    # Offsets 8..11 had been acknowledged: reusing them would hand readers other data (issue 15).
+    # Offsets 8..11 had been acknowledged: reusing them would hand readers other data.
     with pytest.raises(LogFencedError, match="shop.orders bucket 0: the log recovered to offset 8 but offsets up to 12"):
         validating.append(make_batch(1))
     assert "offsets [8, 12)" in validating.accept_truncation()
