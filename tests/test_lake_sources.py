@@ -55,11 +55,7 @@ class LedgerStorage(LakeStorage):
         raise AssertionError("a client never evolves lake tables")
 
     def create_log_source(
-        self,
-        table_info: TableInfo,
-        lake_config: LakeConfig,
-        client_config: Configuration,
-        catalog: Callable[[], LakeCatalogHandle] | None = None,
+        self, table_info: TableInfo, lake_config: LakeConfig, client_config: Configuration, catalog: Callable[[], LakeCatalogHandle] | None = None
     ) -> LogSource:
         return LedgerSource(catalog)
 
