@@ -59,16 +59,34 @@ def within(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
-def test_spark_and_tiering_import_neither_each_other() -> None:
-    forbidden = {"spark": "lakelog.tiering", "tiering": "lakelog.spark"}
-    offenders = [
+def offenders(folder: str, packages: tuple[str, ...], skip: tuple[str, ...] = ()) -> list[str]:
+    """Each import in ``folder`` (but its subfolders ``skip``) of a module in ``packages``."""
+    return [
         f"{path.relative_to(ROOT)} imports {module}"
-        for folder, package in forbidden.items()
         for path in sorted((ROOT / folder).rglob("*.py"))
+        if path.relative_to(ROOT / folder).parts[0] not in skip
         for module in sorted(imported_modules(path))
-        if within(module, package)
+        if any(within(module, package) for package in packages)
     ]
-    assert not offenders, "\n".join(offenders)
+
+
+def test_spark_and_tiering_import_neither_each_other() -> None:
+    found = offenders("spark", ("lakelog.tiering",)) + offenders("tiering", ("lakelog.spark",))
+    assert not found, "\n".join(found)
+
+
+PARTS = ("lakelog.lake", "lakelog.tiering", "lakelog.spark", "lakelog.spark_runtime")
+
+
+def test_the_core_the_client_and_the_server_keep_their_layers() -> None:
+    """The core imports none of the parts (the CLI on top of everything excepted); the client reaches
+    the lake only through the plugin interface and never the server; the server never the client."""
+    found = (
+        offenders("lakelog", (*PARTS, "lakelog.client", "lakelog.server"), skip=("cli", "__init__.py", "aio.py"))
+        + offenders("client", (*PARTS, "lakelog.server"))
+        + offenders("server", (*PARTS, "lakelog.client"))
+    )
+    assert not found, "\n".join(found)
 
 
 CORE_FOLDERS = {"lakelog": "lakelog", "client": "lakelog.client", "server": "lakelog.server"}
