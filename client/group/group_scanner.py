@@ -139,7 +139,10 @@ class GroupLogScanner(LogScanner):
             keys = sorted(key for key in added if key.partition_id == partition_id)
             starts.update(self._starts(partition_id, keys, committed))
         for key, offset in sorted(starts.items()):
-            LogScanner.subscribe(self, key.bucket, offset, key.partition_id or None)
+            if key.partition_id:
+                LogScanner.subscribe_partition(self, key.partition_id, key.bucket, offset)
+            else:
+                LogScanner.subscribe(self, key.bucket, offset)
             self._owned.add(key)
             self._last_commit[key] = offset
         log.info("group %s: took %s", self._group.group_id, ", ".join(f"{key} at {offset}" for key, offset in sorted(starts.items())))
