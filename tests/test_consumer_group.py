@@ -96,8 +96,12 @@ def test_a_bucket_moves_only_after_its_holder_gave_it_up(store: GroupOffsetStore
     taken = before - first.owned
     assert len(taken) == 1
     assert second.beat() == set(), "first has not said yet that it stopped reading it"
+    waiting = groups.heartbeat("g", second.member_id, second.epoch, TABLE, SESSION_MS, second.owned, "test")
+    assert waiting.reconciling, "second is told to heartbeat again soon"
     first.beat()  # says so
     assert second.beat() == taken
+    settled = groups.heartbeat("g", second.member_id, second.epoch, TABLE, SESSION_MS, second.owned, "test")
+    assert not settled.reconciling
 
 
 def test_a_member_still_reporting_a_bucket_keeps_it_from_others(store: GroupOffsetStore) -> None:

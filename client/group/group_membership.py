@@ -25,9 +25,11 @@ log = logging.getLogger(__name__)
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
-# A member heartbeats every third of its session, and at least this often: a bucket given up
-# reaches its next holder within one interval.
+# A member heartbeats every third of its session, and at least this often.
 MAX_HEARTBEAT_INTERVAL_S = 1.0
+# While its target and its buckets differ (the coordinator says it is reconciling), this often: a
+# bucket another member gives up reaches its next holder within it.
+RECONCILING_INTERVAL_S = 0.05
 
 
 class GroupCalls(Protocol):
@@ -65,6 +67,7 @@ class GroupMembership:
         self._seen_answers = 0
         self._lost = False
         self._last_ok = clock()
+        self._reconciling = False
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"group-{group_id}-heartbeat", daemon=True)
@@ -123,6 +126,7 @@ class GroupMembership:
             if not self._member_id:
                 log.info("group %s: joined as member %s", self.group_id, answer.member_id)
             self._member_id, self._epoch = answer.member_id, answer.member_epoch
+            self._reconciling = answer.reconciling
             if answer.assigned != self._assigned:
                 self._assigned = answer.assigned
                 self._answers += 1
@@ -139,7 +143,7 @@ class GroupMembership:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(self._interval_s)
+            self._wake.wait(RECONCILING_INTERVAL_S if self._reconciling else self._interval_s)
             self._wake.clear()
             if self._stop.is_set():
                 return

@@ -358,12 +358,17 @@ def group_offsets_to_pb(offsets: dict[GroupBucket, int]) -> list[pb.PbGroupOffse
 
 def heartbeat_answer_to_pb(answer: HeartbeatAnswer) -> pb.GroupHeartbeatResponse:
     return pb.GroupHeartbeatResponse(
-        member_id=answer.member_id, member_epoch=answer.member_epoch, assigned=group_buckets_to_pb(answer.assigned)
+        member_id=answer.member_id,
+        member_epoch=answer.member_epoch,
+        assigned=group_buckets_to_pb(answer.assigned),
+        reconciling=answer.reconciling,
     )
 
 
 def heartbeat_answer_from_pb(table_id: int, message: pb.GroupHeartbeatResponse) -> HeartbeatAnswer:
-    return HeartbeatAnswer(message.member_id, message.member_epoch, frozenset(group_buckets_from_pb(table_id, message.assigned)))
+    return HeartbeatAnswer(
+        message.member_id, message.member_epoch, frozenset(group_buckets_from_pb(table_id, message.assigned)), message.reconciling
+    )
 
 
 def group_summary_to_pb(summary: GroupSummary) -> pb.PbGroupSummary:

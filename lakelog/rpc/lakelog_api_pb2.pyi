@@ -924,14 +924,16 @@ class GroupHeartbeatRequest(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., table_id: _Optional[int] = ..., session_timeout_ms: _Optional[int] = ..., owned: _Optional[_Iterable[_Union[PbGroupBucket, _Mapping]]] = ..., client_id: _Optional[str] = ...) -> None: ...
 
 class GroupHeartbeatResponse(_message.Message):
-    __slots__ = ("member_id", "member_epoch", "assigned")
+    __slots__ = ("member_id", "member_epoch", "assigned", "reconciling")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ASSIGNED_FIELD_NUMBER: _ClassVar[int]
+    RECONCILING_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     member_epoch: int
     assigned: _containers.RepeatedCompositeFieldContainer[PbGroupBucket]
-    def __init__(self, member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., assigned: _Optional[_Iterable[_Union[PbGroupBucket, _Mapping]]] = ...) -> None: ...
+    reconciling: bool
+    def __init__(self, member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., assigned: _Optional[_Iterable[_Union[PbGroupBucket, _Mapping]]] = ..., reconciling: _Optional[bool] = ...) -> None: ...
 
 class CommitGroupOffsetsRequest(_message.Message):
     __slots__ = ("group_id", "member_id", "member_epoch", "table_id", "offsets")

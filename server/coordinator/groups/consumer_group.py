@@ -104,7 +104,8 @@ class ConsumerGroup:
         if answer != member.answered:
             member.answered = answer
             member.epoch += 1
-        return HeartbeatAnswer(member.member_id, member.epoch, answer)
+        reconciling = answer != target or bool(member.held - target)
+        return HeartbeatAnswer(member.member_id, member.epoch, answer, reconciling)
 
     def check_commit(self, member_id: str, table_id: int, buckets: Iterable[GroupBucket]) -> None:
         """A member commits only buckets it holds (one it gives up included: it commits before)."""
