@@ -205,7 +205,8 @@ def test_bad_input_is_refused_naming_what(store: GroupOffsetStore) -> None:
     groups = coordinator(store, Tables(1), Clock())
     with pytest.raises(InvalidNameError, match="group"):
         groups.heartbeat("no/such", "", 0, TABLE, SESSION_MS, (), "test")
-    with pytest.raises(InvalidRequestError, match="session timeout"):
-        groups.heartbeat("g", "", 0, TABLE, 0, (), "test")
+    for timeout_ms in (0, 31 * 60_000):
+        with pytest.raises(InvalidRequestError, match="session timeout"):
+            groups.heartbeat("g", "", 0, TABLE, timeout_ms, (), "test")
     with pytest.raises(InvalidRequestError, match="negative offset"):
         groups.reset("g", TABLE, {GroupBucket(TABLE, 0, 0): -1})

@@ -134,15 +134,21 @@ def shared_exactly(conn: lakelog.Connection, members: int, keys: set[Key]) -> li
 SIX = {(0, b) for b in range(6)}
 
 
+def start_group(conn: lakelog.Connection, members: Members, *names: str) -> lakelog.Table:
+    """The six-bucket table with 6,000 records, and members ``names`` reading it."""
+    table = keyed_table(conn)
+    produce(table, 0, 6000)
+    for name in names:
+        members.start(name)
+    return table
+
+
 def test_three_members_share_six_buckets_and_a_killed_ones_buckets_go_on_from_its_last_commit(
     server: ServerProcess, members_of: Callable[..., Members]
 ) -> None:
     with lakelog.connect(server.address) as conn:
-        table = keyed_table(conn)
-        produce(table, 0, 6000)
         members = members_of(server.address, "shop.events", max_poll_records=10)
-        for name in ("a", "b", "c"):
-            members.start(name)
+        table = start_group(conn, members, "a", "b", "c")
         held = wait_until(lambda: shared_exactly(conn, 3, SIX), "three members hold two buckets each")
         assert all(len(mine) == 2 for mine in held)
         wait_until(lambda: all(members.reads(name) for name in ("a", "b", "c")), "every member read records")
@@ -163,11 +169,8 @@ def test_three_members_share_six_buckets_and_a_killed_ones_buckets_go_on_from_it
 
 def test_a_member_joins_and_leaves_while_the_others_poll(server: ServerProcess, members_of: Callable[..., Members]) -> None:
     with lakelog.connect(server.address) as conn:
-        table = keyed_table(conn)
-        produce(table, 0, 6000)
         members = members_of(server.address, "shop.events")
-        members.start("a")
-        members.start("b")
+        table = start_group(conn, members, "a", "b")
         wait_until(lambda: members.reads("a") and members.reads("b"), "both members read records")
         members.start("c")
         wait_until(lambda: shared_exactly(conn, 3, SIX), "the new member got its share")
@@ -186,11 +189,8 @@ def test_the_coordinator_restarts_under_a_live_group_and_commits_survive(
     server = ServerSubprocess(tmp_path / "data", "--port", str(port)).start()
     try:
         with lakelog.connect(server.address) as conn:
-            table = keyed_table(conn)
-            produce(table, 0, 6000)
             members = members_of(server.address, "shop.events")
-            members.start("a")
-            members.start("b")
+            table = start_group(conn, members, "a", "b")
             wait_until(lambda: shared_exactly(conn, 2, SIX), "two members share the buckets")
             wait_until(lambda: len(conn.admin.list_group_offsets("g", table.path)) == 6, "every bucket has a commit")
             before = conn.admin.list_group_offsets("g", table.path)

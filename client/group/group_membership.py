@@ -73,7 +73,8 @@ class GroupMembership:
         self._thread = threading.Thread(target=self._run, name=f"group-{group_id}-heartbeat", daemon=True)
 
     def start(self) -> "GroupMembership":
-        self.heartbeat()
+        """Join, on the heartbeat thread: creating a scanner never waits for the coordinator."""
+        self._wake.set()
         self._thread.start()
         return self
 

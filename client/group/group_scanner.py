@@ -62,6 +62,18 @@ class GroupLogScanner(LogScanner):
 
     subscribe = subscribe_partition = subscribe_from_beginning = subscribe_from_timestamp = subscribe_buckets = seek_to_end = unsubscribe = _refuse
 
+    def _subscribe_held(self, partition_id: int, bucket: int, offset: int) -> None:
+        """Read a bucket the group gave this member from ``offset`` (partition 0: none)."""
+        if partition_id:
+            LogScanner.subscribe_partition(self, partition_id, bucket, offset)
+        else:
+            LogScanner.subscribe(self, bucket, offset)
+
+    def _seek(self, key: object, offset: int) -> None:
+        """A read to the end sets a held bucket back to where it stopped."""
+        partition_id, bucket = key if isinstance(key, tuple) else (0, key)
+        self._subscribe_held(partition_id, bucket, offset)
+
     def check_subscribed(self) -> None:
         """A member may hold no bucket for now (more members than buckets): its polls wait."""
 
@@ -139,10 +151,7 @@ class GroupLogScanner(LogScanner):
             keys = sorted(key for key in added if key.partition_id == partition_id)
             starts.update(self._starts(partition_id, keys, committed))
         for key, offset in sorted(starts.items()):
-            if key.partition_id:
-                LogScanner.subscribe_partition(self, key.partition_id, key.bucket, offset)
-            else:
-                LogScanner.subscribe(self, key.bucket, offset)
+            self._subscribe_held(key.partition_id, key.bucket, offset)
             self._owned.add(key)
             self._last_commit[key] = offset
         log.info("group %s: took %s", self._group.group_id, ", ".join(f"{key} at {offset}" for key, offset in sorted(starts.items())))

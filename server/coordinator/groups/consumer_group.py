@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
+# The longest session a member may ask for (the client's key has the same bound): a member that
+# stops silently keeps its buckets from the others at most this long.
+MAX_SESSION_TIMEOUT_MS = 30 * 60_000
 
 
 @dataclass
@@ -60,11 +63,13 @@ class ConsumerGroup:
         buckets: Sequence[GroupBucket],
     ) -> HeartbeatAnswer:
         """``buckets``: every bucket of the member's table now (new partitions' included)."""
+        if member_epoch < LEAVE_EPOCH:
+            raise InvalidRequestError(f"group {self.group_id}: member epoch {member_epoch} (0 joins, -1 leaves, else the last answer's)")
         if member_epoch == LEAVE_EPOCH:
             self._remove(member_id, "left")
             return HeartbeatAnswer(member_id, LEAVE_EPOCH, frozenset())
-        if session_timeout_ms <= 0:
-            raise InvalidRequestError(f"group {self.group_id}: session timeout {session_timeout_ms} ms is not positive")
+        if not 0 < session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
+            raise InvalidRequestError(f"group {self.group_id}: session timeout {session_timeout_ms} ms is not within 1 ms .. {MAX_SESSION_TIMEOUT_MS} ms")
         if member_epoch == JOIN_EPOCH:
             member = self._join(table_id, session_timeout_ms, client_id)
         else:

@@ -74,9 +74,11 @@ class GroupCoordinator:
             self._offsets.commit(group_id, offsets)
 
     def expire(self) -> None:
+        """Expire silent members; a group left without members is forgotten (its commits stay)."""
         with self._lock:
             for group in self._groups.values():
                 group.expire()
+            self._groups = {name: group for name, group in self._groups.items() if group.members}
 
     def list_groups(self) -> list[GroupSummary]:
         """Every group with members or committed offsets, by name, with its lag."""
