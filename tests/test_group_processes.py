@@ -51,14 +51,16 @@ class Members:
         self.running[name] = process
         return process
 
-    def reads(self, name: str) -> list[Key | tuple[int, int, int]]:
-        lines = self.files[name].read_text().splitlines()[1:]
-        return [tuple(int(x) for x in line.split()) for line in lines if line.count(" ") == 2]  # type: ignore[misc]
+    def reads(self, name: str) -> list[tuple[int, int, int]]:
+        """``(partition_id or 0, bucket, offset)`` of every record the member wrote down (a line
+        cut short by a kill is left out)."""
+        lines = self.files[name].read_text().split("\n")[1:-1]  # the last piece ends with no newline
+        return [(int(p), int(b), int(o)) for p, b, o in (line.split() for line in lines)]
 
     def all_reads(self) -> Counter[tuple[int, int, int]]:
         counts: Counter[tuple[int, int, int]] = Counter()
         for name in self.files:
-            counts.update(self.reads(name))  # type: ignore[arg-type]
+            counts.update(self.reads(name))
         return counts
 
     def stop(self) -> None:
@@ -96,7 +98,8 @@ def produce(table: lakelog.Table, start: int, count: int) -> None:
 def every_offset(conn: lakelog.Connection, path: lakelog.TablePath, partitions: dict[int, str] | None = None) -> set[tuple[int, int, int]]:
     """Every (partition_id or 0, bucket, offset) the table holds now."""
     wanted = set()
-    for partition_id, name in (partitions or {0: None}).items():  # type: ignore[dict-item]
+    named: dict[int, str | None] = dict(partitions) if partitions else {0: None}
+    for partition_id, name in named.items():
         for bucket, end in conn.admin.list_offsets(path, spec=lakelog.OffsetSpec.latest(), partition_name=name).items():
             wanted |= {(partition_id, bucket, offset) for offset in range(end)}
     return wanted
