@@ -33,7 +33,7 @@ class HeartbeatAnswer:
     member_id: str
     member_epoch: int
     assigned: frozenset[GroupBucket]
-    reconciling: bool = False  # the member's target differs from what it holds: heartbeat again soon
+    reconciling: bool = False  # buckets of its target are still being given up by others: heartbeat again soon
 
 
 @dataclass(frozen=True, slots=True)

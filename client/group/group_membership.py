@@ -27,8 +27,8 @@ JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 # A member heartbeats every third of its session, and at least this often.
 MAX_HEARTBEAT_INTERVAL_S = 1.0
-# While its target and its buckets differ (the coordinator says it is reconciling), this often: a
-# bucket another member gives up reaches its next holder within it.
+# While buckets of its target are still being given up by others (the coordinator says it is
+# reconciling), this often: a bucket given up reaches its next holder within it.
 RECONCILING_INTERVAL_S = 0.05
 
 

@@ -109,8 +109,9 @@ class ConsumerGroup:
         if answer != member.answered:
             member.answered = answer
             member.epoch += 1
-        reconciling = answer != target or bool(member.held - target)
-        return HeartbeatAnswer(member.member_id, member.epoch, answer, reconciling)
+        # Waiting for buckets another member still gives up. A member giving buckets up needs no
+        # hint: its scanner wakes its heartbeat as soon as it let them go.
+        return HeartbeatAnswer(member.member_id, member.epoch, answer, answer != target)
 
     def check_commit(self, member_id: str, table_id: int, buckets: Iterable[GroupBucket]) -> None:
         """A member commits only buckets it holds (one it gives up included: it commits before)."""
