@@ -41,13 +41,15 @@ class Member:
     """A :mod:`bench.group_reader` process, ready once it printed so."""
 
     def __init__(self, address: str, path: lakelog.TablePath, group: str, go: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.group_reader", address, f"{path.database}.{path.table}", group, str(go)],
-            stdout=subprocess.PIPE, text=True, cwd=REPO,
-        )
+        self.log = go.with_name(f"{group}-{time.monotonic_ns()}.log")
+        with self.log.open("w") as errors:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bench.group_reader", address, f"{path.database}.{path.table}", group, str(go)],
+                stdout=subprocess.PIPE, stderr=errors, text=True, cwd=REPO,
+            )
         assert self.proc.stdout is not None
         if self.proc.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"a group member exited with {self.proc.wait()} before it was ready")
+            raise RuntimeError(f"a group member exited with {self.proc.wait()} before it was ready: {self.log.read_text()[-2000:]}")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
