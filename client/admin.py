@@ -4,8 +4,9 @@ internal calls are :mod:`lakelog.client.internal_admin`'s)."""
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
+from lakelog.consumer_groups import GroupDescription, GroupSummary
 from lakelog.errors import (
     DatabaseNotExistError,
     InvalidPartitionError,
@@ -38,6 +39,7 @@ from lakelog.metadata import (
     partition_name,
     partition_spec,
 )
+from lakelog.client.group.group_admin import GroupAdmin
 from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.log_source import LogSource, LookupContext
 from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
@@ -61,6 +63,7 @@ class Admin:
         self._router = router
         self._metadata = router.metadata
         self._lake = lake
+        self.groups = GroupAdmin(coordinator, router, self)
 
     def _read(self, what: str, action: Callable[[], T]) -> T:
         """A coordinator lookup: safe to send again, so retried like every lookup."""
@@ -69,6 +72,20 @@ class Admin:
     def _change(self, what: str, action: Callable[[], T]) -> T:
         """A coordinator change: resent only where it was surely not applied."""
         return self._router.call(action, what, resend_safe=False)
+
+    # consumer groups (lakelog.client.group.group_admin)
+
+    def list_groups(self) -> list[GroupSummary]:
+        return self.groups.list_groups()
+
+    def describe_group(self, name: str) -> GroupDescription:
+        return self.groups.describe_group(name)
+
+    def list_group_offsets(self, name: str, path: TablePath) -> dict[Any, int]:
+        return self.groups.list_group_offsets(name, path)
+
+    def reset_group_offsets(self, name: str, path: TablePath, spec: OffsetSpec) -> dict[Any, int]:
+        return self.groups.reset_group_offsets(name, path, spec)
 
     # databases
 

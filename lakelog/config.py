@@ -256,6 +256,14 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("max.partition.num", int, 1000, "Most partitions the coordinator keeps over all tables; one more is refused (TooManyPartitionsError)."),
     ConfigOption("coordinator.auto-partition.check-interval", parse_duration_ms, 60_000, "How often the coordinator pre-creates and expires partitions of auto-partitioned tables.", low=1),
     ConfigOption("client.writer.dynamic-create-partition.enabled", parse_bool, True, "A write to a missing partition creates it (false: PartitionNotExistError)."),
+    ConfigOption(
+        "client.scanner.group.session-timeout", parse_duration_ms, 10_000,
+        "How long a consumer group member may stay silent before the coordinator gives its buckets to the others; it heartbeats every third of it (at most every 1s).",
+        low=100, high=30 * 60_000),
+    ConfigOption("client.scanner.group.auto-commit", parse_bool, True, "A group's scanner commits what its polls returned on each poll, on close and before a bucket is taken away."),
+    ConfigOption(
+        "client.scanner.group.reset", _choice("earliest", "latest", "error"), "earliest",
+        "Where a group's scanner starts a bucket with no committed offset, or one no tier holds any more (error: OffsetOutOfRangeError)."),
     ConfigOption("client.scanner.partition-discovery.interval", parse_duration_ms, 10_000, "How often a scanner subscribed to a whole partitioned table looks for new and dropped partitions.", low=1),
 )
 
