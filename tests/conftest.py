@@ -154,7 +154,7 @@ class ServerSubprocess:
                 self.kill()
 
 
-from tests.s3 import free_port, moto_s3, s3_outage  # noqa: E402,F401 - fixtures shared by every test module
+from tests.harness.s3 import free_port, moto_s3, s3_outage  # noqa: E402,F401 - fixtures shared by every test module
 
 
 # ---------------------------------------------------------------- the lake tier

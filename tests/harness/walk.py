@@ -123,7 +123,7 @@ class Walk:
         return (
             f"random walk seed {self.seed} failed at step {len(self.history) - 1}: {type(exc).__name__}: {exc}\n"
             f"replay: LAKELOG_WALK_SEEDS={self.seed} LAKELOG_WALK_STEPS={self.steps} "
-            f".venv/bin/pytest tests/test_random_walk.py\nlast steps:\n{steps}"
+            f".venv/bin/pytest tests/system/test_random_walk.py\nlast steps:\n{steps}"
         )
 
     @property
