@@ -17,8 +17,8 @@ from lakelog.server.log.log_tablet import LogTablet
 from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import RoundReport, TieringJob, TieringOptions
-from tests.conftest import expire_remote
-from tests.unit.server_log.test_log_quarantine import damage_last_length
+from tests.harness.lake_tier import expire_remote
+from tests.harness.log_damage import damage_last_length
 from tests.harness.s3 import MotoS3, free_port
 
 TABLE_PROPERTIES = {

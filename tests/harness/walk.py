@@ -29,10 +29,11 @@ import pyarrow as pa
 
 import lakelog
 from bench.hostile_clients import HostileLoad
-from tests.conftest import ORDERS_SCHEMA, order_rows, scan_all, wait_until
 from tests.harness.cluster import TABLE_PROPERTIES, Cluster
 from tests.harness.oracle import Oracle
 from tests.harness.partition_walk import PartitionedTables
+from tests.harness.tables import ORDERS_SCHEMA, order_rows, scan_all
+from tests.harness.waiting import wait_until
 
 BUCKETS = 3
 READ_LIMIT = 1000

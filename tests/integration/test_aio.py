@@ -14,7 +14,7 @@ import pyarrow as pa
 import lakelog
 import lakelog.aio
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import ORDERS_SCHEMA, order_rows
+from tests.harness.tables import ORDERS_SCHEMA, order_rows
 
 PATH = lakelog.TablePath("shop", "orders")
 EVENTS = pa.schema([("dt", pa.string()), ("id", pa.int64())])

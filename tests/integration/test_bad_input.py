@@ -8,7 +8,8 @@ import pytest
 import lakelog
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
-from tests.conftest import ORDERS_SCHEMA, create_table, member_metadata, order_rows
+from tests.harness.membership import member_metadata
+from tests.harness.tables import ORDERS_SCHEMA, create_table, order_rows
 
 
 @pytest.mark.parametrize("name", ["", "-starts-with-dash", "has space", "dot.ted", "../escape", "x" * 129, "slash/es"])

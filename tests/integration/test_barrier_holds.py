@@ -16,8 +16,8 @@ from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.server.log.log_tablet import wall_clock_ms
 from lakelog.server.replica.barrier_holds import BarrierHolds
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, order_rows
 from tests.harness.metrics_scrape import Scrape
+from tests.harness.tables import create_table, order_rows
 
 SKEW_MS = 300
 PAIRS = 30

@@ -11,7 +11,7 @@ from lakelog.config import Configuration
 from lakelog.errors import LakelogError
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.channel import ChannelPool
-from tests.conftest import create_table
+from tests.harness.tables import create_table
 
 
 def test_closing_the_pool_while_a_cancelled_call_sends_again_does_not_hang(server_factory) -> None:

@@ -27,7 +27,7 @@ from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.server.server_process import ServerProcess
 from lakelog.client.rpc.retry_policy import RetryPolicy
-from tests.conftest import create_table, order_rows, scan_all
+from tests.harness.tables import create_table, order_rows, scan_all
 
 
 def test_routing_errors_are_always_retried_transport_errors_only_when_resending_is_safe() -> None:

@@ -14,7 +14,8 @@ import lakelog
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub, TabletServiceStub
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, member_metadata, order_rows, scan_all
+from tests.harness.membership import member_metadata
+from tests.harness.tables import create_table, order_rows, scan_all
 
 
 def tablet_server_0(address: str) -> tuple[str, int]:

@@ -22,8 +22,8 @@ from lakelog.record.batch import encode_batch, read_header
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.security.tokens import CallMetadata
 from lakelog.server.rpc.cluster_secret import CLUSTER_SECRET_KEY
-from tests.conftest import ORDERS_SCHEMA, create_table, order_rows, scan_all
 from tests.harness.forged_batches import lie
+from tests.harness.tables import ORDERS_SCHEMA, create_table, order_rows, scan_all
 
 EXAMPLES = int(os.environ.get("LAKELOG_FUZZ_EXAMPLES", "40"))
 # CI replays a fixed example set; LAKELOG_FUZZ_EXAMPLES=N explores new random ones.

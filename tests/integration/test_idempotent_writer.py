@@ -17,8 +17,9 @@ from lakelog.errors import DeliveryTimeoutError, OutOfOrderSequenceError
 from lakelog.record.batch import encode_batch
 from lakelog.server.log.log_tablet import LogConfig, LogTablet
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, order_rows, scan_all, wait_until
 from tests.harness.s3 import TcpProxy
+from tests.harness.tables import create_table, order_rows, scan_all
+from tests.harness.waiting import wait_until
 
 NAME = "shop.orders bucket 0"
 

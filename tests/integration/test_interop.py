@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import lakelog
-from tests.conftest import ORDERS_SCHEMA, create_table, order_rows, produce_orders
+from tests.harness.tables import ORDERS_SCHEMA, create_table, order_rows, produce_orders
 
 COLUMNS = ORDERS_SCHEMA.names
 

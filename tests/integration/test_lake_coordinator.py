@@ -17,7 +17,9 @@ from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import LAKE_TABLE, create_table, lake_table, member_metadata
+from tests.harness.lake_tier import LAKE_TABLE, lake_table
+from tests.harness.membership import member_metadata
+from tests.harness.tables import create_table
 
 PATH = lakelog.TablePath("shop", "orders")
 

@@ -16,8 +16,10 @@ import lakelog
 from lakelog.record.batch import read_header
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
-from tests.conftest import create_table, expire_remote, member_metadata
-from tests.integration.test_remote_server import BASE_CONF, Remote, all_batches, local_log, produce, remote_manager
+from tests.harness.lake_tier import expire_remote
+from tests.harness.membership import member_metadata
+from tests.harness.remote_tier import BASE_CONF, Remote, all_batches, local_log, produce, remote_manager
+from tests.harness.tables import create_table
 
 SNAPSHOT = 4242
 

@@ -11,28 +11,10 @@ import pytest
 
 import lakelog
 from lakelog.cli.main import main
-from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, order_rows, scan_all, wait_until
 from tests.harness.metrics_scrape import Scrape
-
-HEARTBEAT = {"tablet-server.heartbeat.interval": "100ms"}
-
-
-def coordinator_apart(tmp_path: Path) -> ServerProcess:
-    """A coordinator on its own, metrics on, that calls a tablet server down after 1 s of silence."""
-    conf = {"data.dir": str(tmp_path / "c"), "server.port": 0, "metrics.port": 0, "coordinator.tablet-server.heartbeat-timeout": "1s"}
-    return ServerProcess(conf, ("coordinator",)).start()
-
-
-def tablet_server(tmp_path: Path, coordinator: ServerProcess, server_id: int) -> ServerProcess:
-    conf = {
-        "data.dir": str(tmp_path / f"t{server_id}"),
-        "server.port": 0,
-        "coordinator.address": coordinator.address,
-        "tablet-server.id": server_id,
-        **HEARTBEAT,
-    }
-    return ServerProcess(conf, ("tablet-server",)).start()
+from tests.harness.server_roles import coordinator_apart, tablet_server
+from tests.harness.tables import create_table, order_rows, scan_all
+from tests.harness.waiting import wait_until
 
 
 def test_a_silent_tablet_server_is_down_and_its_buckets_unavailable_until_it_returns(

@@ -8,7 +8,7 @@ import time
 import pyarrow as pa
 
 import lakelog
-from tests.conftest import ORDERS_SCHEMA, create_table, order_rows, scan_all
+from tests.harness.tables import ORDERS_SCHEMA, create_table, order_rows, scan_all
 
 RECORDS = 100_000
 BUCKETS = 4

@@ -19,7 +19,7 @@ from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.server.rpc.error_boundary import MalformedRequest
 from lakelog.server.rpc.produce_request import BucketRecords, parse_produce_request
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, order_rows
+from tests.harness.tables import create_table, order_rows
 
 
 def test_hand_serialized_request_is_the_protobuf_message() -> None:

@@ -12,9 +12,9 @@ import pytest
 
 import lakelog
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table
-from tests.unit.server_log.test_log_quarantine import damage_last_length
-from tests.integration.test_remote_server import BATCHES, ROWS_PER_BATCH, produce, remote_manager
+from tests.harness.log_damage import damage_last_length
+from tests.harness.remote_tier import BATCHES, ROWS_PER_BATCH, produce, remote_manager
+from tests.harness.tables import create_table
 
 TOTAL = BATCHES * ROWS_PER_BATCH
 

@@ -28,8 +28,8 @@ from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment
 from lakelog.client.scanner.remote_log_reader import RemoteLogReader
 from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.record.meta_columns import with_meta_fields
-from tests.conftest import ORDERS_SCHEMA, create_table, order_rows, scan_all
 from tests.harness.s3 import MotoS3
+from tests.harness.tables import ORDERS_SCHEMA, create_table, order_rows, scan_all
 
 ROWS_PER_BATCH = 10
 BATCHES = 40

@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 
 import lakelog
-from tests.conftest import create_table, order_rows
+from tests.harness.tables import create_table, order_rows
 
 BUCKETS = 3
 PER_BUCKET = 400

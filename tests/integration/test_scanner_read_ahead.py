@@ -24,7 +24,7 @@ from lakelog.log_source import FetchContext, LogSource, LookupContext
 from lakelog.metadata import LakeBucketOffset, LakeSnapshot, TableInfo
 from lakelog.record.meta_columns import with_meta_fields
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, order_rows, scan_all
+from tests.harness.tables import create_table, order_rows, scan_all
 
 PATH = lakelog.TablePath("shop", "days")
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("note", pa.string())])

@@ -13,7 +13,7 @@ import threading
 import time
 
 import lakelog
-from tests.conftest import create_table, order_rows
+from tests.harness.tables import create_table, order_rows
 
 SECONDS = float(os.environ.get("LAKELOG_SOAK_SECONDS", "6"))
 MAX_RECORDS_PER_PRODUCER = 2_000_000

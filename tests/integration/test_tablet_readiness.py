@@ -15,8 +15,9 @@ from lakelog.metadata import LakeBucketOffset, LakeSnapshot
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import LAKE_TABLE, create_table
+from tests.harness.lake_tier import LAKE_TABLE
 from tests.harness.s3 import free_port
+from tests.harness.tables import create_table
 
 SECRET = {"cluster.secret": "readiness"}
 

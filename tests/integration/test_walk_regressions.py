@@ -9,8 +9,8 @@ import pytest
 
 import lakelog
 from lakelog.errors import RemoteStorageError
-from tests.conftest import create_table, scan_all
-from tests.integration.test_remote_server import produce, remote_manager
+from tests.harness.remote_tier import produce, remote_manager
+from tests.harness.tables import create_table, scan_all
 
 
 def test_seed_2_remote_outage_after_tablet_restart_is_reported_not_a_silent_stall(server_factory, moto_s3, s3_outage, tmp_path) -> None:

@@ -13,7 +13,8 @@ import pytest
 
 import lakelog
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, order_rows, wait_until
+from tests.harness.tables import create_table, order_rows
+from tests.harness.waiting import wait_until
 
 PARTITIONED = pa.schema([("dt", pa.string()), ("id", pa.int64())])
 

@@ -37,8 +37,8 @@ from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
 from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.server.log.log_tablet import LogConfig, LogTablet
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, order_rows, scan_all
 from tests.harness.forged_batches import lie, several_batches_in_one_body
+from tests.harness.tables import create_table, order_rows, scan_all
 
 PRODUCE_LOG = "/lakelog.rpc.TabletService/ProduceLog"
 Metadata = tuple[tuple[str, str], ...]

@@ -11,7 +11,7 @@ import pytest
 import lakelog
 from lakelog.client.bucket_assigner import BucketAssigner, murmur3_32
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import scan_all
+from tests.harness.tables import scan_all
 
 EVENTS = pa.schema([("user_id", pa.int64()), ("region", pa.string()), ("amount", pa.float64())])
 

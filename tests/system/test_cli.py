@@ -32,7 +32,8 @@ from lakelog.cli.tier_bars import BAR_WIDTH
 from lakelog.errors import InvalidTableError
 from lakelog.metadata import LakeBucketOffset, LakeSnapshot
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import LAKE_TABLE, create_table, produce_orders
+from tests.harness.lake_tier import LAKE_TABLE
+from tests.harness.tables import create_table, produce_orders
 
 RICH_SCHEMA_TEXT = (
     "id:int64 not null,name:string,amount:decimal(10,2),price:float64,qty:int32,"

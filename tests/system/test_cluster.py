@@ -13,9 +13,8 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 import lakelog
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, order_rows, scan_all
-
-SECRET = {"cluster.secret": "test-cluster-secret"}  # what every server of a multi-process cluster is given
+from tests.harness.membership import SECRET
+from tests.harness.tables import create_table, order_rows, scan_all
 
 
 @pytest.fixture

@@ -30,10 +30,11 @@ import pytest
 
 import lakelog
 from lakelog.errors import LakelogError
-from tests.conftest import ORDERS_SCHEMA, wait_until
-from tests.harness.os_process import Process, port_open
 from tests.harness.metrics_scrape import metric_sum
+from tests.harness.os_process import Process, port_open
 from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, free_port
+from tests.harness.tables import ORDERS_SCHEMA
+from tests.harness.waiting import wait_until
 
 BUCKETS = 4
 ROWS_PER_APPEND = 20

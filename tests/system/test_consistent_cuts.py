@@ -18,7 +18,8 @@ from lakelog.lake.snapshot_summary import BARRIER, barrier_snapshots
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.split_planner import barrier_ends, bucket_ranges
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
-from tests.conftest import LAKE_TABLE, create_table, lake_table, log_rows, order_rows
+from tests.harness.lake_tier import LAKE_TABLE, lake_table
+from tests.harness.tables import create_table, log_rows, order_rows
 
 BUCKETS = 2
 PAIRS_PER_BATCH = 50

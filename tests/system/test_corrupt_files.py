@@ -16,8 +16,9 @@ import pytest
 import lakelog
 from lakelog.errors import LakeDataError, RemoteStorageError
 from lakelog.record.batch import iter_headers
-from tests.conftest import LAKE_TABLE, create_table, expire_remote, scan_all
-from tests.integration.test_remote_server import BASE_CONF, fetch, produce, remote_manager
+from tests.harness.lake_tier import LAKE_TABLE, expire_remote
+from tests.harness.remote_tier import BASE_CONF, fetch, produce, remote_manager
+from tests.harness.tables import create_table, scan_all
 
 
 def read_bucket(conn: lakelog.Connection, table: lakelog.Table, bucket: int, start: int = 0) -> list[int]:

@@ -8,17 +8,17 @@ from __future__ import annotations
 import logging
 import random
 import time
-from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import pytest
 
 import lakelog
 from lakelog.errors import OffsetOutOfRangeError
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, expire_remote, order_rows
-from tests.system.test_lake_read import BUCKETS, TieredLog, _build, tier_in_process
+from tests.harness.lake_tier import expire_remote
+from tests.harness.tables import create_table, order_rows
+from tests.harness.three_tiers import BUCKETS, TieredLog
 
 ROWS_PER_BATCH = 500
 
@@ -93,12 +93,10 @@ def test_offset_reset_on_an_offset_no_tier_serves(
 # ---------------------------------------------------------------- resumable cursors across tiers
 
 
-@pytest.fixture(scope="module")
-def tiered(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredLog]:
-    """test_lake_read's log: the oldest offsets only in the lake, then remote, then local."""
-    built = _build(tmp_path_factory.mktemp("cursors"), tier_in_process(spark), {}, nullcontext)
-    yield built
-    built.server.stop(0)
+@pytest.fixture
+def tiered(three_tiers: TieredLog) -> TieredLog:
+    """The session's three-tier table: these tests only read it."""
+    return three_tiers
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import lakelog
-from tests.conftest import ServerSubprocess, create_table, order_rows, scan_all
+from tests.harness.server_subprocess import ServerSubprocess
+from tests.harness.tables import create_table, order_rows, scan_all
 
 
 def run_second_server(data_dir: Path, port: int | str) -> subprocess.CompletedProcess[str]:

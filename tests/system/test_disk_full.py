@@ -13,7 +13,7 @@ import pytest
 import lakelog
 from lakelog.errors import StorageError
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, order_rows, scan_all
+from tests.harness.tables import create_table, order_rows, scan_all
 
 
 def run(*command: str) -> None:

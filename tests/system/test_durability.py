@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 import lakelog
-from tests.conftest import ServerSubprocess, create_table, order_rows, scan_all
+from tests.harness.server_subprocess import ServerSubprocess
+from tests.harness.tables import create_table, order_rows, scan_all
 
 
 def segment_files(data_dir: Path, bucket: int) -> list[Path]:

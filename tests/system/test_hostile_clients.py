@@ -16,8 +16,11 @@ from pathlib import Path
 import lakelog
 from bench.hostile_clients import STREAMS_PER_CONNECTION, ControlClient, HostileLoad, peak_rss_mb, prepare_tables
 from lakelog.server.rpc.answer_budget import CONNECTION_SHARES
-from tests.conftest import ServerSubprocess, create_table, free_port, order_rows, scan_all, wait_until
 from tests.harness.metrics_scrape import metric_sum
+from tests.harness.s3 import free_port
+from tests.harness.server_subprocess import ServerSubprocess
+from tests.harness.tables import create_table, order_rows, scan_all
+from tests.harness.waiting import wait_until
 
 BUDGET_MB = 64
 IDLE_POLLS = 200

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 import lakelog
-from tests.conftest import ServerSubprocess, create_table, order_rows, scan_all
+from tests.harness.server_subprocess import ServerSubprocess
+from tests.harness.tables import create_table, order_rows, scan_all
 
 KILLS = int(os.environ.get("LAKELOG_KILL_LOOPS", "20"))
 BUCKETS = 3

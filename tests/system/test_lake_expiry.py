@@ -21,8 +21,9 @@ from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.lake_maintenance import LakeMaintenance
 from lakelog.tiering.snapshot_retention import SnapshotEntry, snapshots_to_keep
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
-from tests.conftest import LAKE_TABLE, create_table, expire_remote, lake_table, log_rows, order_rows, scan_all
-from tests.system.test_lake_compaction import BUCKETS, PATH, lake_rows
+from tests.harness.lake_compaction import BUCKETS, PATH, lake_rows
+from tests.harness.lake_tier import LAKE_TABLE, expire_remote, lake_table
+from tests.harness.tables import create_table, log_rows, order_rows, scan_all
 
 RETENTION_S = 1
 EXPIRING_TABLE = {

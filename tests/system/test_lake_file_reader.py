@@ -21,22 +21,10 @@ from lakelog.lake import spark_file_task
 from lakelog.lake.fetched_row_groups import FilePieces, decode_fetched
 from lakelog.lake.spark_file_task import DAMAGED_GROUP, FOOTER_GROUP, PIECE_BYTES, FilePart, LakeRead, fetch_parts_in_task, plan_parts
 from lakelog.record.meta_columns import with_meta_fields
+from tests.harness.lake_files import lake_file
 
 LOG_SCHEMA = with_meta_fields(pa.schema([("id", pa.int32())]))
 ROWS_PER_FILE = 1000
-
-
-def lake_file(path: Path, first: int, rows: int, row_group_rows: int) -> str:
-    """A lake data file as tiering writes it: ``id`` widened to int64, ``__timestamp`` in µs."""
-    offsets = pa.array(range(first, first + rows), pa.int64())
-    table = pa.table({
-        "id": offsets,
-        "__bucket": pa.array([0] * rows, pa.int32()),
-        "__offset": offsets,
-        "__timestamp": pa.array([o * 1000 for o in range(first, first + rows)], pa.timestamp("us", tz="UTC")),
-    })
-    pq.write_table(table, path, row_group_size=row_group_rows)
-    return str(path)
 
 
 @pytest.fixture

@@ -18,8 +18,9 @@ from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.kill_points import COMPACT_AFTER_COMMIT, COMPACT_AFTER_WRITE, EXPIRE_AFTER_COMMIT, KILL_AT_ENV
 from lakelog.tiering.lake_maintenance import LakeMaintenance
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
-from tests.conftest import assert_lake_holds_log, create_table, lake_table
-from tests.system.test_lake_compaction import BUCKETS, COMPACTED_TABLE, PATH, data_files, lake_rows, tier_rounds
+from tests.harness.lake_compaction import BUCKETS, COMPACTED_TABLE, PATH, data_files, lake_rows, tier_rounds
+from tests.harness.lake_tier import assert_lake_holds_log, lake_table
+from tests.harness.tables import create_table
 
 
 def run_lake(address: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -12,15 +12,12 @@ log, read before that expiry.
 
 from __future__ import annotations
 
-import bisect
 import os
 import subprocess
 import sys
 import textwrap
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pyarrow as pa
@@ -37,133 +34,34 @@ from lakelog.lake.iceberg_lake_storage import IcebergLakeStorage
 from lakelog.lake_config import credentials_from_environment
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
-from tests.conftest import ORDERS_SCHEMA, create_table, expire_remote, log_rows, order_rows, scan_all
+from tests.harness.lake_types import SUPPORTED
 from tests.harness.s3 import MotoS3
-from tests.system.test_lake_schema import SUPPORTED
-
-BUCKETS = 2
-ROWS_PER_BATCH = 1000
-# Batches per bucket: tiered in round 1, tiered in round 2, never tiered.
-ROUNDS = (30, 10, 10)
-PROJECTION = ["amount", "id"]
-
-
-@dataclass
-class TieredLog:
-    server: ServerProcess
-    path: lakelog.TablePath
-    truth: pa.Table  # every record, by bucket and offset
-    buckets: dict[int, lakelog.BucketInfo]
-    outage: Callable[[], Any]  # a context manager: the warehouse is unreachable inside it
-
-    def rows(self, bucket: int, start: int = 0, end: int | None = None) -> pa.Table:
-        mine = self.truth.filter(pc.equal(self.truth.column("__bucket"), bucket))
-        return mine.slice(start, (mine.num_rows if end is None else end) - start)
-
-    def timestamps(self, bucket: int) -> list[int]:
-        return self.rows(bucket).column("__timestamp").to_pylist()
-
-    def offset_for(self, bucket: int, ms: int) -> int:
-        """What the full log answers: the first offset with a timestamp >= ms, else the latest."""
-        return bisect.bisect_left(self.timestamps(bucket), ms)
-
-    def lake_only_end(self, bucket: int) -> int:
-        """Offsets below this exist only in the lake."""
-        info = self.buckets[bucket]
-        return min(o for o in (info.remote_log_start_offset, info.local_log_start_offset) if o >= 0)
-
-
-def _produce(table: lakelog.Table, first_batch: int, batches: int) -> None:
-    """One batch per bucket per produce round, a few ms apart: distinct timestamps across batches."""
-    with table.new_append().create_writer() as writer:
-        for index in range(first_batch, first_batch + batches):
-            for bucket in range(BUCKETS):
-                writer.append_arrow(order_rows((index * BUCKETS + bucket) * ROWS_PER_BATCH, ROWS_PER_BATCH), bucket=bucket)
-            writer.flush()
-            time.sleep(0.002)
-
-
-Tier = Callable[[str, lakelog.TablePath], None]
-
-
-def tier_in_process(spark: Any) -> Tier:
-    """One round of the tiering job in this process, on the shared SparkSession."""
-
-    def tier(address: str, path: lakelog.TablePath) -> None:
-        with TieringJob(TieringOptions(address, tables=(path,)), spark=spark) as job:
-            job.run_round()
-
-    return tier
-
-
-def _build(data_dir: Path, tier: Tier, lake_conf: dict[str, str], outage: Callable[[], Any]) -> TieredLog:
-    conf = {
-        "data.dir": str(data_dir),
-        "server.port": 0,
-        "log.segment.max-bytes": "64kb",
-        "remote.log.task-interval": "1h",
-        "remote.data.dir": (data_dir / "remote").as_uri(),
-        **lake_conf,
-    }
-    server = ServerProcess(conf).start()
-    assert server.tablet is not None
-    remote = server.tablet.remote
-    # Nothing expires on the wall clock; expire_remote moves the remote task's clock ahead for one pass instead.
-    properties = {"table.datalake.enabled": "true", "table.log.ttl": "1h", "table.log.tiered.local-segments": "1"}
-    with lakelog.connect(server.address, {"client.lake.enabled": "false"}) as conn:
-        table = create_table(conn, buckets=BUCKETS, properties=properties)
-        first = 0
-        for rounds, batches in enumerate(ROUNDS):
-            _produce(table, first, batches)
-            first += batches
-            remote.run_once()
-            if rounds < 2:
-                tier(server.address, table.path)
-                lake_ends = {info.lake_log_end_offset for info in conn.admin.describe_buckets(table.path).values()}
-                assert lake_ends == {first * ROWS_PER_BATCH}, "a round tiers everything produced"
-        truth = log_rows(server.address, table.path)
-        assert expire_remote(remote, days=2).expired > 0
-        buckets = conn.admin.describe_buckets(table.path)
-    tiered = ROUNDS[0] + ROUNDS[1]
-    for info in buckets.values():
-        assert (info.lake_log_start_offset, info.lake_log_end_offset) == (0, tiered * ROWS_PER_BATCH)
-        assert 0 < info.remote_log_start_offset <= info.lake_log_end_offset < info.remote_log_end_offset
-        assert info.remote_log_start_offset < info.local_log_start_offset < info.high_watermark
-    return TieredLog(server, table.path, truth, buckets, outage)
+from tests.harness.tables import ORDERS_SCHEMA, create_table, log_rows, scan_all
+from tests.harness.three_tiers import BUCKETS, PROJECTION, TieredLog, assert_rows, build_tiered_log, tier_in_process
 
 
 @pytest.fixture(scope="module", params=["local", "s3"])
 def tiered(request: pytest.FixtureRequest, spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredLog]:
-    data_dir = tmp_path_factory.mktemp(f"lake-read-{request.param}")
+    """The session's three-tier table (a local warehouse), or one of its own in a moto ``s3://`` warehouse."""
     if request.param == "local":
-        warehouse = data_dir / "lake" / "warehouse"
+        yield request.getfixturevalue("three_tiers")
+        return
+    moto_s3: MotoS3 = request.getfixturevalue("moto_s3")  # also sets the AWS_* credentials every client uses
 
-        @contextmanager
-        def outage() -> Iterator[None]:
-            warehouse.rename(warehouse.with_name("warehouse-away"))
-            try:
-                yield
-            finally:
-                warehouse.with_name("warehouse-away").rename(warehouse)
+    @contextmanager
+    def outage() -> Iterator[None]:
+        moto_s3.proxy.cut()
+        try:
+            yield
+        finally:
+            moto_s3.proxy.restore()
 
-        built = _build(data_dir, tier_in_process(spark), {}, outage)
-    else:
-        moto_s3: MotoS3 = request.getfixturevalue("moto_s3")  # also sets the AWS_* credentials every client uses
-
-        @contextmanager
-        def outage() -> Iterator[None]:
-            moto_s3.proxy.cut()
-            try:
-                yield
-            finally:
-                moto_s3.proxy.restore()
-
-        lake_conf = {
-            "datalake.iceberg.warehouse": f"s3://{moto_s3.create_bucket()}/wh",
-            "datalake.iceberg.s3.endpoint": moto_s3.endpoint,
-            "datalake.iceberg.s3.region": "us-east-1",
-        }
-        built = _build(data_dir, tier_in_process(spark), lake_conf, outage)
+    lake_conf = {
+        "datalake.iceberg.warehouse": f"s3://{moto_s3.create_bucket()}/wh",
+        "datalake.iceberg.s3.endpoint": moto_s3.endpoint,
+        "datalake.iceberg.s3.region": "us-east-1",
+    }
+    built = build_tiered_log(tmp_path_factory.mktemp("lake-read-s3"), tier_in_process(spark), lake_conf, outage)
     yield built
     built.server.stop(0)
 
@@ -177,11 +75,6 @@ def _log_source(conn: lakelog.Connection, path: lakelog.TablePath, source: str) 
     lake_config = conn.admin.get_lake_config().with_overrides(credentials_from_environment(os.environ))
     info = conn.admin.get_table_info(path)
     return IcebergLakeStorage().create_log_source(info, lake_config, Configuration({"client.lake.source": source}))
-
-
-def _assert_rows(got: pa.Table, want: pa.Table, columns: list[str]) -> None:
-    for name in ["__bucket", "__offset", "__timestamp", *columns]:
-        assert got.column(name).equals(want.column(name)), name
 
 
 # ---------------------------------------------------------------- union read
@@ -205,7 +98,7 @@ def test_subscribe_from_beginning_reads_lake_remote_local_in_order(tiered: Tiere
         mine = got.filter(pc.equal(got.column("__bucket"), bucket))
         offsets = mine.column("__offset").to_pylist()
         assert offsets == list(range(tiered.buckets[bucket].high_watermark)), "in order, no gap, no duplicate"
-        _assert_rows(mine, tiered.rows(bucket), PROJECTION)
+        assert_rows(mine, tiered.rows(bucket), PROJECTION)
 
 
 @pytest.mark.parametrize("where", ["inside the lake", "last lake-only", "lake end - 1", "lake end", "local start"])
@@ -227,7 +120,7 @@ def test_subscribe_at_an_offset_is_exact(tiered: TieredLog, where: str) -> None:
             with conn.get_table(tiered.path).new_scan().create_log_scanner() as scanner:
                 scanner.subscribe(bucket, offset)
                 got = scan_all(scanner, count).slice(0, count)
-                _assert_rows(got, tiered.rows(bucket, offset, offset + count), ORDERS_SCHEMA.names)
+                assert_rows(got, tiered.rows(bucket, offset, offset + count), ORDERS_SCHEMA.names)
                 if lake_only:
                     assert scanner.records_by_tier().get("lake", 0) > 0, scanner.records_by_tier()
 
@@ -236,7 +129,7 @@ def test_the_spark_source_continues_at_the_lake_end(tiered: TieredLog, spark: An
     with _connect(tiered, "iceberg") as conn, conn.get_table(tiered.path).new_scan().create_log_scanner() as scanner:
         end = tiered.buckets[1].lake_log_end_offset
         scanner.subscribe(1, end - 1)
-        _assert_rows(scan_all(scanner, 10).slice(0, 10), tiered.rows(1, end - 1, end + 9), ORDERS_SCHEMA.names)
+        assert_rows(scan_all(scanner, 10).slice(0, 10), tiered.rows(1, end - 1, end + 9), ORDERS_SCHEMA.names)
 
 
 @pytest.mark.parametrize("source", ["iceberg-arrow", "iceberg"])
@@ -407,7 +300,7 @@ def test_a_warehouse_that_disappears_mid_read_is_a_lake_error_and_a_retry_contin
             assert scanner.positions() == {0: got}
         polled.append(scan_all(scanner, end - got))
         scanner.close()
-    _assert_rows(pa.concat_tables(polled), tiered.rows(0), ORDERS_SCHEMA.names)
+    assert_rows(pa.concat_tables(polled), tiered.rows(0), ORDERS_SCHEMA.names)
 
 
 def _poll_until_lake_error(scanner: lakelog.LogScanner, polled: list[pa.Table]) -> lakelog.LakeError:

@@ -16,9 +16,10 @@ import lakelog
 from lakelog.errors import CorruptRecordError, LogFencedError
 from lakelog.server.log.acknowledged_offset import ACKNOWLEDGED_OFFSET_FILE
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import ServerSubprocess, create_table, order_rows, scan_all
-from tests.unit.server_log.test_log_quarantine import damage_last_length
-from tests.integration.test_remote_server import BATCHES, ROWS_PER_BATCH, produce, remote_manager
+from tests.harness.log_damage import damage_last_length
+from tests.harness.remote_tier import BATCHES, ROWS_PER_BATCH, produce, remote_manager
+from tests.harness.server_subprocess import ServerSubprocess
+from tests.harness.tables import create_table, order_rows, scan_all
 
 TOTAL = BATCHES * ROWS_PER_BATCH
 

@@ -17,8 +17,9 @@ from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
-from tests.conftest import LAKE_TABLE, TIERED_TABLE, create_table, expire_remote, produce_orders, scan_all
+from tests.harness.lake_tier import LAKE_TABLE, TIERED_TABLE, expire_remote
 from tests.harness.metrics_scrape import Scrape
+from tests.harness.tables import create_table, produce_orders, scan_all
 
 BUCKETS = 2
 RECORDS = 24_000

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 from typing import Any, Callable
 
 import pyarrow as pa
@@ -19,42 +18,11 @@ from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, latest_lake_snapshot
 from lakelog.server.server_process import ServerProcess
 from lakelog.server.status.cluster_status import ClusterStatus
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
-from tests.conftest import expire_remote, lake_table, scan_all
+from tests.harness.lake_tier import expire_remote, lake_table
+from tests.harness.partitioned_lake import BUCKETS, LAKE, RETENTION, ROWS, SCHEMA, scan_exactly, write_days
 from tests.harness.s3 import MotoS3
 
 PATH = lakelog.TablePath("shop", "clicks")
-SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("page", pa.string())])
-BUCKETS = 2
-ROWS = 6000  # per partition and write: several 64 KiB segments per bucket
-RETENTION = {
-    "table.auto-partition.enabled": "true",
-    "table.auto-partition.time-unit": "day",
-    "table.auto-partition.num-precreate": "1",
-    "table.auto-partition.num-retention": "2",
-    "table.auto-partition.time-zone": "UTC",
-}
-LAKE = {"table.datalake.enabled": "true", "table.log.ttl": "1h", "table.log.tiered.local-segments": "1"}
-
-
-def _rows(day: str, first: int, count: int) -> pa.RecordBatch:
-    ids = pa.array(range(first, first + count), pa.int64())
-    pages = pa.array([f"/page/{os.urandom(24).hex()}" for _ in range(count)])  # random: batches do not compress away
-    return pa.record_batch([ids, pa.array([day] * count), pages], schema=SCHEMA)
-
-
-def _write(table: lakelog.Table, days: list[str], first: int) -> None:
-    with table.new_append().create_writer() as writer:
-        for start in range(first, first + ROWS, 500):
-            for day in days:
-                writer.append_arrow(_rows(day, start, 500))
-            writer.flush()  # one batch per partition and round: several segments per bucket
-
-
-def _scan(scanner: Any, expected: int) -> pa.Table:
-    """Exactly ``expected`` records: everything polled until they arrived, and nothing after."""
-    rows = scan_all(scanner, expected, timeout_s=120.0)
-    assert scanner.poll_arrow(timeout_ms=300).num_rows == 0, "more records than the log holds"
-    return rows
 
 
 def _by_log(rows: pa.Table) -> dict[tuple[int, int], list[int]]:
@@ -90,7 +58,7 @@ def test_each_partition_tiers_to_the_lake_and_an_expired_one_is_read_from_the_la
         conn.admin.create_partition(PATH, {"dt": old_day})
         conn.admin.create_partition(PATH, {"dt": kept_day})
         days = [old_day, kept_day, today_day]
-        _write(table, days, 0)
+        write_days(table, days, 0)
         server.tablet.remote.run_once()  # uploads the rolled segments
         server.tablet.remote.run_once()  # then deletes the uploaded ones past the local one kept
         ids = {p.partition_name: p.partition_id for p in conn.admin.list_partition_infos(PATH) if p.partition_name in days}
@@ -127,7 +95,7 @@ def test_each_partition_tiers_to_the_lake_and_an_expired_one_is_read_from_the_la
 
         # Remote segments past their TTL go, since the lake holds them; today gets untiered records.
         expire_remote(server.tablet.remote)
-        _write(table, [today_day], ROWS)
+        write_days(table, [today_day], ROWS)
         for day in (kept_day, today_day):
             for info in conn.admin.describe_buckets(PATH, partition_name=day).values():
                 assert info.remote_log_start_offset > 0 or info.remote_log_start_offset == -1, info
@@ -160,7 +128,7 @@ def test_each_partition_tiers_to_the_lake_and_an_expired_one_is_read_from_the_la
         total = 4 * ROWS
         with table.new_scan().create_log_scanner() as scanner:
             scanner.subscribe_from_beginning()
-            rows = _scan(scanner, total)
+            rows = scan_exactly(scanner, total)
             tiers = scanner.records_by_tier()
         assert rows.num_rows == total
         expected = dict(highs)
@@ -194,7 +162,7 @@ def test_each_partition_tiers_to_the_lake_and_an_expired_one_is_read_from_the_la
         stamps = timestamps[ids[old_day], 0]
         with table.new_scan().create_log_scanner() as scanner:
             scanner.subscribe_from_timestamp(stamps[len(stamps) // 2])
-            since = _scan(scanner, sum(len(s) - _first_at(s, stamps[len(stamps) // 2]) for s in timestamps.values()))
+            since = scan_exactly(scanner, sum(len(s) - _first_at(s, stamps[len(stamps) // 2]) for s in timestamps.values()))
         old_rows = since.filter(pc.equal(since.column("__partition_id"), ids[old_day]))
         looked_up = conn.admin.list_offsets(PATH, spec=lakelog.OffsetSpec.timestamp(stamps[len(stamps) // 2]), partition_name=old_day)
         for bucket in range(BUCKETS):

@@ -20,9 +20,10 @@ import lakelog
 from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
 from lakelog.rpc.rpc_edge import RpcEdge
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import ServerSubprocess, wait_until
+from tests.harness.remote_tier import Remote
 from tests.harness.s3 import MotoS3
-from tests.integration.test_remote_server import Remote
+from tests.harness.server_subprocess import ServerSubprocess
+from tests.harness.waiting import wait_until
 
 EVENTS = pa.schema([("dt", pa.string()), ("id", pa.int64()), ("amount", pa.float64())])
 PATH = lakelog.TablePath("shop", "events")
@@ -421,7 +422,7 @@ def test_scan_and_offsets_cli_take_a_partition(server: ServerProcess, conn: lake
 
 
 def test_partitions_survive_a_restart_and_spread_over_two_tablet_servers(tmp_path) -> None:
-    from tests.system.test_cluster import SECRET
+    from tests.harness.membership import SECRET
 
     coordinator = ServerProcess({"data.dir": str(tmp_path / "c"), "server.port": 0, **SECRET}, ("coordinator",)).start()
 

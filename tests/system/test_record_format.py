@@ -18,8 +18,8 @@ import pytest
 import lakelog
 from lakelog.errors import RecordFormatError
 from lakelog.record.batch import body, decode_body, encode_batch, iter_headers, read_header
-from tests.conftest import create_table
-from tests.integration.test_remote_server import BASE_CONF, produce, remote_manager
+from tests.harness.remote_tier import BASE_CONF, produce, remote_manager
+from tests.harness.tables import create_table
 
 # What lakelog 0.1's format 1 wrote: a 35-byte header (magic 1, zlib's CRC-32) and the Arrow body.
 _FORMAT_1_HEADER = struct.Struct(">qibqIihi")

@@ -17,8 +17,8 @@ import pytest
 import lakelog
 from lakelog.errors import RemoteStorageError
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import create_table, scan_all
-from tests.integration.test_remote_server import BATCHES, ROWS_PER_BATCH, Remote, local_log, produce, remote, remote_manager  # noqa: F401
+from tests.harness.remote_tier import BATCHES, ROWS_PER_BATCH, Remote, local_log, produce, remote, remote_manager  # noqa: F401
+from tests.harness.tables import create_table, scan_all
 
 TOTAL = BATCHES * ROWS_PER_BATCH
 

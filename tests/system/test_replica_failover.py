@@ -22,8 +22,9 @@ from typing import Iterator
 import pytest
 
 import lakelog
-from tests.conftest import create_table, order_rows, scan_all, wait_until
 from tests.harness.replica_cluster import ReplicaCluster
+from tests.harness.tables import create_table, order_rows, scan_all
+from tests.harness.waiting import wait_until
 
 KILLS = int(os.environ.get("LAKELOG_REPLICA_KILL_LOOPS", "20"))
 FACTOR_3 = {"table.replication.factor": "3"}

@@ -13,8 +13,9 @@ import pyarrow as pa
 import pytest
 
 import lakelog
-from tests.conftest import create_table, order_rows, scan_all, wait_until
 from tests.harness.replica_cluster import ReplicaCluster
+from tests.harness.tables import create_table, order_rows, scan_all
+from tests.harness.waiting import wait_until
 
 FACTOR_3 = {"table.replication.factor": "3"}
 

@@ -24,7 +24,8 @@ from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.server.open_file_limit import buckets_within
 from lakelog.server.rpc.tablet_service import MAX_FETCH_BUCKETS
-from tests.conftest import ServerSubprocess, create_table, order_rows, scan_all
+from tests.harness.server_subprocess import ServerSubprocess
+from tests.harness.tables import create_table, order_rows, scan_all
 
 TABLES = 1200
 BUCKETS = 8

@@ -28,16 +28,8 @@ from lakelog.errors import InvalidAlterTableError, SchemaMismatchError, SchemaNo
 from lakelog.metadata import TableChange, TableInfo, TablePath
 from lakelog.schema_evolution import apply_changes, check_readable, conform
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import (
-    REMOTE_TIER,
-    TIERED_SERVER,
-    TIERED_TABLE,
-    expire_remote,
-    lake_table,
-    run_tier,
-    scan_all,
-    wait_for_remote,
-)
+from tests.harness.lake_tier import REMOTE_TIER, TIERED_SERVER, TIERED_TABLE, expire_remote, lake_table, run_tier, wait_for_remote
+from tests.harness.tables import scan_all
 
 V1 = pa.schema([("id", pa.int32()), ("name", pa.string()), ("dt", pa.string())])
 PATH = TablePath("shop", "events")

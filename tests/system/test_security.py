@@ -36,17 +36,8 @@ from lakelog.server.rpc.auth_interceptor import RPC_ACTIONS, AuthInterceptor
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from tests.harness.certificates import CertificateAuthority, ServerCertificate
-from tests.conftest import (
-    LAKE_TABLE,
-    ORDERS_SCHEMA,
-    REMOTE_TIER,
-    create_table,
-    expire_remote,
-    order_rows,
-    produce_orders,
-    scan_all,
-    wait_for_remote,
-)
+from tests.harness.lake_tier import LAKE_TABLE, REMOTE_TIER, expire_remote, wait_for_remote
+from tests.harness.tables import ORDERS_SCHEMA, create_table, order_rows, produce_orders, scan_all
 
 METHODS: list[tuple[str, MethodDescriptor]] = [
     (f"/{service.full_name}/{method.name}", method)

@@ -35,10 +35,11 @@ from lakelog.lake_config import HOST_ID_ENV
 from lakelog.server.server_process import ServerProcess
 from lakelog.spark_connect_server import SparkConnectServer
 from lakelog.tiering.kill_points import AFTER_WRITE, KILL_AT_ENV
-from tests.conftest import LAKE_TABLE, assert_lake_holds_log, create_table, expire_remote, lake_table, log_rows, order_rows, produce_orders
+from tests.harness.lake_tier import LAKE_TABLE, assert_lake_holds_log, expire_remote, lake_table
 from tests.harness.postgres import PostgresServer
 from tests.harness.s3 import REGION, MotoS3
 from tests.harness.spark_standalone import EXECUTOR_CONF, StandaloneCluster, cluster_environment, submit_args
+from tests.harness.tables import create_table, log_rows, order_rows, produce_orders
 
 BUCKETS = 2
 PATH = lakelog.TablePath("shop", "orders")
@@ -187,7 +188,7 @@ READER = textwrap.dedent(
     import pyarrow.parquet as pq
     import lakelog, lakelog.spark
     from lakelog.spark_session import spark_session
-    from tests.conftest import scan_all
+    from tests.harness.tables import scan_all
 
     spark = spark_session(master, "lakelog-cluster-reader")
     lakelog.spark.register(spark)

@@ -27,9 +27,11 @@ import lakelog
 from lakelog.server.server_process import ServerProcess
 from lakelog.spark_connect_server import SparkConnectServer
 from lakelog.spark_session import QUIET_LOG4J2, spark_log_conf
-from tests.conftest import LAKE_TABLE, create_table, start_spark_connect
-from tests.system.test_lake_file_reader import lake_file
-from tests.system.test_lake_read import BUCKETS, PROJECTION, TieredLog, _assert_rows, _build
+from tests.harness.lake_files import lake_file
+from tests.harness.lake_tier import LAKE_TABLE
+from tests.harness.spark_connect import start_spark_connect
+from tests.harness.tables import create_table
+from tests.harness.three_tiers import BUCKETS, PROJECTION, TieredLog, assert_rows, build_tiered_log
 
 # Neither process may start a JVM: with this, one that tried would fail.
 NO_JAVA = {"JAVA_HOME": "/nonexistent-java"}
@@ -48,7 +50,7 @@ def tiered(spark_connect: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     """Two tiering rounds through Spark Connect (two data files per bucket), then the remote TTL: the
     oldest offsets only in the lake, the next in remote segments, the newest on local disk."""
     data_dir = tmp_path_factory.mktemp("connect-lake")
-    built = _build(data_dir, _tier_through_the_advertised_spark, {"lake.spark.master": spark_connect}, nullcontext)
+    built = build_tiered_log(data_dir, _tier_through_the_advertised_spark, {"lake.spark.master": spark_connect}, nullcontext)
     yield built
     built.server.stop(0)
 
@@ -60,7 +62,7 @@ CONNECT_CLIENT = textwrap.dedent(
     logging.basicConfig(level=logging.INFO, format="LOG %(name)s %(message)s")
     import pyarrow.parquet as pq
     import lakelog
-    from tests.conftest import scan_all
+    from tests.harness.tables import scan_all
 
     path = lakelog.TablePath(*path.split("."))
     with lakelog.connect(address) as conn:  # no client.lake.source, no lake.spark.master: auto + advertised
@@ -116,7 +118,7 @@ def test_a_client_without_a_jvm_reads_every_tier_through_spark_connect(tiered: T
     for bucket in range(BUCKETS):
         mine = got.filter(pc.equal(got.column("__bucket"), bucket))
         assert mine.column("__offset").to_pylist() == list(range(tiered.buckets[bucket].high_watermark))
-        _assert_rows(mine, tiered.rows(bucket), PROJECTION)
+        assert_rows(mine, tiered.rows(bucket), PROJECTION)
 
 
 FOUND_SOURCE_CLIENT = textwrap.dedent(
@@ -212,7 +214,6 @@ def test_auto_picks_the_pyspark_source_only_when_a_spark_endpoint_is_known(
     assert _chosen_source(server, caplog, **client_config) == [f"client.lake.source=auto: reading the lake with {picked}"]
 
 
-
 # ---------------------------------------------------------------- one Connect session shared by clients
 
 
@@ -224,7 +225,7 @@ SHARED_SESSION_CLIENT = textwrap.dedent(
     import pyarrow.parquet as pq
     import lakelog
     from lakelog import spark_session
-    from tests.conftest import scan_all
+    from tests.harness.tables import scan_all
 
     path = lakelog.TablePath(*path.split("."))
 

@@ -24,8 +24,8 @@ import lakelog
 import lakelog.spark
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
-from tests.conftest import expire_remote
-from tests.system.test_partition_lake import BUCKETS, LAKE, RETENTION, ROWS, SCHEMA, _scan, _write
+from tests.harness.lake_tier import expire_remote
+from tests.harness.partitioned_lake import BUCKETS, LAKE, RETENTION, ROWS, SCHEMA, scan_exactly, write_days
 
 PATH = lakelog.TablePath("shop", "clicks")
 META = ["__bucket", "__offset", "__timestamp", "__partition_id"]
@@ -68,13 +68,13 @@ def partitioned(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         for label in ("old", "kept"):
             conn.admin.create_partition(PATH, {"dt": days[label]})
         table = conn.get_table(PATH)
-        _write(table, list(days.values()), 0)
+        write_days(table, list(days.values()), 0)
         server.tablet.remote.run_once()  # uploads the rolled segments
         server.tablet.remote.run_once()  # then deletes the uploaded ones past the local one kept
         with TieringJob(TieringOptions(server.address), spark=spark) as job:
             assert job.run_round().records == 3 * ROWS
         expire_remote(server.tablet.remote)  # the lake holds them: remote segments go
-        _write(table, [days["today"]], ROWS)
+        write_days(table, [days["today"]], ROWS)
         server.tablet.remote.run_once()
         server.tablet.remote.run_once()
         server.coordinator.coordinator.auto_partitioner.check_all()  # retention drops the old day's log
@@ -82,7 +82,7 @@ def partitioned(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         assert listed[days["old"]].lake_only and not listed[days["kept"]].lake_only
         with table.new_scan().create_log_scanner() as scanner:
             scanner.subscribe_from_beginning()
-            truth = _scan(scanner, 4 * ROWS).sort_by(ORDER)
+            truth = scan_exactly(scanner, 4 * ROWS).sort_by(ORDER)
             tiers = scanner.records_by_tier()
         assert all(tiers.get(tier, 0) > 0 for tier in ("lake", "remote", "local")), tiers
     yield PartitionedLog(server, days, {name: p.partition_id for name, p in listed.items()}, truth)

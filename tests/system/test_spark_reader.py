@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from contextlib import nullcontext
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,18 +27,17 @@ from lakelog.metadata import OffsetSpec
 from lakelog.server.server_process import ServerProcess
 from lakelog.spark.read_options import parse_read_options
 from lakelog.spark.spark_schema import spark_schema
-from tests.conftest import ORDERS_SCHEMA, create_table, order_rows, scan_all
-from tests.system.test_lake_read import BUCKETS, TieredLog, _build, tier_in_process
-from tests.system.test_lake_schema import SUPPORTED
+from tests.harness.lake_types import SUPPORTED
+from tests.harness.tables import ORDERS_SCHEMA, create_table, order_rows, scan_all
+from tests.harness.three_tiers import BUCKETS, TieredLog
 
 META = ["__bucket", "__offset", "__timestamp"]
 
 
-@pytest.fixture(scope="module")
-def tiered(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredLog]:
-    built = _build(tmp_path_factory.mktemp("spark-reader"), tier_in_process(spark), {}, nullcontext)
-    yield built
-    built.server.stop(0)
+@pytest.fixture
+def tiered(three_tiers: TieredLog) -> TieredLog:
+    """The session's three-tier table: these tests only read it."""
+    return three_tiers
 
 
 @pytest.fixture(scope="module")

@@ -18,15 +18,15 @@ import pytest
 
 import lakelog
 import lakelog.spark
-from tests.conftest import order_rows
-from tests.system.test_lake_read import BUCKETS, TieredLog, _build, tier_in_process
+from tests.harness.tables import order_rows
+from tests.harness.three_tiers import BUCKETS, TieredLog, build_tiered_log, tier_in_process
 
 NEW_RECORDS = 1500  # per bucket, produced while the query is stopped
 
 
 @pytest.fixture(scope="module")
 def tiered(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredLog]:
-    built = _build(tmp_path_factory.mktemp("spark-stream"), tier_in_process(spark), {}, nullcontext)
+    built = build_tiered_log(tmp_path_factory.mktemp("spark-stream"), tier_in_process(spark), {}, nullcontext)
     yield built
     built.server.stop(0)
 

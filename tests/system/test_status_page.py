@@ -32,8 +32,9 @@ from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from lakelog.server.status.cluster_status import ClusterStatus
 from lakelog.server.status.lake_lag_history import HOUR_MS, LakeLagHistory
 from tests.harness.certificates import CertificateAuthority
-from tests.conftest import TIERED_TABLE, create_table, expire_remote, order_rows, produce_orders
-from tests.integration.test_liveness import coordinator_apart, tablet_server
+from tests.harness.lake_tier import TIERED_TABLE, expire_remote
+from tests.harness.server_roles import coordinator_apart, tablet_server
+from tests.harness.tables import create_table, order_rows, produce_orders
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

@@ -15,17 +15,9 @@ from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, COMMIT_USER
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.split_planner import bucket_ranges
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
-from tests.conftest import (
-    LAKE_TABLE,
-    REMOTE_TIER,
-    assert_lake_holds_log,
-    create_table,
-    lake_table,
-    produce_orders,
-    run_tier,
-    wait_for_remote,
-)
+from tests.harness.lake_tier import LAKE_TABLE, REMOTE_TIER, assert_lake_holds_log, lake_table, run_tier, wait_for_remote
 from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, MotoS3
+from tests.harness.tables import create_table, produce_orders
 
 BUCKETS = 4
 

@@ -24,7 +24,8 @@ from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.kill_points import AFTER_COMMIT, AFTER_WRITE, KILL_AT_ENV
 from lakelog.tiering.orphan_files import remove_orphan_files
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
-from tests.conftest import LAKE_TABLE, assert_lake_holds_log, create_table, lake_table, produce_orders, run_tier
+from tests.harness.lake_tier import LAKE_TABLE, assert_lake_holds_log, lake_table, run_tier
+from tests.harness.tables import create_table, produce_orders
 
 BUCKETS = 4
 PATH = lakelog.TablePath("shop", "orders")

@@ -20,8 +20,9 @@ from lakelog.server.server_process import ServerProcess
 from lakelog.tiering import tiering_job
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from lakelog.version import __version__
-from tests.conftest import LAKE_TABLE, create_table, lake_table, produce_orders
+from tests.harness.lake_tier import LAKE_TABLE, lake_table
 from tests.harness.metrics_scrape import scrape
+from tests.harness.tables import create_table, produce_orders
 
 
 def test_a_round_moves_the_metrics_and_reports_progress(

@@ -14,7 +14,8 @@ from typing import Any, Callable
 import lakelog
 from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
-from tests.conftest import LAKE_TABLE, create_table, log_rows, produce_orders
+from tests.harness.lake_tier import LAKE_TABLE
+from tests.harness.tables import create_table, log_rows, produce_orders
 
 BUCKETS = 2
 

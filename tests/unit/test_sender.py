@@ -25,7 +25,7 @@ from lakelog.client.rpc.messages import ProducedBatch, ProduceRequest
 from lakelog.client.rpc.retry_policy import RetryPolicy
 from lakelog.client.sender import Sender
 from lakelog.client.writer import AppendWriter
-from tests.conftest import wait_until
+from tests.harness.waiting import wait_until
 
 SCHEMA = pa.schema([("dt", pa.string()), ("id", pa.int64())])
 TABLE = TableInfo(7, TablePath("shop", "events"), SCHEMA, 1, 2, {}, partition_keys=("dt",))

@@ -10,16 +10,7 @@ import pytest
 
 from lakelog.record.batch import encode_batch, iter_headers
 from lakelog.server.log.log_tablet import LogConfig, LogTablet
-
-
-class FakeClock:
-    """A settable millisecond clock, so roll-by-age and timestamp rules run without sleeping."""
-
-    def __init__(self, now: int = 1_700_000_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
+from tests.harness.clocks import FakeClock
 
 
 def _make_batch(rows: int, first: int = 0) -> bytes:

@@ -14,19 +14,12 @@ import pytest
 from lakelog.errors import CorruptRecordError, LogFencedError
 from lakelog.record.batch import iter_headers
 from lakelog.server.log.log_tablet import CLEAN_SHUTDOWN_FILE, LogTablet
+from tests.harness.log_damage import damage_last_length
 
 OpenTablet = Callable[..., LogTablet]
 MakeBatch = Callable[..., bytes]
 Batches = Callable[[bytes], list[tuple[int, int, int]]]
 SMALL = {"segment_max_bytes": 1500, "index_interval_bytes": 200}
-
-
-def damage_last_length(path: Path) -> None:
-    """Overwrite the length field of the segment's last batch, as a bad sector would."""
-    data = bytearray(path.read_bytes())
-    last = [position for position, _ in iter_headers(data)][-1]
-    data[last + 8 : last + 12] = struct.pack(">i", 0x7FFF0000)
-    path.write_bytes(bytes(data))
 
 
 def filled(open_tablet: OpenTablet, make_batch: MakeBatch) -> LogTablet:
@@ -126,7 +119,6 @@ def test_lost_acknowledged_records_fence_the_bucket_across_restarts_until_accept
     assert still.append(make_batch(1)).base_offset == 8
     still.close()
     assert open_tablet().fence is None
-
 
 
 def test_a_rolled_segment_damaged_mid_file_is_quarantined_and_the_bucket_opens(

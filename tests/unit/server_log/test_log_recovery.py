@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Callable
 
@@ -15,7 +11,7 @@ import pytest
 
 from lakelog.errors import CorruptRecordError, LogFencedError
 from lakelog.record.batch import HEADER_SIZE
-from lakelog.server.log.log_tablet import CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, LogConfig, LogTablet
+from lakelog.server.log.log_tablet import CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, LogTablet
 from lakelog.server.log.offset_index import OffsetIndex
 
 OpenTablet = Callable[..., LogTablet]
@@ -159,38 +155,3 @@ def test_log_start_checkpoint_drops_segments_left_by_a_crash(
     assert reopened.log_start_offset == 20
     assert [s.base_offset for s in reopened.segments] == [20, 30]
     assert not tablet.segments[0].path.exists() and not tablet.segments[1].path.exists()
-
-
-def test_acknowledged_records_survive_kill_9(tmp_path: Path, make_batch: MakeBatch, batches: Batches) -> None:
-    directory = tmp_path / "killed"
-    script = textwrap.dedent(
-        f"""
-        import os, signal, sys
-        import pyarrow as pa
-        from pathlib import Path
-        from lakelog.record.batch import encode_batch
-        from lakelog.server.log.log_tablet import LogConfig, LogTablet
-
-        tablet = LogTablet.open(Path({str(directory)!r}), LogConfig(segment_max_bytes=4000), 0, "killed bucket 0")
-        batch = encode_batch(pa.record_batch({{"id": pa.array(range(7), pa.int64())}}), schema_id=1)
-        for _ in range(40):
-            result = tablet.append(batch)
-            print(result.next_offset, flush=True)
-        tablet.segments[-1].append(batch[: len(batch) // 2])  # a write the kill interrupts
-        os.kill(os.getpid(), signal.SIGKILL)
-        """
-    )
-    process = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert process.returncode == -signal.SIGKILL, process.stderr
-    acknowledged = int(process.stdout.split()[-1])
-    assert acknowledged == 280
-
-    tablet = LogTablet.open(directory, LogConfig(segment_max_bytes=4000), 0, "killed bucket 0")
-    assert tablet.log_end_offset == acknowledged
-    offset, seen = 0, []
-    while offset < tablet.high_watermark:
-        for base, count, _ in batches(tablet.read(offset, 1 << 20).records):
-            seen.append(base)
-            offset = base + count
-    assert seen == list(range(0, acknowledged, 7))
-    tablet.close()

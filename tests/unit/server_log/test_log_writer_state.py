@@ -12,7 +12,7 @@ from lakelog.errors import InvalidRequestError, WriterSequenceConflictError
 from lakelog.record.batch import encode_batch, read_header
 from lakelog.server.log.log_tablet import LogConfig, LogTablet
 from lakelog.server.log.writer_state import WriterBatches
-from tests.unit.server_log.conftest import FakeClock
+from tests.harness.clocks import FakeClock
 
 NAME = "shop.orders bucket 0"
 HOUR_MS = 3_600_000

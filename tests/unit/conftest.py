@@ -1,0 +1,46 @@
+"""The unit tier runs without the network and without processes: a test that opens a network socket,
+starts a gRPC server or channel, or starts a process fails naming what it tried."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from typing import Any, Iterator
+
+import grpc
+import grpc.aio
+import pytest
+
+NETWORK_FAMILIES = (socket.AF_INET, socket.AF_INET6)
+
+
+class UnitTierViolation(AssertionError):
+    """A unit test reached for the network or a process."""
+
+
+def _refuse(what: str) -> Any:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise UnitTierViolation(f"a unit test may not {what}; it belongs in tests/integration or tests/system")
+
+    return refuse
+
+
+class _LocalSocket(socket.socket):
+    """socket.socket that refuses network families: asyncio's own AF_UNIX socketpair still works."""
+
+    def __init__(self, family: int = -1, type: int = -1, proto: int = -1, fileno: int | None = None) -> None:
+        if fileno is None and (family == -1 or family in NETWORK_FAMILIES):
+            raise UnitTierViolation("a unit test may not open a network socket; it belongs in tests/integration or tests/system")
+        super().__init__(family, type, proto, fileno)
+
+
+@pytest.fixture(autouse=True)
+def no_network_no_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(socket, "socket", _LocalSocket)
+    monkeypatch.setattr(socket, "create_connection", _refuse("connect a socket"))
+    monkeypatch.setattr(socket, "create_server", _refuse("listen on a socket"))
+    for module, names in ((grpc, ("server", "insecure_channel", "secure_channel")), (grpc.aio, ("server", "insecure_channel", "secure_channel"))):
+        for name in names:
+            monkeypatch.setattr(module, name, _refuse(f"use grpc.{name}"))
+    monkeypatch.setattr(subprocess.Popen, "__init__", _refuse("start a process"))
+    yield
