@@ -12,12 +12,11 @@ import sys
 import zlib
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 import lakelog
 from lakelog.errors import RecordFormatError
-from lakelog.record.batch import body, decode_body, encode_batch, iter_headers, read_header
+from lakelog.record.batch import body, iter_headers
 from tests.harness.remote_tier import BASE_CONF, produce, remote_manager
 from tests.harness.tables import create_table
 
@@ -100,17 +99,3 @@ def test_format_1_segment_is_refused_naming_file_and_version(server_factory, tmp
     assert str(segment) in refused.value.message
     assert "record format version 1" in refused.value.message and "version 2 only" in refused.value.message
     assert segment.read_bytes() == old_bytes, "an old file is kept as it was"
-
-
-def test_batch_in_misaligned_memory_decodes_to_aligned_arrays() -> None:
-    """Records handed over at an odd address (a view into a larger message) still give aligned
-    arrays: the body is copied, with a warning, since that costs a copy per batch."""
-    data = pa.record_batch({"id": pa.array(range(1000), pa.int64()), "price": pa.array([0.5] * 1000)})
-    records = encode_batch(data, schema_id=1)
-    misaligned = memoryview(b"x" + records)[1:]
-
-    with pytest.warns(RuntimeWarning, match="not aligned"):
-        decoded = decode_body(misaligned, 0, read_header(misaligned))
-
-    assert decoded.equals(data)
-    assert all(buf.address % 8 == 0 for column in decoded.columns for buf in column.buffers() if buf is not None)
