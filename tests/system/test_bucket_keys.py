@@ -9,7 +9,6 @@ import pyarrow as pa
 import pytest
 
 import lakelog
-from lakelog.client.bucket_assigner import BucketAssigner, murmur3_32
 from lakelog.server.server_process import ServerProcess
 from tests.harness.tables import scan_all
 
@@ -40,15 +39,6 @@ def _all_rows(table: lakelog.Table, expected: int) -> pa.Table:
         scanner.close()
 
 
-def test_murmur3_matches_the_reference_vectors() -> None:
-    """The documented hash is MurmurHash3 x86 32: the published test vectors hold."""
-    assert murmur3_32(b"") == 0
-    assert murmur3_32(b"", 1) == 0x514E28B7
-    assert murmur3_32(b"hello") == 0x248BFA47
-    assert murmur3_32(b"Hello, world!", 1234) == 0xFAF6CDB3
-    assert murmur3_32(b"The quick brown fox jumps over the lazy dog") == 0x2E4FF723
-
-
 def test_keys_stay_in_one_bucket_and_buckets_stay_even(conn: lakelog.Connection) -> None:
     table = _table(conn, "keyed", 8, ["user_id"])
     with table.new_append().create_writer() as writer:
@@ -72,27 +62,6 @@ def test_keys_stay_in_one_bucket_and_buckets_stay_even(conn: lakelog.Connection)
     for user_id, amount in zip(rows.column("user_id").to_pylist(), rows.column("amount").to_pylist()):
         amounts[user_id].append(amount)
     assert all(values == sorted(values) for values in amounts.values())
-
-
-def test_rows_and_arrow_hash_alike_for_every_key_type() -> None:
-    schema = pa.schema(
-        [("s", pa.string()), ("i", pa.int32()), ("d", pa.date32()), ("t", pa.timestamp("ms")), ("b", pa.bool_())]
-    )
-    assigner = BucketAssigner(16, list(schema), "t")
-    table = pa.table(
-        {
-            "s": ["a", None, "ü", "a"],
-            "i": [1, -5, None, 1],
-            "d": pa.array([0, 19000, 1, 0], pa.date32()),
-            "t": pa.array([0, 1_700_000_000_000, None, 0], pa.timestamp("ms")),
-            "b": [True, False, None, True],
-        },
-        schema=schema,
-    )
-    from_arrow = assigner.arrow_buckets(table).to_pylist()
-    from_rows = [assigner.row_bucket(row) for row in table.to_pylist()]
-    assert from_arrow == from_rows
-    assert from_rows[0] == from_rows[3]
 
 
 def test_a_key_column_of_floats_is_refused(conn: lakelog.Connection) -> None:
