@@ -3,8 +3,11 @@ starts a gRPC server or channel, or starts a process fails naming what it tried.
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
+import tempfile
+from pathlib import Path
 from typing import Any, Iterator
 
 import grpc
@@ -44,3 +47,17 @@ def no_network_no_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
             monkeypatch.setattr(module, name, _refuse(f"use grpc.{name}"))
     monkeypatch.setattr(subprocess.Popen, "__init__", _refuse("start a process"))
     yield
+
+
+@pytest.fixture
+def tmpfs_path(tmp_path: Path) -> Iterator[Path]:
+    """A temporary directory in memory where the machine has /dev/shm (else ``tmp_path``): the
+    fsyncs of the coordinator's SQLite store and of bucket logs cost nothing there, so the tier
+    stays quick on a busy disk."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        yield tmp_path
+        return
+    path = Path(tempfile.mkdtemp(prefix="lakelog-unit-", dir=shm))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

@@ -62,8 +62,8 @@ def lake() -> RecordingLake:
 
 
 @pytest.fixture
-def coordinator(tmp_path: Path, tablets: RecordingTablets, lake: RecordingLake) -> Coordinator:
-    made = coordinator_on(tmp_path, tablets, lake)
+def coordinator(tmpfs_path: Path, tablets: RecordingTablets, lake: RecordingLake) -> Coordinator:
+    made = coordinator_on(tmpfs_path, tablets, lake)
     made.create_database("shop")
     return made
 
@@ -130,8 +130,8 @@ def test_tables_start_their_round_robin_where_the_last_one_left_off(coordinator:
     assert first != second
 
 
-def test_a_table_without_any_tablet_server_is_refused(tmp_path: Path, tablets: RecordingTablets) -> None:
-    coordinator = coordinator_on(tmp_path, tablets, servers=0)
+def test_a_table_without_any_tablet_server_is_refused(tmpfs_path: Path, tablets: RecordingTablets) -> None:
+    coordinator = coordinator_on(tmpfs_path, tablets, servers=0)
     coordinator.create_database("shop")
     with pytest.raises(NoTabletServerError, match="no tablet server has registered"):
         coordinator.create_table(ORDERS, TableDescriptor(SCHEMA))
@@ -167,8 +167,8 @@ def test_a_bad_table_is_refused_naming_what_is_wrong_and_nothing_is_stored(
     assert tablets.told == []
 
 
-def test_a_table_that_would_pass_a_server_s_bucket_cap_is_refused_naming_the_server(tmp_path: Path, tablets: RecordingTablets) -> None:
-    coordinator = coordinator_on(tmp_path, tablets, servers=2, max_buckets_per_server=4)
+def test_a_table_that_would_pass_a_server_s_bucket_cap_is_refused_naming_the_server(tmpfs_path: Path, tablets: RecordingTablets) -> None:
+    coordinator = coordinator_on(tmpfs_path, tablets, servers=2, max_buckets_per_server=4)
     coordinator.create_database("shop")
     coordinator.create_table(ORDERS, TableDescriptor(SCHEMA, 6))
     with pytest.raises(TooManyBucketsError, match="tablet server 1, which keeps 3"):
@@ -210,10 +210,10 @@ def test_table_ids_are_never_reused(coordinator: Coordinator) -> None:
     assert coordinator.create_table(ORDERS, TableDescriptor(SCHEMA)) > first
 
 
-def test_the_catalog_survives_a_restart_on_the_same_directory(tmp_path: Path, coordinator: Coordinator) -> None:
+def test_the_catalog_survives_a_restart_on_the_same_directory(tmpfs_path: Path, coordinator: Coordinator) -> None:
     table_id = coordinator.create_table(ORDERS, TableDescriptor(SCHEMA, 4, {"table.log.ttl": "2d"}, comment="orders"))
     leaders = coordinator.assignment(coordinator.table(ORDERS)).leaders
-    restarted = coordinator_on(tmp_path, RecordingTablets())
+    restarted = coordinator_on(tmpfs_path, RecordingTablets())
     info = restarted.table(ORDERS)
     assert (info.table_id, info.buckets, dict(info.properties), info.comment) == (table_id, 4, {"table.log.ttl": "2d"}, "orders")
     assert info.schema.equals(SCHEMA)
@@ -336,8 +336,8 @@ def test_a_partition_value_that_could_reach_a_path_is_refused(coordinator: Coord
     assert coordinator.list_partitions(EVENTS) == []
 
 
-def test_partitions_past_max_partition_num_are_refused(tmp_path: Path, tablets: RecordingTablets) -> None:
-    coordinator = coordinator_on(tmp_path, tablets, max_partitions=2)
+def test_partitions_past_max_partition_num_are_refused(tmpfs_path: Path, tablets: RecordingTablets) -> None:
+    coordinator = coordinator_on(tmpfs_path, tablets, max_partitions=2)
     coordinator.create_database("shop")
     coordinator.create_table(EVENTS, TableDescriptor(DAYS, 1, partition_keys=("dt",)))
     coordinator.create_partition(EVENTS, {"dt": "d1"})

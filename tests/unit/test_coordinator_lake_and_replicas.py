@@ -37,8 +37,8 @@ def tablets() -> RecordingTablets:
 
 
 @pytest.fixture
-def coordinator(tmp_path: Path, tablets: RecordingTablets) -> Coordinator:
-    made = coordinator_on(tmp_path, tablets)
+def coordinator(tmpfs_path: Path, tablets: RecordingTablets) -> Coordinator:
+    made = coordinator_on(tmpfs_path, tablets)
     made.create_database("shop")
     return made
 
@@ -104,17 +104,17 @@ def test_a_table_without_a_lake_takes_no_snapshot(coordinator: Coordinator) -> N
         coordinator.commit_lake_snapshot(table_id, _snapshot(1, {0: 10}))
 
 
-def test_the_lake_snapshot_survives_a_restart(tmp_path: Path, coordinator: Coordinator) -> None:
+def test_the_lake_snapshot_survives_a_restart(tmpfs_path: Path, coordinator: Coordinator) -> None:
     table_id = coordinator.create_table(ORDERS, TableDescriptor(SCHEMA, 2, LAKE))
     coordinator.commit_lake_snapshot(table_id, LakeSnapshot(9, {0: LakeBucketOffset(0, 10, 1234), 1: LakeBucketOffset(3, 7)}))
-    restarted = coordinator_on(tmp_path, RecordingTablets())
+    restarted = coordinator_on(tmpfs_path, RecordingTablets())
     assert restarted.lake_snapshot(table_id) == LakeSnapshot(9, {0: LakeBucketOffset(0, 10, 1234), 1: LakeBucketOffset(3, 7)})
 
 
 # ---------------------------------------------------------------- writers and tiering jobs
 
 
-def test_writer_ids_only_grow_and_each_token_proves_its_id_and_principal(tmp_path: Path, coordinator: Coordinator) -> None:
+def test_writer_ids_only_grow_and_each_token_proves_its_id_and_principal(tmpfs_path: Path, coordinator: Coordinator) -> None:
     first = coordinator.init_writer("alice")
     second = coordinator.init_writer("bob")
     assert second.writer_id > first.writer_id
@@ -122,16 +122,16 @@ def test_writer_ids_only_grow_and_each_token_proves_its_id_and_principal(tmp_pat
     tokens.check(first.writer_id, "alice", first.token, "test")
     with pytest.raises(UnknownWriterError, match="not issued to principal 'bob'"):
         tokens.check(first.writer_id, "bob", first.token, "test")
-    restarted = coordinator_on(tmp_path, RecordingTablets())
+    restarted = coordinator_on(tmpfs_path, RecordingTablets())
     assert restarted.writer_key == coordinator.writer_key, "tokens issued before a restart stay valid"
     assert restarted.init_writer("alice").writer_id > second.writer_id
 
 
-def test_tiering_jobs_are_kept_across_a_restart_and_a_heartbeat_needs_a_job_id(tmp_path: Path, coordinator: Coordinator) -> None:
+def test_tiering_jobs_are_kept_across_a_restart_and_a_heartbeat_needs_a_job_id(tmpfs_path: Path, coordinator: Coordinator) -> None:
     coordinator.tiering_heartbeat("job-1", (ORDERS,), barrier=42)
     with pytest.raises(InvalidRequestError, match="needs a job id"):
         coordinator.tiering_heartbeat("", (ORDERS,), barrier=1)
-    [job] = coordinator_on(tmp_path, RecordingTablets()).tiering_jobs()
+    [job] = coordinator_on(tmpfs_path, RecordingTablets()).tiering_jobs()
     assert (job.job_id, job.tables, job.last_barrier) == ("job-1", (ORDERS,), 42)
 
 
@@ -144,9 +144,9 @@ def test_a_heartbeat_from_a_server_that_never_registered_is_refused(coordinator:
 
 
 @pytest.fixture
-def replicated(tmp_path: Path, tablets: RecordingTablets) -> Coordinator:
+def replicated(tmpfs_path: Path, tablets: RecordingTablets) -> Coordinator:
     """Three servers, one table of three buckets with three copies each."""
-    made = coordinator_on(tmp_path, tablets, replication_factor=3)
+    made = coordinator_on(tmpfs_path, tablets, replication_factor=3)
     made.create_database("shop")
     made.create_table(ORDERS, TableDescriptor(SCHEMA, 3))
     return made
@@ -160,8 +160,8 @@ def test_replicated_buckets_have_their_copies_on_distinct_servers_all_in_sync(re
     assert sorted(assignment.leaders.values()) == [1, 2, 3], "one leadership per server"
 
 
-def test_a_factor_above_the_servers_is_refused_naming_them(tmp_path: Path, tablets: RecordingTablets) -> None:
-    coordinator = coordinator_on(tmp_path, tablets, servers=2)
+def test_a_factor_above_the_servers_is_refused_naming_them(tmpfs_path: Path, tablets: RecordingTablets) -> None:
+    coordinator = coordinator_on(tmpfs_path, tablets, servers=2)
     coordinator.create_database("shop")
     with pytest.raises(InvalidReplicationFactorError, match="replication factor 3 needs 3 live tablet servers, 2 are live"):
         coordinator.create_table(ORDERS, TableDescriptor(SCHEMA, 1, {"table.replication.factor": "3"}))
@@ -229,8 +229,8 @@ def test_a_silent_leader_loses_its_buckets_to_the_next_in_sync_copy_under_a_new_
     wait_until(lambda: all(tablets.leaders_told(s).get(info.table_id) == after.leaders for s in survivors), "the survivors are told")
 
 
-def test_buckets_whose_only_in_sync_copy_went_silent_are_counted_offline(tmp_path: Path, tablets: RecordingTablets) -> None:
-    coordinator = coordinator_on(tmp_path, tablets)
+def test_buckets_whose_only_in_sync_copy_went_silent_are_counted_offline(tmpfs_path: Path, tablets: RecordingTablets) -> None:
+    coordinator = coordinator_on(tmpfs_path, tablets)
     coordinator.create_database("shop")
     coordinator.create_table(ORDERS, TableDescriptor(SCHEMA, 3))
     clock = FakeClock(0)
@@ -244,8 +244,8 @@ def test_buckets_whose_only_in_sync_copy_went_silent_are_counted_offline(tmp_pat
     assert coordinator.liveness.states() == {1: False, 2: True, 3: True}
 
 
-def test_a_restarted_server_leaves_every_isr_and_a_sole_copy_keeps_its_bucket_under_a_new_epoch(tmp_path: Path, tablets: RecordingTablets) -> None:
-    coordinator = coordinator_on(tmp_path, tablets, replication_factor=2, servers=2)
+def test_a_restarted_server_leaves_every_isr_and_a_sole_copy_keeps_its_bucket_under_a_new_epoch(tmpfs_path: Path, tablets: RecordingTablets) -> None:
+    coordinator = coordinator_on(tmpfs_path, tablets, replication_factor=2, servers=2)
     coordinator.create_database("shop")
     coordinator.create_table(ORDERS, TableDescriptor(SCHEMA, 1))
     info = coordinator.table(ORDERS)

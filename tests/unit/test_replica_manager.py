@@ -94,16 +94,16 @@ def coordinator() -> Coordinator:
 
 
 @pytest.fixture
-def remote(tmp_path: Path, clock: FakeClock) -> Iterator[RemoteLogManager]:
-    storage = RemoteLogStorage(RemoteLocation.parse((tmp_path / "remote").as_uri()), {})
+def remote(tmpfs_path: Path, clock: FakeClock) -> Iterator[RemoteLogManager]:
+    storage = RemoteLogStorage(RemoteLocation.parse((tmpfs_path / "remote").as_uri()), {})
     manager = RemoteLogManager(storage, 3_600_000, clock=clock)
     yield manager
     manager.close()
 
 
 @pytest.fixture
-def replicas(tmp_path: Path, coordinator: Coordinator, remote: RemoteLogManager, clock: FakeClock) -> Iterator[ReplicaManager]:
-    logs = LogManager(tmp_path / "log", LogConfig(segment_max_bytes=4096), clock=clock)
+def replicas(tmpfs_path: Path, coordinator: Coordinator, remote: RemoteLogManager, clock: FakeClock) -> Iterator[ReplicaManager]:
+    logs = LogManager(tmpfs_path / "log", LogConfig(segment_max_bytes=4096), clock=clock)
     manager = ReplicaManager(SERVER, logs, coordinator.resolve, remote)
     manager.mark_ready()
     yield manager
@@ -129,8 +129,8 @@ def offsets_of(records: bytes | memoryview) -> list[tuple[int, int]]:
 # ---------------------------------------------------------------- readiness and leadership
 
 
-def test_a_server_answers_nothing_before_the_coordinator_told_it_its_buckets(tmp_path: Path, coordinator: Coordinator, remote: RemoteLogManager) -> None:
-    starting = ReplicaManager(SERVER, LogManager(tmp_path / "starting", LogConfig()), coordinator.resolve, remote)
+def test_a_server_answers_nothing_before_the_coordinator_told_it_its_buckets(tmpfs_path: Path, coordinator: Coordinator, remote: RemoteLogManager) -> None:
+    starting = ReplicaManager(SERVER, LogManager(tmpfs_path / "starting", LogConfig()), coordinator.resolve, remote)
     with pytest.raises(ServerNotReadyError, match="tablet server 1 is starting"):
         starting.check_ready()
     starting.mark_ready()
@@ -167,13 +167,13 @@ def test_a_bucket_led_elsewhere_or_missing_is_refused_naming_it(replicas: Replic
     assert isinstance(fetch(replicas, 7, 1, 0).error, NotLeaderError)
 
 
-def test_a_dropped_table_forgets_its_logs_and_its_directory(tmp_path: Path, replicas: ReplicaManager, coordinator: Coordinator) -> None:
+def test_a_dropped_table_forgets_its_logs_and_its_directory(tmpfs_path: Path, replicas: ReplicaManager, coordinator: Coordinator) -> None:
     lead(replicas, coordinator)
     replicas.produce(7, 0, batch(0))
-    assert any((tmp_path / "log").iterdir())
+    assert any((tmpfs_path / "log").iterdir())
     replicas.drop_tables([7])
     assert not replicas.knows(7)
-    assert not any((tmp_path / "log").rglob("*.log"))
+    assert not any((tmpfs_path / "log").rglob("*.log"))
     assert replicas.led_tables() == []
 
 
