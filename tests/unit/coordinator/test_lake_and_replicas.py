@@ -18,7 +18,7 @@ from lakelog.errors import (
     StaleLakeSnapshotError,
     UnknownWriterError,
 )
-from lakelog.metadata import BucketReplicas, LakeBucketOffset, LakeSnapshot, ServerNode, TableDescriptor, TablePath
+from lakelog.metadata import BucketReplicas, LakeBucketOffset, LakeSnapshot, ServerNode, TableDescriptor, TableInfo, TablePath
 from lakelog.security.writer_tokens import WriterTokens
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.coordinator.tablet_liveness import TabletLiveness
@@ -29,18 +29,6 @@ from tests.harness.waiting import wait_until
 SCHEMA = pa.schema([("id", pa.int64())])
 ORDERS = TablePath("shop", "orders")
 LAKE = {"table.datalake.enabled": "true"}
-
-
-@pytest.fixture
-def tablets() -> RecordingTablets:
-    return RecordingTablets()
-
-
-@pytest.fixture
-def coordinator(tmpfs_path: Path, tablets: RecordingTablets) -> Coordinator:
-    made = coordinator_on(tmpfs_path, tablets)
-    made.create_database("shop")
-    return made
 
 
 def _snapshot(snapshot_id: int, ends: dict[int, int]) -> LakeSnapshot:
@@ -168,19 +156,21 @@ def test_a_factor_above_the_servers_is_refused_naming_them(tmpfs_path: Path, tab
 
 
 def test_the_leader_shrinks_the_isr_and_its_version_goes_up(replicated: Coordinator) -> None:
-    info = replicated.table(ORDERS)
-    copies = replicated.assignment(info).replicas[0]
-    leader = copies.replicas[0]
-    follower = copies.replicas[1]
+    info, copies, leader, follower = _first_bucket(replicated)
     updated = replicated.adjust_isr(leader, info.table_id, 0, copies.leader_epoch, copies.isr_version, [leader, copies.replicas[2]])
     assert updated == BucketReplicas(copies.replicas, (leader, copies.replicas[2]), copies.leader_epoch, copies.isr_version + 1)
     assert follower not in replicated.assignment(info).replicas[0].isr
 
 
-def test_an_isr_change_from_a_stale_leader_or_version_is_refused(replicated: Coordinator) -> None:
+def _first_bucket(replicated: Coordinator) -> tuple[TableInfo, BucketReplicas, int, int]:
+    """Bucket 0 of the replicated table: its table, copies, leader and another replica."""
     info = replicated.table(ORDERS)
     copies = replicated.assignment(info).replicas[0]
-    leader, other = copies.replicas[0], copies.replicas[1]
+    return info, copies, copies.replicas[0], copies.replicas[1]
+
+
+def test_an_isr_change_from_a_stale_leader_or_version_is_refused(replicated: Coordinator) -> None:
+    info, copies, leader, other = _first_bucket(replicated)
     with pytest.raises(NotLeaderError, match="is stale: the leader is"):
         replicated.adjust_isr(other, info.table_id, 0, copies.leader_epoch, copies.isr_version, [other])
     with pytest.raises(NotLeaderError, match="is stale"):
@@ -189,9 +179,7 @@ def test_an_isr_change_from_a_stale_leader_or_version_is_refused(replicated: Coo
 
 
 def test_an_isr_without_its_leader_or_with_strangers_is_refused(replicated: Coordinator) -> None:
-    info = replicated.table(ORDERS)
-    copies = replicated.assignment(info).replicas[0]
-    leader, other = copies.replicas[0], copies.replicas[1]
+    info, copies, leader, other = _first_bucket(replicated)
     with pytest.raises(InvalidRequestError, match="must hold the leader"):
         replicated.adjust_isr(leader, info.table_id, 0, copies.leader_epoch, copies.isr_version, [other])
     with pytest.raises(InvalidRequestError, match="must hold the leader"):

@@ -29,7 +29,6 @@ from lakelog.errors import (
     TooManyBucketsError,
     TooManyPartitionsError,
 )
-from lakelog.lake_config import LakeConfig
 from lakelog.metadata import (
     DATALAKE_FORMAT,
     BucketInfo,
@@ -49,23 +48,6 @@ DAYS = pa.schema([("id", pa.int64()), ("dt", pa.string())])
 ORDERS = TablePath("shop", "orders")
 EVENTS = TablePath("shop", "events")
 LAKE = {"table.datalake.enabled": "true"}
-
-
-@pytest.fixture
-def tablets() -> RecordingTablets:
-    return RecordingTablets()
-
-
-@pytest.fixture
-def lake() -> RecordingLake:
-    return RecordingLake(LakeConfig())
-
-
-@pytest.fixture
-def coordinator(tmpfs_path: Path, tablets: RecordingTablets, lake: RecordingLake) -> Coordinator:
-    made = coordinator_on(tmpfs_path, tablets, lake)
-    made.create_database("shop")
-    return made
 
 
 # ---------------------------------------------------------------- databases
