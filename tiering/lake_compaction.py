@@ -40,7 +40,7 @@ from lakelog.errors import LakeDataError, LakeError
 from lakelog.human_size import human_size
 from lakelog.lake.iceberg_scan_planner import files_by_bucket, snapshot_data_files
 from lakelog.lake.lake_catalog import LakeCatalog, lake_call
-from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, compaction_summary, decode_bucket_offsets, latest_lake_snapshot, served_snapshot_ids
+from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, compaction_summary, decode_bucket_offsets, latest_lake_snapshot
 from lakelog.metadata import LakeSnapshot, TablePath
 from lakelog.progress import counted
 from lakelog.server.coordinator.table_properties import TARGET_FILE_SIZE, table_property
@@ -164,7 +164,7 @@ class LakeCompactor:
         """Commit the swap, again on top of whatever committed first; then tell the coordinator."""
         for attempt in range(COMMIT_ATTEMPTS):
             summary = compaction_summary(table, self.commit_user, len(replaced), len(added))
-            snapshot_id = replace_files(table, replaced, added, summary, max(served_snapshot_ids(table), default=0))
+            snapshot_id = replace_files(table, replaced, added, summary)
             if snapshot_id is not None:
                 break
             table = self._catalog.load_table(path)

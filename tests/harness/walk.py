@@ -2,7 +2,8 @@
 exactly what the oracle says.
 
 Steps: produce batches of random sizes, roll a segment, upload (which also deletes local segments
-past ``table.log.tiered.local-segments``), run a tiering round, expire remote segments, restart the
+past ``table.log.tiered.local-segments``), run a tiering round, expire remote segments, compact the lake table's files and expire its
+replaced snapshots, restart the
 tablet server, restart the coordinator, kill the tiering job mid-round (a real SIGKILL of a
 ``lakelog tier`` process, the next round being its restart), stop and start S3; and the faults of
 issue 15: a bucket's remote manifest deleted or damaged (the restarted server fails closed, then
@@ -59,7 +60,12 @@ STEP_WEIGHTS = {
     "create_partition": 2,
     "drop_partition": 3,
     "alter": 1,
+    "compact_lake": 0.7,
+    "expire_lake": 0.7,
 }
+# Short enough that snapshots a compaction replaced go within a few steps, long enough that a reader
+# holding one mid-read (a step's readers finish within it) is never in the way.
+LAKE_SNAPSHOT_RETENTION = {"table.datalake.snapshot-retention": "3s"}
 MAX_ADDED_COLUMNS = 4
 HOSTILE_POLLS = 20
 HOSTILE_STREAMS = 4
@@ -97,7 +103,7 @@ class Walk:
         try:
             self.conn = self.cluster.connect()
             self.conn.admin.create_database(PATH.database, ignore_if_exists=True)
-            self.conn.admin.create_table(PATH, lakelog.TableDescriptor(ORDERS_SCHEMA, BUCKETS, TABLE_PROPERTIES))
+            self.conn.admin.create_table(PATH, lakelog.TableDescriptor(ORDERS_SCHEMA, BUCKETS, {**TABLE_PROPERTIES, **LAKE_SNAPSHOT_RETENTION}))
             self.conn.admin.create_table(IDLE, lakelog.TableDescriptor(ORDERS_SCHEMA, 1))
             self.partitioned.create_tables()
             self._new_follower()
@@ -195,6 +201,14 @@ class Walk:
 
     def _step_expire(self) -> str:
         return f"expire remote ({self.cluster.expire_remote()} segments)"
+
+    def _step_compact_lake(self) -> str:
+        report = self.cluster.compact_lake(PATH)
+        return f"compact lake ({report.files_replaced} files into {report.files_written}, snapshot {report.snapshot_id})"
+
+    def _step_expire_lake(self) -> str:
+        report = self.cluster.expire_lake(PATH)
+        return f"expire lake ({report.snapshots_expired} snapshots, {report.files_deleted} files)"
 
     def _step_restart_tablet(self) -> str:
         self.cluster.restart_tablet()
