@@ -27,6 +27,14 @@ TESTS = Path(__file__).resolve().parent
 TIERS = ("unit", "integration", "system")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """``make test`` collects the three tier folders only: a test module anywhere else would never
+    run, so it stops the run instead, naming the module."""
+    stray = sorted(str(path.relative_to(TESTS.parent)) for path in TESTS.rglob("test_*.py") if path.relative_to(TESTS).parts[0] not in TIERS)
+    if stray:
+        raise pytest.UsageError(f"test modules outside tests/unit, tests/integration and tests/system would not run: {', '.join(stray)}; move each into its tier")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """``-m unit`` (or integration, system) selects a tier wherever the tests are named from."""
     for item in items:

@@ -11,7 +11,7 @@ from types import FrameType
 from typing import Any
 
 import lakelog
-from tests.conftest import create_table, order_rows
+from tests.harness.tables import create_table, order_rows
 
 CLIENT = Path(lakelog.client.__file__).resolve().parent
 
