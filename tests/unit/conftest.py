@@ -39,6 +39,8 @@ class _LocalSocket(socket.socket):
 
 @pytest.fixture(autouse=True)
 def no_network_no_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every unit test: what would make it depend on a server or the machine fails it at once,
+    so a test that needs one is moved to its tier instead of slowing this one down."""
     monkeypatch.setattr(socket, "socket", _LocalSocket)
     monkeypatch.setattr(socket, "create_connection", _refuse("connect a socket"))
     monkeypatch.setattr(socket, "create_server", _refuse("listen on a socket"))
