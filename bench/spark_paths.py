@@ -30,8 +30,8 @@ from bench.measure import Result, median_seconds, progress
 from bench.server_host import HostedServer
 from bench.sizes import Sizes
 from lakelog.spark_runtime.connect_server import SparkConnectServer
-from tests.postgres import PostgresServer
-from tests.spark_standalone import StandaloneCluster, cluster_environment, submit_args
+from tests.harness.postgres import PostgresServer
+from tests.harness.spark_standalone import StandaloneCluster, cluster_environment, submit_args
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 # The chart labels each bar by its tier; row 5, "lake write (tiering)", is the same round on local[2].

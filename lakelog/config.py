@@ -139,7 +139,11 @@ class ConfigOption:
     @property
     def default_text(self) -> str:
         """The default as a user writes it (``256mb``, ``7d``), not in the bytes or ms it is kept in."""
-        return str(self.default).lower() if isinstance(self.default, bool) else self.text(self.default)
+        if isinstance(self.default, bool):
+            return str(self.default).lower()
+        if isinstance(self.default, tuple):  # addresses: as a comma-separated string, empty when there are none
+            return ",".join(self.default)
+        return self.text(self.default)
 
 
 def _options(*options: ConfigOption) -> dict[str, ConfigOption]:

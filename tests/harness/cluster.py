@@ -20,9 +20,9 @@ from lakelog.tiering.lake_compaction import CompactionReport
 from lakelog.tiering.lake_maintenance import LakeMaintenance
 from lakelog.tiering.snapshot_expiry import ExpiryReport
 from lakelog.tiering.tiering_job import RoundReport, TieringJob, TieringOptions
-from tests.conftest import expire_remote
-from tests.server_log.test_log_quarantine import damage_last_length
-from tests.s3 import MotoS3, free_port
+from tests.harness.lake_tier import expire_remote
+from tests.harness.log_damage import damage_last_length
+from tests.harness.s3 import MotoS3, free_port
 
 TABLE_PROPERTIES = {
     "table.datalake.enabled": "true",

@@ -30,10 +30,11 @@ import pyarrow as pa
 
 import lakelog
 from bench.hostile_clients import HostileLoad
-from tests.conftest import ORDERS_SCHEMA, order_rows, scan_all, wait_until
 from tests.harness.cluster import TABLE_PROPERTIES, Cluster
 from tests.harness.oracle import Oracle
 from tests.harness.partition_walk import PartitionedTables
+from tests.harness.tables import ORDERS_SCHEMA, order_rows, scan_all
+from tests.harness.waiting import wait_until
 
 BUCKETS = 3
 READ_LIMIT = 1000
@@ -129,7 +130,7 @@ class Walk:
         return (
             f"random walk seed {self.seed} failed at step {len(self.history) - 1}: {type(exc).__name__}: {exc}\n"
             f"replay: LAKELOG_WALK_SEEDS={self.seed} LAKELOG_WALK_STEPS={self.steps} "
-            f".venv/bin/pytest tests/test_random_walk.py\nlast steps:\n{steps}"
+            f".venv/bin/pytest tests/system/test_random_walk.py\nlast steps:\n{steps}"
         )
 
     @property
