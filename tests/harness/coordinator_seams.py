@@ -13,7 +13,8 @@ import pyarrow as pa
 
 from lakelog.errors import LakelogError
 from lakelog.lake_config import LakeConfig
-from lakelog.metadata import BucketInfo, LakeOffsets, ServerNode, TableAssignment, TablePath
+from lakelog.metadata import BucketInfo, TablePath
+from lakelog.cluster_state import LakeOffsets, ServerNode, TableAssignment
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore

@@ -14,12 +14,10 @@ import ssl
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
-from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
@@ -31,32 +29,18 @@ from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from lakelog.server.status.cluster_status import ClusterStatus
 from lakelog.server.status.lake_lag_history import HOUR_MS, LakeLagHistory
+from tests.harness.browser import browser  # noqa: F401 - the page's browser fixture
 from tests.harness.certificates import CertificateAuthority
 from tests.harness.lake_tier import TIERED_TABLE, expire_remote
 from tests.harness.server_roles import coordinator_apart, tablet_server
 from tests.harness.tables import create_table, order_rows, produce_orders
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 SCREENSHOT = "status-page.png"
 BUCKETS = 2
 RECORDS = 24_000
 TABLE = "shop.orders"
 # The page refreshes every 3 s: a change must show within a few refreshes.
 SEEN_WITHIN_S = 20
-
-
-@pytest.fixture
-def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[WebDriver]:
-    """Debian's headless Chromium and its driver, named by path: selenium never downloads one."""
-    monkeypatch.setenv("SE_OFFLINE", "true")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,900"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
 
 
 # One look at the table's buckets, taken in one script so that a refresh cannot land in between:

@@ -29,7 +29,8 @@ from lakelog.errors import (
     TableNotExistError,
     UnknownBucketError,
 )
-from lakelog.metadata import ServerNode, TableInfo, TablePath
+from lakelog.metadata import TableInfo, TablePath
+from lakelog.cluster_state import ServerNode
 
 # ---------------------------------------------------------------- buckets
 

@@ -12,23 +12,10 @@ import pytest
 
 from lakelog.errors import InvalidRequestError
 from lakelog.lake_config import LakeConfig
-from lakelog.metadata import (
-    BucketInfo,
-    BucketReplicas,
-    LakeBucketOffset,
-    LakeLogFetchInfo,
-    LakeOffsets,
-    LakeSnapshot,
-    PartitionInfo,
-    RemoteLogFetchInfo,
-    RemoteLogSegment,
-    ServerNode,
-    TableAssignment,
-    TableChange,
-    TableInfo,
-    TablePath,
-    schema_to_bytes,
-)
+from lakelog.metadata import BucketInfo, LakeBucketOffset, LakeSnapshot, PartitionInfo, TableChange, TableInfo, TablePath
+from lakelog.cluster_state import BucketReplicas, LakeOffsets, ServerNode, TableAssignment
+from lakelog.record.schema_bytes import schema_to_bytes
+from lakelog.fetch_info import LakeLogFetchInfo, RemoteLogFetchInfo, RemoteLogSegment
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 

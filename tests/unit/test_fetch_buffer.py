@@ -14,7 +14,7 @@ from lakelog.client.scanner.fetch_buffer import LAKE_TIER, FetchBuffer, LakeOnly
 from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
 from lakelog.client.table_bucket import TableBucket
 from lakelog.errors import OffsetOutOfRangeError
-from lakelog.metadata import LakeLogFetchInfo
+from lakelog.fetch_info import LakeLogFetchInfo
 
 BUCKET = TableBucket(7, None, 0)
 OTHER = TableBucket(7, 40, 0)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from lakelog.client.scanner.offset_range import split_range
 from lakelog.lake.iceberg_scan_planner import LakeDataFile
+from lakelog.log_ranges import barrier_ends, bucket_ranges, split_range
 from lakelog.metadata import BucketInfo, LakeBucketKey
 from lakelog.tier_spans import TierSpan, tier_spans
 from lakelog.tiering.compaction_planner import plan_bins, worth_it
 from lakelog.tiering.snapshot_retention import SnapshotEntry, snapshots_to_keep
-from lakelog.tiering.split_planner import barrier_ends, bucket_ranges
 
 # ---------------------------------------------------------------- a tiering round's ranges
 

@@ -27,17 +27,8 @@ from lakelog.errors import (
     UnknownBucketError,
     UnknownWriterError,
 )
-from lakelog.metadata import (
-    BucketReplicas,
-    LakeBucketOffset,
-    LakeOffsets,
-    LakeSnapshot,
-    OffsetSpec,
-    PartitionInfo,
-    TableAssignment,
-    TableInfo,
-    TablePath,
-)
+from lakelog.metadata import LakeBucketOffset, LakeSnapshot, OffsetSpec, PartitionInfo, TableInfo, TablePath
+from lakelog.cluster_state import BucketReplicas, LakeOffsets, TableAssignment
 from lakelog.record.batch import ATTR_PROJECTED, encode_batch, iter_headers
 from lakelog.record.meta_columns import with_meta_fields
 from lakelog.remote_fs import RemoteLocation
@@ -139,8 +130,8 @@ def test_a_server_answers_nothing_before_the_coordinator_told_it_its_buckets(tmp
 
 def test_produced_batches_are_fetched_back_with_their_offsets_and_the_high_watermark(replicas: ReplicaManager, coordinator: Coordinator) -> None:
     lead(replicas, coordinator)
-    assert replicas.produce(7, 0, batch(0)).next_offset == 10
-    assert replicas.produce(7, 0, batch(10, 5)).next_offset == 15
+    assert replicas.produce(7, 0, batch(0)).result.next_offset == 10
+    assert replicas.produce(7, 0, batch(10, 5)).result.next_offset == 15
     result = fetch(replicas, 7, 0, 0)
     assert result.error is None and result.high_watermark == 15 and result.log_start_offset == 0
     assert offsets_of(result.records) == [(0, 10), (10, 5)]
@@ -185,7 +176,7 @@ def test_a_fenced_bucket_takes_no_writes_and_its_records_stay_readable(replicas:
         replicas.produce(7, 0, batch(10))
     assert offsets_of(fetch(replicas, 7, 0, 0).records) == [(0, 10)]
     replicas.become_leader([coordinator.add(info, {0: SERVER})])
-    assert replicas.produce(7, 0, batch(10)).next_offset == 20
+    assert replicas.produce(7, 0, batch(10)).result.next_offset == 20
 
 
 def test_a_partition_s_buckets_are_kept_under_its_own_id_and_must_belong_to_its_table(replicas: ReplicaManager, coordinator: Coordinator) -> None:
@@ -243,7 +234,7 @@ def test_damaged_bytes_are_refused_naming_the_damage_and_the_log_keeps_what_it_h
     with pytest.raises(error, match=message):
         replicas.produce(7, 0, bad)
     assert offsets_of(fetch(replicas, 7, 0, 0).records) == [(0, 10)]
-    assert replicas.produce(7, 0, batch(10)).next_offset == 20
+    assert replicas.produce(7, 0, batch(10)).result.next_offset == 20
 
 
 def test_a_writer_s_batches_need_the_token_the_coordinator_issued_for_its_id(replicas: ReplicaManager, coordinator: Coordinator) -> None:
@@ -255,14 +246,14 @@ def test_a_writer_s_batches_need_the_token_the_coordinator_issued_for_its_id(rep
     replicas.writer_tokens = tokens
     with pytest.raises(UnknownWriterError, match="writer id 42 was not issued to principal 'alice'"):
         replicas.produce(7, 0, stamped, caller="alice", writer_token=b"forged token....")
-    assert replicas.produce(7, 0, stamped, caller="alice", writer_token=tokens.issue(42, "alice")).next_offset == 10
+    assert replicas.produce(7, 0, stamped, caller="alice", writer_token=tokens.issue(42, "alice")).result.next_offset == 10
 
 
 def test_acks_all_is_refused_when_the_table_needs_more_in_sync_copies_than_there_are(replicas: ReplicaManager, coordinator: Coordinator) -> None:
     lead(replicas, coordinator, properties={"table.log.replica.min-in-sync-replicas": "2"})
     with pytest.raises(NotEnoughReplicasError, match="fewer than min-in-sync-replicas 2; nothing was appended"):
         replicas.produce(7, 0, batch(0))
-    assert replicas.produce(7, 0, batch(0), acks=1).next_offset == 10
+    assert replicas.produce(7, 0, batch(0), acks=1).result.next_offset == 10
 
 
 # ---------------------------------------------------------------- fetch

@@ -29,16 +29,8 @@ from lakelog.errors import (
     TooManyBucketsError,
     TooManyPartitionsError,
 )
-from lakelog.metadata import (
-    DATALAKE_FORMAT,
-    BucketInfo,
-    LakeBucketOffset,
-    LakeSnapshot,
-    TableChange,
-    TableDescriptor,
-    ServerNode,
-    TablePath,
-)
+from lakelog.metadata import DATALAKE_FORMAT, BucketInfo, LakeBucketOffset, LakeSnapshot, TableChange, TableDescriptor, TablePath
+from lakelog.cluster_state import ServerNode
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.write_fence import fenced_leaders
 from tests.harness.coordinator_seams import RecordingLake, RecordingTablets, coordinator_on

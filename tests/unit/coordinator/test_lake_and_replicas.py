@@ -18,7 +18,8 @@ from lakelog.errors import (
     StaleLakeSnapshotError,
     UnknownWriterError,
 )
-from lakelog.metadata import BucketReplicas, LakeBucketOffset, LakeSnapshot, ServerNode, TableDescriptor, TableInfo, TablePath
+from lakelog.metadata import LakeBucketOffset, LakeSnapshot, TableDescriptor, TableInfo, TablePath
+from lakelog.cluster_state import BucketReplicas, ServerNode
 from lakelog.security.writer_tokens import WriterTokens
 from lakelog.server.coordinator.coordinator import Coordinator
 from lakelog.server.coordinator.tablet_liveness import TabletLiveness

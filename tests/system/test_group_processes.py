@@ -3,7 +3,7 @@ a table's buckets exactly, a member killed with -9 loses its buckets to the othe
 from its last commit, members come and go while others poll, the coordinator restarts under a
 live group, and a partition created while the group reads is shared out too.
 
-Each member is ``tests.group_member`` in its own process, writing every record it was given to a
+Each member is ``tests.harness.group_member`` in its own process, writing every record it was given to a
 file before its next poll commits it. "Nothing lost": the files together hold every offset of every
 bucket. "Nothing committed read again": an offset read twice lies at or after the committed offset
 of its bucket when its reader died; where nobody died, no offset is read twice at all.
@@ -24,9 +24,11 @@ import pytest
 
 import lakelog
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import ORDERS_SCHEMA, ServerSubprocess, order_rows, wait_until
+from tests.harness.server_subprocess import ServerSubprocess
+from tests.harness.tables import ORDERS_SCHEMA, order_rows
+from tests.harness.waiting import wait_until
 from tests.harness.os_process import Process
-from tests.s3 import free_port
+from tests.harness.s3 import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 SESSION = "2s"
@@ -45,7 +47,7 @@ class Members:
     def start(self, name: str) -> Process:
         out = self.tmp / f"{name}.reads"
         self.files[name] = out
-        args = [sys.executable, "-m", "tests.group_member", self.address, self.table, "g", str(out), *self.extra]
+        args = [sys.executable, "-m", "tests.harness.group_member", self.address, self.table, "g", str(out), *self.extra]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         process = Process(name, args, self.tmp, lambda: out.exists() and out.read_text().count("\n") >= 1, env).start()
         self.running[name] = process

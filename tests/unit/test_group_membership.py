@@ -15,7 +15,7 @@ from lakelog.errors import NetworkError
 from lakelog.metadata import TablePath
 from lakelog.server.coordinator.groups.group_coordinator import GroupCoordinator
 from lakelog.server.coordinator.groups.group_offset_store import GroupOffsetStore
-from tests.conftest import wait_until
+from tests.harness.waiting import wait_until
 
 TABLE = 3
 BUCKETS = [GroupBucket(TABLE, 0, b) for b in range(4)]

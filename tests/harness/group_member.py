@@ -1,6 +1,6 @@
 """A consumer group member as its own OS process, for the group process tests and benchmarks.
 
-``python -m tests.group_member BOOTSTRAP DB.TABLE GROUP OUT [--session-timeout 2s] [--max-poll-records N]
+``python -m tests.harness.group_member BOOTSTRAP DB.TABLE GROUP OUT [--session-timeout 2s] [--max-poll-records N]
 [--pause-ms N]`` joins GROUP, polls, and appends every record a poll returned to OUT as lines
 ``partition_id bucket offset`` (partition 0: none), written and flushed before the next poll, whose
 auto-commit covers them: so OUT holds at least what the group committed for this member. SIGTERM

@@ -17,9 +17,11 @@ import lakelog
 import lakelog.aio
 from lakelog.cli.main import main as cli
 from lakelog.server.server_process import ServerProcess
-from tests.conftest import ORDERS_SCHEMA, expire_remote, order_rows, wait_until
-from tests.metrics_scrape import Scrape
-from tests.test_status_page import browser  # noqa: F401 - the page's browser fixture
+from tests.harness.lake_tier import expire_remote
+from tests.harness.tables import ORDERS_SCHEMA, order_rows
+from tests.harness.waiting import wait_until
+from tests.harness.metrics_scrape import Scrape
+from tests.harness.browser import browser  # noqa: F401 - the page's browser fixture
 
 PATH = lakelog.TablePath("shop", "events")
 FAST = {"client.scanner.group.session-timeout": "2s"}
