@@ -22,6 +22,7 @@ COPY client client
 COPY lake lake
 COPY tiering tiering
 COPY spark spark
+COPY spark_runtime spark_runtime
 COPY pyspark_lakelog.py ./
 
 # The CLI and the client; the health checker is its only server-side package (for `lakelog health`).

@@ -11,7 +11,7 @@ INITDB := /usr/lib/postgresql/15/bin/initdb
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test proto bench clean
+.PHONY: demo test test-unit proto bench clean
 
 # PYTHONWARNINGS: setuptools' boxed notice on editable installs about folders named like the
 # package (here they are the package) would greet every first run.
@@ -26,6 +26,10 @@ demo: $(STAMP)
 
 test: $(STAMP) $(CHROMEDRIVER) $(INITDB)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The unit tier alone: no sockets, no processes, no browser or PostgreSQL needed; seconds.
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)
 
 # Only when missing (a file target): installs Debian's chromium and chromium-driver, needs root.
 $(CHROMEDRIVER):

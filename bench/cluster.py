@@ -32,8 +32,8 @@ from lakelog.lake.snapshot_summary import latest_lake_snapshot
 from lakelog.lake.table_layout import data_location, new_data_file_path
 from lakelog.metadata import LakeSnapshot, OffsetSpec, TableDescriptor, TablePath
 from lakelog.tiering.lake_commit import commit_files, next_offsets
-from lakelog.client.scanner.offset_range import split_range
-from lakelog.tiering.split_planner import TieringSplit
+from lakelog.log_ranges import split_range
+from lakelog.tiering.tiering_split import TieringSplit
 from lakelog.tiering.split_writer import WriterSettings, write_split
 
 from bench import data, server_host
@@ -226,7 +226,7 @@ class BenchCluster:
             snapshot_id = commit_files(lake_table, written, offsets, "lakelog-bench")
             if snapshot_id is None:
                 raise RuntimeError(f"{path}: the lake moved while the benchmark set it up")
-            conn.admin.commit_lake_snapshot(path, LakeSnapshot(snapshot_id, offsets))
+            conn.internal_admin.commit_lake_snapshot(path, LakeSnapshot(snapshot_id, offsets))
 
     def only_in_lake(self, table: lakelog.Table, files_per_bucket: int | None = None) -> None:
         """Everything produced so far readable from the lake only: tier it, upload it, expire it."""
@@ -238,7 +238,7 @@ class BenchCluster:
 
     def spark(self) -> Any:
         """One local[2] SparkSession, shared by the Spark lake reads and the tiering rounds."""
-        from lakelog.spark_session import spark_session
+        from lakelog.spark_runtime.spark_session import spark_session
 
         if self._spark is None:
             self._spark = spark_session("local[2]", "lakelog-bench")

@@ -1,6 +1,6 @@
 """Benchmark 9: control RPC latency (p50, p99) while hostile clients press on a tablet server.
 
-The load of issue 15, shared with tests/test_hostile_clients.py: idle long polls (FetchLog on a
+The load of a hostile client, shared with tests/system/test_hostile_clients.py: idle long polls (FetchLog on a
 table nobody writes, waiting up to 60 s each, re-sent when they end) and FetchLog streams of 8 MiB
 answers sent by raw HTTP/2 connections that never read a byte (the server's answers pile up in
 its socket buffers, then in its memory). Meanwhile GetServerTime and ListDatabases are timed one

@@ -105,7 +105,7 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
     cli = Result(
         "2c", "CLI scan to jsonl", rows / cli_s, "records/s", None, "", rows / cli_s, None,
         detail=f"`lakelog scan --output jsonl --max-records {rows:,}` to a file, {rows:,} records of 10 columns, "
-        f"process start included; the issue's context figure is 300,000 rows/s "
+        f"process start included; the context figure is 300,000 rows/s "
         f"({'reached' if rows / cli_s >= CLI_CONTEXT_ROWS_S else 'not reached'})",
     )
     profile_if_missed(local, lambda: drain(table, records))

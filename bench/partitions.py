@@ -1,5 +1,5 @@
 """Benchmark 8: produce and scan of a table with 30 partitions x 4 buckets against one unpartitioned
-table of 120 buckets, the same records (issue 20's target: within 0.8x). The two kinds run in
+table of 120 buckets, the same records (the target: within 0.8x). The two kinds run in
 turns, each on a new table dropped after it, so neither meets a busier disk or a later load.
 Partitions are created before the clock starts; creating them is reported apart."""
 

@@ -22,6 +22,7 @@ from typing import Iterator
 
 from bench import (
     compaction,
+    groups,
     hostile_clients,
     lake_tier,
     local_tier,
@@ -57,6 +58,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "spark": spark_paths,
     "replication": replication,
     "evolution": schema_evolution,
+    "groups": groups,
 }
 
 
@@ -128,9 +130,11 @@ def main() -> None:
         for done, name in enumerate(names, 1):
             try:
                 if name == "scaling":
-                    points = scaling.run(cluster, sizes)
+                    points += scaling.run(cluster, sizes)
                 else:
-                    results += BENCHMARKS[name].run(cluster, sizes)
+                    # A benchmark's curve points go to the scaling section, its rows to the table.
+                    for item in BENCHMARKS[name].run(cluster, sizes):
+                        (points if isinstance(item, scaling.Point) else results).append(item)
             except Exception as exc:  # noqa: BLE001 - report it and go on with the next benchmark
                 traceback.print_exc()
                 failures[name] = f"{type(exc).__name__}: {exc}"

@@ -45,6 +45,9 @@ WHY = {
     "records, sets the time",
     "record width": "records/s falls with width as the bytes per record grow; per batch costs (CRC, IPC "
     "framing, meta columns) are paid per record count, so bytes/s grows with width",
+    "group members": "each member is a process that decodes its own buckets' answers, so members add client-side "
+    "parallelism; this machine has 2 cores shared by the members and the server, and each run includes the "
+    "members joining and being assigned their buckets (a heartbeat or two)",
 }
 
 

@@ -1,4 +1,4 @@
-"""How big each benchmark is: the issue's sizes by default, small ones for ``--quick``."""
+"""How big each benchmark is: full sizes by default, small ones for ``--quick``."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ class Sizes:
     hostile_streams: int = 60
     failover_kills: int = 20
     evolution_records: int = 5_000_000
+    group_records: int = 1_000_000
+    group_kills: int = 20
 
 
 FULL = Sizes()
@@ -51,4 +53,6 @@ QUICK = Sizes(
     hostile_streams=20,
     failover_kills=3,
     evolution_records=300_000,
+    group_records=100_000,
+    group_kills=3,
 )

@@ -1,4 +1,4 @@
-"""Benchmark "spark": lakelog's Spark paths (issue 18).
+"""Benchmark "spark": lakelog's Spark paths.
 
 - S1, the first lake read of a new client through a running Spark Connect server: a fresh process
   (its imports untimed) connects, subscribes from offset 0 of a table only the lake holds and waits
@@ -29,9 +29,9 @@ from bench.lake_tier import pyiceberg_scan
 from bench.measure import Result, median_seconds, progress
 from bench.server_host import HostedServer
 from bench.sizes import Sizes
-from lakelog.spark_connect_server import SparkConnectServer
-from tests.postgres import PostgresServer
-from tests.spark_standalone import StandaloneCluster, cluster_environment, submit_args
+from lakelog.spark_runtime.connect_server import SparkConnectServer
+from tests.harness.postgres import PostgresServer
+from tests.harness.spark_standalone import StandaloneCluster, cluster_environment, submit_args
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 # The chart labels each bar by its tier; row 5, "lake write (tiering)", is the same round on local[2].
@@ -158,8 +158,8 @@ def _connect_reads(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         next_step="profiled with perf (every process, warm scans) through three changes. PySpark runs a full "
         "gc.collect() in its reused Python worker after every task, which walked the pyarrow and PyIceberg objects "
         "a worker holds, 40-50 ms a task: lakelog's tasks freeze the worker's heap as they start "
-        "(lakelog/spark_worker_heap.py), 2.55 s a scan to 2.19 s. C2 compiling Spark's code cost the JVM more "
-        "than it saved: the Connect server's JVM runs with C1 alone (lakelog/spark_connect_server.py), 1.86 s. "
+        "(spark_runtime/worker_heap.py), 2.55 s a scan to 2.19 s. C2 compiling Spark's code cost the JVM more "
+        "than it saved: the Connect server's JVM runs with C1 alone (spark_runtime/connect_server.py), 1.86 s. "
         "Tasks that decoded the lake's Parquet and re-compressed it as zstd Arrow batches spent 1.1 s of CPU in "
         "each of the two workers a scan (two fifths compressing) and 0.4 s in the client decompressing: tasks now "
         "fetch the wanted column chunks of each row group as the file holds them and the client decodes them "

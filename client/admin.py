@@ -1,15 +1,15 @@
-"""Admin: databases, tables, offsets, bucket descriptions and lake snapshots."""
+"""Admin: databases, tables, offsets, bucket descriptions and lake snapshots (lakelog's own
+internal calls are :mod:`lakelog.client.internal_admin`'s)."""
 
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
-from lakelog.security.writer_tokens import WriterIdentity
+from lakelog.consumer_groups import GroupDescription, GroupSummary
 from lakelog.errors import (
     DatabaseNotExistError,
     InvalidPartitionError,
-    InvalidRequestError,
     InvalidTimestampError,
     LakeError,
     LakelogError,
@@ -39,6 +39,7 @@ from lakelog.metadata import (
     partition_name,
     partition_spec,
 )
+from lakelog.client.group.group_admin import GroupAdmin
 from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.log_source import LogSource, LookupContext
 from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
@@ -62,6 +63,7 @@ class Admin:
         self._router = router
         self._metadata = router.metadata
         self._lake = lake
+        self.groups = GroupAdmin(coordinator, router, self)
 
     def _read(self, what: str, action: Callable[[], T]) -> T:
         """A coordinator lookup: safe to send again, so retried like every lookup."""
@@ -70,6 +72,20 @@ class Admin:
     def _change(self, what: str, action: Callable[[], T]) -> T:
         """A coordinator change: resent only where it was surely not applied."""
         return self._router.call(action, what, resend_safe=False)
+
+    # consumer groups (lakelog.client.group.group_admin)
+
+    def list_groups(self) -> list[GroupSummary]:
+        return self.groups.list_groups()
+
+    def describe_group(self, name: str) -> GroupDescription:
+        return self.groups.describe_group(name)
+
+    def list_group_offsets(self, name: str, path: TablePath) -> dict[Any, int]:
+        return self.groups.list_group_offsets(name, path)
+
+    def reset_group_offsets(self, name: str, path: TablePath, spec: OffsetSpec) -> dict[Any, int]:
+        return self.groups.reset_group_offsets(name, path, spec)
 
     # databases
 
@@ -312,31 +328,6 @@ class Admin:
         barrier = max(common)
         return {path: found[barrier] for path, found in by_table.items()}
 
-    def barrier_safe_time(self, paths: Iterable[TablePath]) -> int:
-        """The smallest GetServerTime of the tablet servers leading the tables' buckets: a time
-        every one of them has passed, so no record stamped at or before it is still to come. The
-        tiering job takes its barrier from here, not from its own clock."""
-        tables = [self._metadata.table(path) for path in paths]
-        if not tables:
-            raise InvalidRequestError("a barrier needs at least one table")
-        # A partitioned table's buckets are its partitions': it leads none of its own.
-        infos = [info for info in tables if not info.partitioned] + [
-            p for info in tables if info.partitioned for p in self._metadata.partitions(info, refresh=True).values()
-        ]
-
-        def read() -> int:
-            servers = {node for info in infos for node in self._router.by_leader(info, None)}
-            # No bucket yet (partitioned tables without partitions): any record to come is stamped
-            # by some tablet server, so every one of them must have passed the time.
-            return min(self._tablets.get_server_time(node) for node in servers or self._metadata.tablet_servers())
-
-        return self._router.call(read, "read the tablet servers' time", resend_safe=True, tables=[i.table_id for i in infos])
-
-    def tiering_heartbeat(self, job_id: str, tables: Iterable[TablePath], barrier: int) -> None:
-        """A tiering job's report after a round (the job's call): the coordinator keeps the last one."""
-        reported = list(tables)
-        self._read("tiering heartbeat", lambda: self._coordinator.tiering_heartbeat(job_id, reported, barrier))
-
     def get_tiering_jobs(self) -> list[TieringJobInfo]:
         """Every tiering job the coordinator heard from, least recently heard first."""
         return self._read("get tiering jobs", self._coordinator.get_tiering_jobs)
@@ -370,24 +361,9 @@ class Admin:
             for bucket, hw in self.list_offsets(path, partition_name=partition.partition_name).items()
         }
 
-    def init_writer(self) -> WriterIdentity:
-        """A new idempotent writer id from the coordinator, with the token that proves it is this
-        caller's. Resending is safe: an id lost with its answer is never handed out again, and
-        none is needed back."""
-        return self._read("init writer", self._coordinator.init_writer)
-
     def get_lake_config(self) -> LakeConfig:
         """The cluster's lake format and catalog properties, without secrets."""
         return self._read("get lake config", self._coordinator.get_lake_config)
-
-    def commit_lake_snapshot(self, path: TablePath, snapshot: LakeSnapshot) -> None:
-        """Tell the coordinator about a lake snapshot committed to Iceberg (the tiering job's call).
-        Resending is safe: the coordinator keeps the newest snapshot and ignores one it holds.
-
-        Raises :class:`StaleLakeSnapshotError` if the coordinator already holds a newer one.
-        """
-        info = self._metadata.table(path)
-        self._read("commit lake snapshot", lambda: self._coordinator.commit_lake_snapshot(info.table_id, snapshot))
 
 
 def lake_offset(source: LogSource, info: TableInfo, bucket: int, ms: int, snapshot_id: int) -> int:

@@ -21,7 +21,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from lakelog.errors import BarrierHoldError, LakelogError, NoTabletServerError
-from lakelog.metadata import ServerNode
+from lakelog.cluster_state import ServerNode
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 

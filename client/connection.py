@@ -11,6 +11,7 @@ from lakelog.metadata import TablePath
 from lakelog.rpc.rpc_edge import RpcEdge
 from lakelog.client.admin import Admin
 from lakelog.client.barrier_hold import BarrierHold
+from lakelog.client.internal_admin import InternalAdmin
 from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.metadata_cache import MetadataCache
 from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
@@ -21,7 +22,7 @@ from lakelog.client.sender import Sender
 from lakelog.client.table import Table
 
 if TYPE_CHECKING:
-    from lakelog.client.lake.lake_sources import LakeCatalog
+    from lakelog.log_source import LakeCatalogHandle
 
 
 class Connection:
@@ -42,10 +43,12 @@ class Connection:
         # The admin and every scanner of this connection share one LogSource per table.
         self._lake = LakeSources(self.config, lambda: self.admin.get_lake_config())
         self.admin = Admin(coordinator, self._tablets, self._router, self._lake)
+        # lakelog's own calls (writer ids, the tiering job's protocol), apart from the user's admin.
+        self.internal_admin = InternalAdmin(coordinator, self._tablets, self._router)
         self._sender = Sender(self._tablets, self._router, self.config.get("client.writer.max-inflight"), self.config.get("client.writer.acks"))
 
     def get_table(self, path: TablePath) -> Table:
-        return Table(self._router.metadata.table(path), self._tablets, self._router, self.admin, self.config, self._sender, self._lake)
+        return Table(self._router.metadata.table(path), self._tablets, self._router, self.admin, self.internal_admin, self.config, self._sender, self._lake)
 
     def open_barrier_hold(self, timeout_ms: int | None = None) -> BarrierHold:
         """A barrier hold on every tablet server (see :mod:`lakelog.client.barrier_hold`): writers
@@ -59,8 +62,9 @@ class Connection:
         credentials on top: ``AWS_*`` environment variables, then its ``datalake.iceberg.*`` keys."""
         return self._lake.lake_config()
 
-    def lake_catalog(self) -> "LakeCatalog":
-        """The connection's lake catalog (opened on first use, closed by :meth:`close`)."""
+    def lake_catalog(self) -> "LakeCatalogHandle":
+        """The connection's lake catalog, the lake plugin's own catalog object (for ``iceberg``,
+        lakelog's Iceberg catalog): opened by the plugin on first use, closed by :meth:`close`."""
         return self._lake.lake_catalog()
 
     def close(self) -> None:

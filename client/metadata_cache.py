@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 
 from lakelog.errors import NotLeaderError, TableNotExistError
-from lakelog.metadata import ServerNode, TableInfo, TablePath
+from lakelog.cluster_state import ServerNode
+from lakelog.metadata import TableInfo, TablePath
 from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
 from lakelog.client.rpc.messages import ClusterMetadata
 

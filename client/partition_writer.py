@@ -64,8 +64,8 @@ class PartitionedAppendWriter:
         # Arrow input is held whole (no copy) until the partitions it holds could fill a batch
         # each, or for ``client.writer.linger``; then all of it is split by partition at once, one
         # sort and one copy, and each partition's rows go to its writer as one batch-sized piece.
-        # Splitting each input as it came cost a sort and a copy per input and a second copy to
-        # join a partition's pieces: 30 partitions took the client twice an unpartitioned table's time.
+        # Splitting each input as it comes would cost a sort and a copy per input and a second copy
+        # to join a partition's pieces, more work the more partitions an input spans.
         self._batch_bytes = conf.get("client.writer.batch-size")
         self._linger_s = conf.get("client.writer.linger") / 1000
         self._indexes: dict[str, int] = {}

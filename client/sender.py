@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from lakelog.errors import LakelogError
-from lakelog.metadata import ServerNode
+from lakelog.cluster_state import ServerNode
 from lakelog.record import batch as rb
 from lakelog.client.record_accumulator import BucketQueue, RecordAccumulator
 from lakelog.client.rpc.leader_router import LeaderRouter

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 
 from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.config import Configuration
 from lakelog.errors import BarrierHoldError, InvalidConfigError, InvalidPartitionError, InvalidRequestError, LakeSnapshotNotExistError, PartitionNotExistError
-from lakelog.metadata import LakeSnapshot, TableInfo, TablePath
+from lakelog.metadata import LakeSnapshot, TableInfo, TablePath, validate_name
 from lakelog.client.admin import Admin
+from lakelog.client.internal_admin import InternalAdmin
 from lakelog.client.barrier_hold import BarrierHold
+from lakelog.client.group.group_membership import GroupMembership
+from lakelog.client.group.group_scanner import GroupLogScanner
 from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.tablet_gateway import TabletGateway
@@ -29,6 +32,7 @@ class Table:
         tablets: TabletGateway,
         router: LeaderRouter,
         admin: Admin,
+        internal_admin: InternalAdmin,
         conf: Configuration,
         sender: Sender,
         lake: LakeSources | None = None,
@@ -40,6 +44,7 @@ class Table:
         self._tablets = tablets
         self._router = router
         self._admin = admin
+        self._internal_admin = internal_admin
         self._conf = conf
 
     @property
@@ -58,7 +63,7 @@ class Table:
         found = self._router.metadata.partitions(self.info, refresh=True).get(name)
         if found is None:
             raise PartitionNotExistError(f"table {self.path} has no partition {name!r}")
-        return Table(found, self._tablets, self._router, self._admin, self._conf, self._sender, self._lake)
+        return Table(found, self._tablets, self._router, self._admin, self._internal_admin, self._conf, self._sender, self._lake)
 
     def new_append(self) -> "TableAppend":
         return TableAppend(self)
@@ -91,7 +96,7 @@ class Table:
         released after the last commit timestamp its writers were acknowledged with, which
         ``acks=0`` never learns: refused."""
         if self._conf.get("client.writer.acks") != "0":
-            return self._admin.init_writer()
+            return self._internal_admin.init_writer()
         if hold is not None:
             raise InvalidConfigError(
                 f"a writer of {self.path} under a barrier hold needs its appends acknowledged: client.writer.acks is 0, use 1 or all"
@@ -115,12 +120,14 @@ class Table:
                 raise
         return writer
 
-    def scanner(self, projection: list[int] | None) -> LogScanner:
+    def scanner(self, projection: list[int] | None, group: str | None = None) -> LogScanner:
+        """A scanner of this table; with ``group``, a member of that consumer group."""
+        make: Callable[..., LogScanner] = LogScanner if group is None else self._group_scanner(group)
         lake = self._lake
         source = lake.log_source(self.info) if lake is not None else None
         remote_conf = (lambda: lake.with_remote_settings(self._conf)) if lake is not None else None
         if not (self.info.partitioned and self.info.partition_id is None) or source is None:
-            return LogScanner(self.info, projection, self._tablets, self._router, self._admin, self._conf, source, remote_conf)
+            return make(self.info, projection, self._tablets, self._router, self._admin, self._conf, source, remote_conf)
 
         def lake_only() -> dict[int, TableInfo]:
             return {p.partition_id: self.info.for_partition(p) for p in self._admin.list_partition_infos(self.path) if p.lake_only}
@@ -132,9 +139,25 @@ class Table:
             except LakeSnapshotNotExistError:  # dropped empty before any tiering round: nothing to read
                 return LakeSnapshot(-1)
 
-        return LogScanner(
-            self.info, projection, self._tablets, self._router, self._admin, self._conf, source, remote_conf, lake_only, snapshot
-        )
+        return make(self.info, projection, self._tablets, self._router, self._admin, self._conf, source, remote_conf, lake_only, snapshot)
+
+
+    def _group_scanner(self, group_id: str) -> Callable[..., GroupLogScanner]:
+        """What builds a member's scanner from a :class:`LogScanner`'s arguments."""
+        validate_name("group", group_id)
+        calls = self._admin.groups
+        session_ms: int = self._conf.get("client.scanner.group.session-timeout")
+
+        def make(info: TableInfo, *scanner_args: Any) -> GroupLogScanner:
+            return GroupLogScanner(
+                lambda table_id: GroupMembership(calls, group_id, table_id, session_ms),
+                lambda: calls.offsets(group_id, info.table_id),
+                self._conf,
+                info,
+                *scanner_args,
+            )
+
+        return make
 
 
 class TableAppend:
@@ -178,5 +201,7 @@ class TableScan:
             raise InvalidRequestError("project() needs at least one column")
         return TableScan(self._table, indexes)
 
-    def create_log_scanner(self) -> LogScanner:
-        return self._table.scanner(self._projection)
+    def create_log_scanner(self, group: str | None = None) -> LogScanner:
+        """A scanner of the table; with ``group``, it joins that consumer group: the group shares
+        the table's buckets among its members, and commits on the coordinator where each stopped."""
+        return self._table.scanner(self._projection, group)

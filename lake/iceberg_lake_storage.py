@@ -1,7 +1,8 @@
 """The ``iceberg`` lake plugin (entry point ``lakelog.lake_storage`` = ``iceberg``).
 
 The coordinator creates lake tables through it, in one catalog it keeps open, and reads their
-numbers (data files, small files, snapshots, last compaction) for its metrics and status page.
+numbers (data files, small files, snapshots, last compaction) for its metrics and status page. A
+client opens its connection's catalog through it and reads which snapshots carry a barrier.
 
 ``client.lake.source`` picks the LogSource (the client resolves ``auto`` before it gets here):
 ``iceberg`` reads through PySpark, ``iceberg-arrow`` in-process. Each is imported only when chosen, so a client without PySpark can
@@ -18,7 +19,7 @@ import pyarrow as pa
 
 from lakelog.config import Configuration
 from lakelog.lake_config import LakeConfig
-from lakelog.log_source import LakeStorage, LakeTableStats, LogSource
+from lakelog.log_source import LakeCatalogHandle, LakeStorage, LakeTableStats, LogSource
 from lakelog.metadata import TableInfo, TablePath
 
 if TYPE_CHECKING:
@@ -50,12 +51,23 @@ class IcebergLakeStorage(LakeStorage):
         return lake_call(f"cannot read the numbers of {path}'s lake table", lambda: stats.stats(catalog.load_table(path), target_file_size))
 
     def _catalog_of(self, lake_config: LakeConfig) -> "LakeCatalog":
-        from lakelog.lake.lake_catalog import LakeCatalog
-
         with self._lock:
             if self._catalog is None:
-                self._catalog = LakeCatalog(lake_config)
+                self._catalog = self.open_catalog(lake_config)
             return self._catalog
+
+    def open_catalog(self, lake_config: LakeConfig) -> "LakeCatalog":
+        # Imported here: the plugin must load (and say what is missing) without PyIceberg.
+        from lakelog.lake.lake_catalog import LakeCatalog
+
+        return LakeCatalog(lake_config)
+
+    def barrier_snapshots(self, catalog: LakeCatalogHandle, path: TablePath) -> dict[int, int]:
+        from lakelog.lake.lake_catalog import iceberg_catalog, lake_call
+        from lakelog.lake.snapshot_summary import barrier_snapshots
+
+        table = iceberg_catalog(catalog).load_table(path)
+        return lake_call(f"cannot read the barriers of {path}'s lake table", lambda: barrier_snapshots(table))
 
     def create_log_source(
         self,

@@ -15,7 +15,7 @@ Through Spark Connect the whole range is one job and the client runs no JVM; on 
 The session is the one of ``lake.spark.master`` (the client's, or the one the cluster advertises),
 else the active one, else ``local[*]``; it is shared with everything else in the process and never
 stopped here. Through Spark Connect it is the session all lakelog clients of that server share
-(:func:`~lakelog.spark_session.shared_connect_session`), so a new client finds warm Python workers.
+(:func:`~lakelog.spark_runtime.spark_session.shared_connect_session`), so a new client finds warm Python workers.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from lakelog.lake.spark_file_task import PIECE_DDL, LakeRead, fetch_parts_in_tas
 from lakelog.lake.lake_catalog import LakeCatalog, lake_call
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import TableInfo
-from lakelog.spark_session import refuse_local_lake, shared_connect_session, spark_session
+from lakelog.spark_runtime.spark_session import refuse_local_lake, shared_connect_session, spark_session
 
 logger = logging.getLogger(__name__)
 

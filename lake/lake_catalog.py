@@ -17,6 +17,7 @@ from pyiceberg.table import Table
 
 from lakelog.errors import InvalidTableError, LakeError, LakelogError
 from lakelog.lake_config import ICEBERG, LakeConfig
+from lakelog.log_source import LakeCatalogHandle
 from lakelog.lake.schema_mapping import lake_schema
 from lakelog.lake.table_layout import TABLE_PROPERTIES, identifier, partition_spec, sort_order
 from lakelog.metadata import TablePath
@@ -119,3 +120,11 @@ class LakeCatalog:
         dispose = getattr(engine, "dispose", None)
         if callable(dispose):
             dispose()
+
+
+def iceberg_catalog(handle: LakeCatalogHandle) -> LakeCatalog:
+    """A connection's lake catalog (``Connection.lake_catalog()``, opened by the lake plugin) as the
+    Iceberg catalog the Iceberg code works through; a lake of another format is refused."""
+    if not isinstance(handle, LakeCatalog):
+        raise LakeError(f"the lake's catalog is a {type(handle).__name__}, not lakelog's Iceberg catalog: this needs an iceberg lake")
+    return handle

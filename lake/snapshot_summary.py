@@ -107,16 +107,15 @@ def barrier_snapshots(table: Table) -> dict[int, int]:
 
 def served_snapshot_ids(table: Table) -> set[int]:
     """The snapshots tablet servers may hand to readers: per bucket, of the snapshots that end it
-    where the lake ends it now, the one with the largest id. A tablet server takes a notified
-    snapshot whose range ends where its own does only if its id is larger (its rule for ordering
-    late notifications), which is why a compaction's snapshot gets an id above these."""
-    ends: dict[LakeBucketKey, tuple[int, int]] = {}
+    where the lake ends it now, the newest (a tablet server takes the later of two notified
+    snapshots that end a bucket at the same offset)."""
+    ends: dict[LakeBucketKey, tuple[int, int, int]] = {}
     for snapshot in table.snapshots():
         text = snapshot.summary.get(BUCKET_OFFSETS) if snapshot.summary is not None else None
         if text is not None:
             for key, offsets in decode_bucket_offsets(text).items():
-                ends[key] = max(ends.get(key, (-1, -1)), (offsets.log_end_offset, snapshot.snapshot_id))
-    return {snapshot_id for _, snapshot_id in ends.values()}
+                ends[key] = max(ends.get(key, (-1, -1, -1)), (offsets.log_end_offset, snapshot.sequence_number or 0, snapshot.snapshot_id))
+    return {snapshot_id for _, _, snapshot_id in ends.values()}
 
 
 def latest_lake_snapshot(table: Table) -> LakeSnapshot | None:

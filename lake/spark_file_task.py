@@ -3,12 +3,10 @@ wanted columns only) and hand them back as they are in the data file, in pieces;
 them (:mod:`lakelog.lake.fetched_row_groups`).
 
 Why the file's own bytes and not decoded batches: Parquet's zstd pages are nearly as small as zstd
-Arrow batches of the same rows (67 MB against 54 MB for the benchmark's 5 M records), and a task
-that decodes and re-compresses them spends the CPU twice, on top of the client's decompressing.
-Measured on warm reads of 5 M records through Spark Connect on local[2]: tasks that decoded and
-sent zstd Arrow IPC took 1.9-2.1 s a read (each of the two Python workers 1.1 s of CPU, the client
-0.8 s), tasks that fetch 1.2-1.5 s (the client 1.2 s of CPU, decoding as PyIceberg's ``to_arrow()``
-does, each worker 0.07 s). Page checksums are then verified where the rows are used.
+Arrow batches of the same rows, and a task that decodes and re-compresses them spends the CPU
+twice, on top of the client's decompressing. A task that fetches leaves its worker nearly idle and
+the client decodes once, as PyIceberg's ``to_arrow()`` does. Page checksums are then verified where
+the rows are used.
 
 Kept apart from the LogSource so that a Python worker imports only this, not PyIceberg's table and
 catalog modules: a new Spark Connect session starts new workers, and their imports are part of a
@@ -27,7 +25,7 @@ from pyiceberg.io import FileIO, InputStream, load_file_io
 
 from lakelog.errors import LakeDataError
 from lakelog.lake.iceberg_file_reader import FileRange, reading, row_group_reads, wanted_row_groups
-from lakelog.spark_worker_heap import freeze_worker_heap
+from lakelog.spark_runtime.worker_heap import freeze_worker_heap
 
 # One row per piece: bytes [position, position + len(bytes)) of the part's data file, for row group
 # ``row_group`` (FOOTER_GROUP: the file's footer, sent first when the client has not read it;
@@ -69,8 +67,7 @@ def plan_parts(io: FileIO, files: Sequence[FileRange], part_rows: int) -> list[F
     """A read's files as partitions. A task's rows reach the client only once the task is done, so
     the first file is split by its footer (read here): its first row group alone, then row groups
     up to ``part_rows`` rows each. A read's first records then come after one row group is read,
-    not a whole file (1.4 s for a file of a million records, 2.4 s to a new client's first
-    records). Later files stay a partition each: by then records stream, and reading every footer
+    not a whole file (seconds, for a file of a million records). Later files stay a partition each: by then records stream, and reading every footer
     here would cost a request per file before the job starts."""
     if not files:
         return []

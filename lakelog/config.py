@@ -139,7 +139,11 @@ class ConfigOption:
     @property
     def default_text(self) -> str:
         """The default as a user writes it (``256mb``, ``7d``), not in the bytes or ms it is kept in."""
-        return str(self.default).lower() if isinstance(self.default, bool) else self.text(self.default)
+        if isinstance(self.default, bool):
+            return str(self.default).lower()
+        if isinstance(self.default, tuple):  # addresses: as a comma-separated string, empty when there are none
+            return ",".join(self.default)
+        return self.text(self.default)
 
 
 def _options(*options: ConfigOption) -> dict[str, ConfigOption]:
@@ -182,7 +186,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("remote.log.stall-warning", parse_duration_ms, 30_000, "A remote log task pass stuck on one bucket this long is logged once at WARNING, with the upload backlog.", low=1),
     ConfigOption("remote.log.manifest-check-interval", parse_duration_ms, 60_000, "How often each bucket's remote objects are listed against its manifest, to find a remote tier whose objects vanished.", low=1),
     ConfigOption("datalake.format", _choice("iceberg"), "iceberg", "Lake format of lake-enabled tables."),
-    # bounded server memory (issue 15)
+    # Server memory stays bounded whatever the clients do: streams, answer bytes and parked polls are capped.
     ConfigOption("server.rpc.max-concurrent-streams", int, 100, "Calls one client connection may have open at once (HTTP/2 streams); more wait in the client.", low=1),
     ConfigOption("server.fetch.max-inflight-bytes", parse_size, 256 << 20, "FetchLog answer bytes a tablet server holds at once, until each call ends, a client connection an eighth of them at most; a fetch waits for room.", low=1 << 10),
     ConfigOption("server.fetch.max-parked-polls", int, 1000, "Long polls (FetchLog waiting for data) parked at once; one more is answered at once with what there is."),
@@ -256,6 +260,14 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("max.partition.num", int, 1000, "Most partitions the coordinator keeps over all tables; one more is refused (TooManyPartitionsError)."),
     ConfigOption("coordinator.auto-partition.check-interval", parse_duration_ms, 60_000, "How often the coordinator pre-creates and expires partitions of auto-partitioned tables.", low=1),
     ConfigOption("client.writer.dynamic-create-partition.enabled", parse_bool, True, "A write to a missing partition creates it (false: PartitionNotExistError)."),
+    ConfigOption(
+        "client.scanner.group.session-timeout", parse_duration_ms, 10_000,
+        "How long a consumer group member may stay silent before the coordinator gives its buckets to the others; it heartbeats every third of it (at most every 1s).",
+        low=100, high=30 * 60_000),
+    ConfigOption("client.scanner.group.auto-commit", parse_bool, True, "A group's scanner commits what its polls returned on each poll, on close and before a bucket is taken away."),
+    ConfigOption(
+        "client.scanner.group.reset", _choice("earliest", "latest", "error"), "earliest",
+        "Where a group's scanner starts a bucket with no committed offset, or one no tier holds any more (error: OffsetOutOfRangeError)."),
     ConfigOption("client.scanner.partition-discovery.interval", parse_duration_ms, 10_000, "How often a scanner subscribed to a whole partitioned table looks for new and dropped partitions.", low=1),
 )
 

@@ -369,6 +369,29 @@ class NotEnoughReplicasError(LakelogError):
     retriable = True
 
 
+class GroupNotEmptyError(LakelogError):
+    """A consumer group's offsets may be reset only while it has no member: a live member would
+    commit over the reset."""
+
+    code = 100
+
+
+class UnknownMemberError(LakelogError):
+    """The coordinator does not know this consumer group member (its session expired, or the
+    coordinator restarted): the member joins again with a new id."""
+
+    code = 101
+    retriable = True
+
+
+class FencedMemberError(LakelogError):
+    """A consumer group member sent an epoch that is not its current one (it missed an answer):
+    it gives its buckets up without committing and joins again."""
+
+    code = 102
+    retriable = True
+
+
 _BY_CODE: dict[int, type[LakelogError]] = {}
 
 

@@ -1,7 +1,9 @@
 """The lake plugin interface (docs/contract.md, "Client API"): a :class:`LakeStorage`, found through the entry-point
 group ``lakelog.lake_storage`` by a table's ``table.datalake.format`` (see
-:mod:`lakelog.lake_plugins`), creates the lake table for the coordinator and a :class:`LogSource`
-that serves a client the offsets only the lake holds.
+:mod:`lakelog.lake_plugins`), creates the lake table for the coordinator, opens the lake's catalog
+for a connection, reads which lake snapshots carry a timestamp barrier, and creates a
+:class:`LogSource` that serves a client the offsets only the lake holds. The client talks to the
+lake through this interface only.
 
 Kept free of PyIceberg and PySpark so that a plain client and a server import it, and a plugin
 depends on lakelog's types only: it is handed contexts and gives Arrow record batches back.
@@ -11,11 +13,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Callable, Iterator, Protocol, Sequence
 
 import pyarrow as pa
 
 from lakelog.config import Configuration
+from lakelog.errors import LakeError
 from lakelog.lake_config import LakeConfig
 from lakelog.metadata import TableInfo, TablePath
 
@@ -61,6 +64,13 @@ class LakeTableStats:
         return self.small_files / self.data_files if self.data_files else 0.0
 
 
+class LakeCatalogHandle(Protocol):
+    """A lake format's own catalog, opened for one connection: its LogSources share it, the Spark
+    jobs (tiering, maintenance) work through it, and the connection closes it."""
+
+    def close(self) -> None: ...
+
+
 class LogSource(ABC):
     """Reads one table's records back from the lake, as the log would have served them."""
 
@@ -102,13 +112,26 @@ class LakeStorage(ABC):
         table_info: TableInfo,
         lake_config: LakeConfig,
         client_config: Configuration,
-        catalog: Callable[[], Any] | None = None,
+        catalog: Callable[[], LakeCatalogHandle] | None = None,
     ) -> LogSource:
         """A LogSource for ``table_info``. ``lake_config`` is the cluster's (GetLakeConfig) with the
         client's own credentials on top; ``catalog`` returns the connection's one lake catalog
-        (the plugin's own catalog class, opened on its first call, closed with the connection),
+        (from :meth:`open_catalog`, opened on its first call, closed with the connection),
         which the LogSource should use rather than open its own. Raises ImportError when a library
         it needs is missing: the client then reads the table as a client without the lake."""
+
+    def open_catalog(self, lake_config: LakeConfig) -> LakeCatalogHandle:
+        """The lake's catalog as ``lake_config`` names it, opened for one connection (which passes
+        it back to :meth:`create_log_source` and :meth:`barrier_snapshots`). Raises ImportError
+        when a library it needs is missing; the base refuses, for a format without a catalog."""
+        raise LakeError(f"the {type(self).__name__} lake plugin has no catalog to open")
+
+    def barrier_snapshots(self, catalog: LakeCatalogHandle, path: TablePath) -> dict[int, int]:
+        """``{barrier: snapshot id}`` of every committed snapshot of ``path``'s lake table that
+        carries a timestamp barrier (docs/contract.md, "Tiering, consistent cuts and cursors"), read
+        from the lake's own history through ``catalog`` (from :meth:`open_catalog`). The base
+        refuses, for a format whose snapshots carry no barrier."""
+        raise LakeError(f"the {type(self).__name__} lake plugin does not record timestamp barriers")
 
     def table_stats(self, path: TablePath, lake_config: LakeConfig, target_file_size: int) -> LakeTableStats | None:
         """The numbers of ``path``'s lake table (the coordinator's metrics and status page); None

@@ -1,4 +1,7 @@
-"""Names and descriptions of databases, tables and buckets, shared by the servers and the client."""
+"""The public descriptions of databases, tables, partitions and buckets, and what the admin answers
+with: names, descriptors, table infos, offsets specs, lake snapshots, tiering status. Shared by the
+servers and the client; cluster state (placement, replicas) lives in :mod:`lakelog.cluster_state`,
+where a fetch is read from in :mod:`lakelog.fetch_info`."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from typing import ClassVar, Mapping, Sequence, Union
 
 import pyarrow as pa
 
-from lakelog.errors import InvalidNameError, InvalidPartitionError, InvalidRequestError, InvalidTableError
+from lakelog.errors import InvalidNameError, InvalidPartitionError, InvalidTableError
 from lakelog.record.meta_columns import RESERVED_COLUMNS
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,127}")
@@ -241,87 +244,6 @@ class PartitionInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class ServerNode:
-    server_id: int
-    host: str
-    port: int
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-@dataclass(frozen=True)
-class BucketReplicas:
-    """Where one bucket's copies live: ``replicas`` (the first is the preferred leader), the in-sync
-    replicas ``isr``, the leader epoch (one more each time the leader changes) and the ISR's own
-    version, which a leader's ISR change names so a stale one is refused."""
-
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    leader_epoch: int = 0
-    isr_version: int = 0
-
-
-@dataclass(frozen=True)
-class TableAssignment:
-    """A table and, per bucket, the id of the tablet server that leads it: what the coordinator
-    tells tablet servers and clients about placement. ``replicas`` holds the copies of buckets with
-    more than one; a bucket it does not name is kept by its leader alone."""
-
-    info: TableInfo
-    leaders: Mapping[int, int]
-    replicas: Mapping[int, BucketReplicas] = field(default_factory=dict)
-
-    def replicas_of(self, bucket: int) -> BucketReplicas:
-        found = self.replicas.get(bucket)
-        if found is not None:
-            return found
-        leader = self.leaders.get(bucket, -1)
-        return BucketReplicas((leader,), (leader,))
-
-
-def remote_segment_file(segment_id: str, start_offset: int, suffix: str) -> str:
-    """A remote segment's file under its bucket's remote directory: ``<segment_id>/<start:020d><suffix>``
-    (suffix ``.log``, ``.index`` or ``.timeindex``). The one place the remote layout names files."""
-    return f"{segment_id}/{start_offset:020d}{suffix}"
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteLogSegment:
-    """One uploaded segment: offsets ``[start_offset, end_offset)``, stored under ``segment_id``."""
-
-    segment_id: str
-    start_offset: int
-    end_offset: int
-    max_timestamp: int
-    size_in_bytes: int
-
-    def file(self, suffix: str) -> str:
-        return remote_segment_file(self.segment_id, self.start_offset, suffix)
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteLogFetchInfo:
-    """A fetch below the local log start: where the client reads the records itself. ``segments``
-    start with the one holding the fetch offset; ``first_start_pos`` is the byte position, in that
-    segment's ``.log``, of the batch holding the fetch offset."""
-
-    remote_log_tablet_dir: str
-    segments: tuple[RemoteLogSegment, ...]
-    first_start_pos: int
-    partition_name: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class LakeLogFetchInfo:
-    """The fetch offset lies only in the lake: read ``[offset, log_end_offset)`` of snapshot ``snapshot_id``."""
-
-    snapshot_id: int
-    log_end_offset: int
-
-
-@dataclass(frozen=True, slots=True)
 class BucketInfo:
     """Where a bucket's records live now; -1 where a tier is empty. With ``leader_available``
     false the leader is down or unreachable, and the offsets are unknown (-1)."""
@@ -383,21 +305,6 @@ class LakeSnapshot:
 
 
 @dataclass(frozen=True)
-class LakeOffsets:
-    """A table's (or, with ``partition_id``, one partition's) lake snapshot as NotifyLakeTableOffset
-    carries it (to one tablet server: only the buckets it leads), keyed by bucket number."""
-
-    table_id: int
-    snapshot: LakeSnapshot
-    partition_id: int | None = None
-
-    @property
-    def physical_id(self) -> int:
-        """What the tablet server keys the buckets' logs by (see :attr:`TableInfo.physical_id`)."""
-        return self.table_id if self.partition_id is None else self.partition_id
-
-
-@dataclass(frozen=True)
 class TieringJobInfo:
     """A tiering job as the coordinator last heard of it (docs/contract.md, "Tiering, consistent cuts and cursors", freshness and lineage)."""
 
@@ -445,15 +352,3 @@ class OffsetSpec:
     def timestamp(cls, ms: int) -> "OffsetSpec":
         """The first offset whose commit timestamp is >= ``ms``."""
         return cls(OffsetType.TIMESTAMP, int(ms))
-
-
-def schema_to_bytes(schema: pa.Schema) -> bytes:
-    return schema.serialize().to_pybytes()
-
-
-def schema_from_bytes(data: bytes) -> pa.Schema:
-    """Parse an Arrow IPC schema message; anything else is a request error, not a server fault."""
-    try:
-        return pa.ipc.read_schema(pa.py_buffer(data))
-    except (pa.ArrowInvalid, OSError, ValueError) as exc:
-        raise InvalidRequestError(f"not an Arrow IPC schema ({len(data)} bytes): {exc}") from None

@@ -13,12 +13,16 @@ from prometheus_client.registry import Collector
 
 from lakelog.config import Configuration
 from lakelog.lake_config import LakeConfig
-from lakelog.metadata import ServerNode
+from lakelog.cluster_state import ServerNode
 from lakelog.server.coordinator.coordinator import Coordinator
+from lakelog.server.coordinator.groups.group_coordinator import GroupCoordinator
+from lakelog.server.coordinator.groups.group_offset_store import GroupOffsetStore
+from lakelog.server.coordinator.groups.group_tables import GroupTables
 from lakelog.server.coordinator.lake_tables import LakeTables
 from lakelog.server.coordinator.metadata_store import MetadataStore
+from lakelog.server.metrics.group_collector import GroupLagCollector
 from lakelog.server.metrics.lake_collector import LakeTableCollector
-from lakelog.server.metrics.metrics_endpoint import WsgiApp
+from lakelog.metrics_endpoint import WsgiApp
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.open_file_limit import buckets_within, open_file_limit
 from lakelog.server.rpc.auth_interceptor import CallerName
@@ -61,6 +65,9 @@ class CoordinatorRole:
             conf.get("default.replication.factor"),
         )
         self.coordinator.auto_partitioner.start()
+        self.group_offsets = GroupOffsetStore(data_dir / "coordinator" / "group_offsets.db")
+        tables = GroupTables(self.coordinator, self.tablets)
+        self.groups = GroupCoordinator(self.group_offsets, tables.buckets, tables.high_watermarks, tables.path)
         self._check_interval_s = min(LIVENESS_CHECK_S, timeout_ms / 4000)
         self._status: ClusterStatus | None = None
         self._stop = threading.Event()
@@ -70,16 +77,18 @@ class CoordinatorRole:
     def _check_liveness(self) -> None:
         while not self._stop.wait(self._check_interval_s):
             self.coordinator.check_liveness()
+            self.groups.expire()
 
     def service(self, node: ServerNode, metrics: ServerMetrics, caller: CallerName) -> CoordinatorService:
         metrics.registry.register(_LivenessCollector(self.coordinator))
         metrics.registry.register(LakeTableCollector(self.coordinator))
-        return CoordinatorService(self.coordinator, node, metrics, caller)
+        metrics.registry.register(GroupLagCollector(self.groups))
+        return CoordinatorService(self.coordinator, self.groups, node, metrics, caller)
 
     def status_pages(self) -> dict[str, WsgiApp]:
         """The status page's routes; sampling the lake lag for its line starts here, so a
         coordinator without the page does not sample."""
-        self._status = ClusterStatus(self.coordinator, self.tablets).start()
+        self._status = ClusterStatus(self.coordinator, self.tablets, self.groups).start()
         return StatusPage(self._status).routes()
 
     def close(self) -> None:
@@ -90,6 +99,7 @@ class CoordinatorRole:
         self.coordinator.auto_partitioner.close()
         self.coordinator.close()
         self.tablets.close()
+        self.group_offsets.close()
         self.store.close()
 
 

@@ -15,13 +15,13 @@ import grpc
 
 from lakelog.config import Configuration
 from lakelog.errors import InvalidConfigError
-from lakelog.metadata import ServerNode
+from lakelog.cluster_state import ServerNode
 from lakelog.server.coordinator_server import CoordinatorRole
 from lakelog.server.allocator import keep_buffers_on_heap
 from lakelog.server.data_dir_lock import DataDirLock
 from lakelog.server.log.log_tablet import wall_clock_ms
 from lakelog.server.metrics.http_token_gate import TokenGate
-from lakelog.server.metrics.metrics_endpoint import MetricsEndpoint
+from lakelog.metrics_endpoint import MetricsEndpoint
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.metrics.tablet_collector import TabletStateCollector
 from lakelog.server.open_file_limit import raise_open_file_limit

@@ -12,7 +12,7 @@ from typing import Callable
 
 from lakelog.config import Configuration
 from lakelog.errors import InvalidConfigError, LakelogError
-from lakelog.metadata import ServerNode, TableAssignment
+from lakelog.cluster_state import ServerNode, TableAssignment
 from lakelog.server.log.log_manager import LogManager
 from lakelog.server.log.log_tablet import LogConfig, wall_clock_ms
 from lakelog.server.metrics.server_metrics import ServerMetrics

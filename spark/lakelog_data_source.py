@@ -3,7 +3,7 @@ tiers) as a DataFrame, through PySpark's Python data source API. Options: README
 Spark", and :mod:`lakelog.spark.read_options`.
 
 ``schema()`` and ``partitions()`` run on the driver (in a Python worker Spark starts there); the
-partitions fix each bucket's range (:mod:`lakelog.spark.bucket_ranges`). ``read()`` runs in a task:
+partitions fix each bucket's range (:mod:`lakelog.spark.read_plan`). ``read()`` runs in a task:
 it connects on its own, reads its range through a LogScanner, which serves each offset from
 whichever tier holds it, and yields each poll as Arrow record batches, so a task holds one poll's
 records at a time, never a whole bucket.
@@ -26,11 +26,12 @@ from lakelog.client.scanner.offset_range import read_offset_range
 from lakelog.record.meta_columns import PARTITION_ID_COLUMN, RESERVED_COLUMNS
 from lakelog.errors import InvalidConfigError
 from lakelog.metadata import TableInfo
-from lakelog.spark.bucket_ranges import BucketRange, plan_ranges
+from lakelog.log_ranges import BucketRange
+from lakelog.spark.read_plan import plan_ranges
 from lakelog.spark.pushed_filters import PushedFilters
 from lakelog.spark.read_options import COLUMNS, ReadOptions, parse_read_options
 from lakelog.spark.spark_schema import spark_arrow_schema, spark_schema
-from lakelog.spark_worker_heap import freeze_worker_heap
+from lakelog.spark_runtime.worker_heap import freeze_worker_heap
 
 FORMAT_NAME = "lakelog"
 

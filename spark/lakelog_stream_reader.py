@@ -4,7 +4,7 @@ An offset of the stream is ``{"<bucket>": next offset}`` for every bucket of the
 Spark's checkpoint), ``{"<partition_id>:<bucket>": next offset}`` for every bucket of every partition
 of a partitioned table (a partition created later is read from its start, a lake-only one from the lake). Spark writes a batch's end to its offset log before the batch runs and replays
 exactly that ``[start, end)`` after a restart; every batch's partitions are fixed by its two offsets
-alone (the same pieces as a batch read, :func:`lakelog.spark.bucket_ranges.split_ranges`), so a
+alone (the same pieces as a batch read, :func:`lakelog.log_ranges.split_ranges`), so a
 replay reads the very same records and a checkpointed query with an idempotent sink (files,
 ``foreachBatch`` keyed by batch id) sees every offset exactly once.
 
@@ -26,10 +26,10 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from lakelog.client.connection import connect
 from lakelog.metadata import LakeBucketKey, OffsetSpec, split_lake_bucket_key
-from lakelog.spark.bucket_ranges import TableOffsets, resolve_bound, split_ranges
+from lakelog.log_ranges import bucket_ranges, split_ranges
+from lakelog.spark.read_plan import TableOffsets, resolve_bound
 from lakelog.spark.lakelog_data_source import LakelogReader
 from lakelog.spark.read_options import ReadOptions
-from lakelog.tiering.split_planner import bucket_ranges
 
 Offsets = dict[str, int]
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from lakelog.config import Configuration
 from lakelog.errors import InvalidConfigError, LakelogError
 from lakelog.metadata import OffsetSpec, TablePath
-from lakelog.client.scanner.offset_range import MAX_RECORDS_PER_SPLIT
+from lakelog.log_ranges import MAX_RECORDS_PER_SPLIT
 
 BOOTSTRAP = "bootstrap"
 TABLE = "table"

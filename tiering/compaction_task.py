@@ -24,7 +24,7 @@ from lakelog.lake.iceberg_file_reader import WHOLE_FILE_BYTES, reading
 from lakelog.lake.iceberg_scan_planner import LakeDataFile
 from lakelog.lake.schema_mapping import in_current_schema
 from lakelog.record.meta_columns import OFFSET_COLUMN
-from lakelog.spark_worker_heap import freeze_worker_heap
+from lakelog.spark_runtime.worker_heap import freeze_worker_heap
 from lakelog.tiering.compaction_planner import CompactionBin
 from lakelog.tiering.split_writer import lake_file_writer, row_groups
 

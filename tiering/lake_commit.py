@@ -10,14 +10,13 @@ PyIceberg does not retry it on top of the other job's snapshot: :func:`guard_com
 from __future__ import annotations
 
 import logging
-import secrets
 from typing import Iterable, Mapping, Sequence
 
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
-from lakelog.client.admin import Admin
+from lakelog.client.internal_admin import InternalAdmin
 from lakelog.errors import LakeDataError, LakeError, LakelogError, StaleLakeSnapshotError
 from lakelog.lake.lake_catalog import lake_call
 from lakelog.lake.snapshot_summary import summary_properties
@@ -26,8 +25,6 @@ from lakelog.metadata import LakeBucketKey, LakeBucketOffset, LakeSnapshot, Tabl
 from lakelog.tiering.split_writer import WrittenFile
 
 log = logging.getLogger(__name__)
-
-MAX_SNAPSHOT_ID = (1 << 63) - 1
 
 
 def guard_commits(table: Table) -> None:
@@ -99,12 +96,9 @@ def commit_files(
     return snapshot.snapshot_id
 
 
-def replace_files(
-    table: Table, replaced: Sequence[DataFile], added: Sequence[DataFile], properties: Mapping[str, str], id_above: int
-) -> int | None:
+def replace_files(table: Table, replaced: Sequence[DataFile], added: Sequence[DataFile], properties: Mapping[str, str]) -> int | None:
     """Swap ``replaced`` for ``added`` in one snapshot (an Iceberg overwrite whose rows are the
-    same: PyIceberg has no rewrite operation) whose summary is ``properties``; its id, which is
-    above ``id_above`` (see :func:`snapshot_id_above`).
+    same: PyIceberg has no rewrite operation) whose summary is ``properties``; its id.
 
     None when the table moved since ``table`` was loaded (the caller reloads and tries again), or
     when one of ``replaced`` is no longer in it (PyIceberg refuses deleting a file that is not).
@@ -113,8 +107,6 @@ def replace_files(
     transaction = table.transaction()
     try:
         with transaction.update_snapshot(snapshot_properties=dict(properties)).overwrite() as overwrite:
-            # Set before any file is added: every manifest entry and the manifest list take it from here.
-            overwrite._snapshot_id = snapshot_id_above(table, id_above)
             for file in replaced:
                 overwrite.delete_data_file(file)
             for file in added:
@@ -130,19 +122,7 @@ def replace_files(
     return snapshot.snapshot_id
 
 
-def snapshot_id_above(table: Table, floor: int) -> int:
-    """A snapshot id the table does not use, above ``floor`` (ids are positive 63-bit numbers), so
-    that tablet servers holding a snapshot with the same lake ranges and id ``floor`` take this one
-    (see :func:`lakelog.lake.snapshot_summary.served_snapshot_ids`). PyIceberg's own random id when
-    ``floor`` leaves no room: readers then move to it with the next tiering round."""
-    while floor < MAX_SNAPSHOT_ID:
-        candidate = secrets.randbelow(MAX_SNAPSHOT_ID - floor) + floor + 1
-        if table.metadata.snapshot_by_id(candidate) is None:
-            return candidate
-    return table.metadata.new_snapshot_id()
-
-
-def tell_coordinator(admin: Admin, path: TablePath, lake: LakeSnapshot) -> None:
+def tell_coordinator(admin: InternalAdmin, path: TablePath, lake: LakeSnapshot) -> None:
     """Best effort: a snapshot the coordinator misses is sent again by the next tiering round's catch-up."""
     try:
         admin.commit_lake_snapshot(path, lake)

@@ -35,12 +35,12 @@ from pyiceberg.io.pyarrow import parquet_file_to_data_file, schema_to_pyarrow
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
-from lakelog.client.admin import Admin
+from lakelog.client.connection import Connection
 from lakelog.errors import LakeDataError, LakeError
 from lakelog.human_size import human_size
 from lakelog.lake.iceberg_scan_planner import files_by_bucket, snapshot_data_files
 from lakelog.lake.lake_catalog import LakeCatalog, lake_call
-from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, compaction_summary, decode_bucket_offsets, latest_lake_snapshot, served_snapshot_ids
+from lakelog.lake.snapshot_summary import BUCKET_OFFSETS, compaction_summary, decode_bucket_offsets, latest_lake_snapshot
 from lakelog.metadata import LakeSnapshot, TablePath
 from lakelog.progress import counted
 from lakelog.server.coordinator.table_properties import TARGET_FILE_SIZE, table_property
@@ -76,12 +76,12 @@ class CompactionReport:
 
 
 class LakeCompactor:
-    """Compacts lake tables with one SparkSession, through one connection's admin and lake catalog."""
+    """Compacts lake tables with one SparkSession, through one connection and its lake catalog."""
 
     def __init__(
-        self, admin: Admin, catalog: LakeCatalog, spark: "SparkSession", io_properties: Mapping[str, str], commit_user: str
+        self, conn: Connection, catalog: LakeCatalog, spark: "SparkSession", io_properties: Mapping[str, str], commit_user: str
     ) -> None:
-        self._admin = admin
+        self._conn = conn
         self._catalog = catalog
         self._spark = spark
         self._io_properties = dict(io_properties)
@@ -91,7 +91,7 @@ class LakeCompactor:
         """Compact the bins of ``path`` that have ``min_files`` files or fill a file (see
         :func:`~.compaction_planner.worth_it`); ``label`` heads the progress lines."""
         began = time.monotonic()
-        info = self._admin.get_table_info(path)
+        info = self._conn.admin.get_table_info(path)
         if not info.lake_enabled:
             raise LakeError(f"table {path} is not lake-enabled (table.datalake.enabled=true)")
         target_size = table_property(str(path), info.properties, TARGET_FILE_SIZE)
@@ -164,7 +164,7 @@ class LakeCompactor:
         """Commit the swap, again on top of whatever committed first; then tell the coordinator."""
         for attempt in range(COMMIT_ATTEMPTS):
             summary = compaction_summary(table, self.commit_user, len(replaced), len(added))
-            snapshot_id = replace_files(table, replaced, added, summary, max(served_snapshot_ids(table), default=0))
+            snapshot_id = replace_files(table, replaced, added, summary)
             if snapshot_id is not None:
                 break
             table = self._catalog.load_table(path)
@@ -179,5 +179,5 @@ class LakeCompactor:
             discard_files(table, [f.file_path for f in added])
             raise LakeError(f"{path}: the compaction lost the commit race {COMMIT_ATTEMPTS} times; its files are deleted")
         kill_point(COMPACT_AFTER_COMMIT)
-        tell_coordinator(self._admin, path, LakeSnapshot(snapshot_id, decode_bucket_offsets(summary[BUCKET_OFFSETS])))
+        tell_coordinator(self._conn.internal_admin, path, LakeSnapshot(snapshot_id, decode_bucket_offsets(summary[BUCKET_OFFSETS])))
         return snapshot_id

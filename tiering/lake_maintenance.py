@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from lakelog.client.connection import connect
 from lakelog.config import Configuration
-from lakelog.spark_session import refuse_local_lake, spark_session
+from lakelog.lake.lake_catalog import iceberg_catalog
+from lakelog.spark_runtime.spark_session import refuse_local_lake, spark_session
 from lakelog.tiering.lake_compaction import LakeCompactor
 from lakelog.tiering.snapshot_expiry import SnapshotExpiry
 
@@ -33,7 +34,7 @@ class LakeMaintenance:
         self.commit_user = f"lakelog-maintenance-{uuid.uuid4().hex[:12]}"
         self._conn = connect(bootstrap, {**Configuration(client_config or {}).items(), "client.lake.enabled": False})
         self.lake_config = self._conn.lake_config()
-        self._catalog = self._conn.lake_catalog()
+        self._catalog = iceberg_catalog(self._conn.lake_catalog())
         self._spark_master = spark_master
         self._spark_log_level = spark_log_level
         self._spark = spark
@@ -44,7 +45,7 @@ class LakeMaintenance:
             master = self._spark_master or self.lake_config.spark_master_for(self._conn.config) or None
             self._spark = spark_session(master, log_level=self._spark_log_level)
             refuse_local_lake(self._spark, self.lake_config)
-        return LakeCompactor(self._conn.admin, self._catalog, self._spark, self.lake_config.catalog_properties, self.commit_user)
+        return LakeCompactor(self._conn, self._catalog, self._spark, self.lake_config.catalog_properties, self.commit_user)
 
     def expiry(self) -> SnapshotExpiry:
         return SnapshotExpiry(self._conn.admin, self._catalog)

@@ -23,16 +23,15 @@ from lakelog.errors import LakeError
 from lakelog.lake.schema_mapping import to_lake_rows
 from lakelog.metadata import LakeBucketKey, lake_bucket_key
 from lakelog.record.meta_columns import TIMESTAMP_COLUMN
-from lakelog.spark_worker_heap import freeze_worker_heap
-from lakelog.tiering.split_planner import TieringSplit
+from lakelog.spark_runtime.worker_heap import freeze_worker_heap
+from lakelog.tiering.tiering_split import TieringSplit
 
 ROW_GROUP_ROWS = 128 * 1024
 # A column chunk's dictionary is kept while it holds at most this much, then the column is written
 # plain. A dictionary pays when values repeat; Arrow's default limit (1 MB) is a whole row group of
 # 128k 8-byte values, so every column of distinct values (offsets, ids, timestamps, measurements)
-# was dictionary-encoded, into pages of 17-bit indices zstd cannot shrink. On 5 M records of the
-# benchmark's 10 numeric columns: 162 MB of Parquet written with 6.0 s of CPU, against 67 MB and
-# 1.6 s with this limit, decoded with a fifth less CPU.
+# would be dictionary-encoded, into pages of 17-bit indices zstd cannot shrink: files more than
+# twice the size, written with several times the CPU and slower to decode.
 DICTIONARY_PAGE_BYTES = 128 * 1024
 RESULT_DDL = (
     "table string, bucket int, start_offset long, end_offset long, file_path string,"

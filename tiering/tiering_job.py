@@ -14,7 +14,7 @@ snapshot):
    within ``max_records_per_round``. The round's barrier B is taken once, before any table is
    planned, from the servers leading the tables' buckets (GetServerTime: a time every one of them
    has passed, never the driver's clock); each bucket stops at its first record stamped after B, and
-   the snapshot carries ``lakelog.barrier`` = B (see :mod:`lakelog.tiering.split_planner`);
+   the snapshot carries ``lakelog.barrier`` = B (see :func:`lakelog.log_ranges.barrier_ends`);
 4. one Spark task per split reads its range through the client and writes a Parquet file;
 5. commit all of the table's files as one snapshot against the table loaded in 1. If another job
    committed meanwhile the catalog refuses it: the files are deleted and the table is planned
@@ -52,6 +52,7 @@ from lakelog.client.connection import connect
 from lakelog.config import Configuration
 from lakelog.errors import LakeError, LakelogError, LakeSnapshotNotExistError, PartitionNotExistError
 from lakelog.human_size import human_size
+from lakelog.lake.lake_catalog import iceberg_catalog
 from lakelog.lake.snapshot_summary import encode_bucket_key, latest_lake_snapshot
 from lakelog.lake.table_layout import data_location, new_data_file_path
 from lakelog.metadata import (
@@ -74,9 +75,9 @@ from lakelog.tiering.lake_commit import commit_files, discard_files, guard_commi
 from lakelog.tiering.orphan_files import remove_orphan_files
 from lakelog.tiering.round_progress import RoundProgress
 from lakelog.tiering.tiering_metrics import TieringMetrics
-from lakelog.spark_session import refuse_local_lake, spark_session
-from lakelog.client.scanner.offset_range import split_range
-from lakelog.tiering.split_planner import TieringSplit, barrier_ends, bucket_ranges
+from lakelog.spark_runtime.spark_session import refuse_local_lake, spark_session
+from lakelog.log_ranges import barrier_ends, bucket_ranges, split_range
+from lakelog.tiering.tiering_split import TieringSplit
 from lakelog.tiering.split_writer import RESULT_DDL, WriterSettings, WrittenFile, write_splits
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ class TieringJob:
         self._conn = connect(options.bootstrap, self._client_config)
         # The coordinator's lake config with the job's own credentials on top, as any client layers it.
         self.lake_config = self._conn.lake_config()
-        self._catalog = self._conn.lake_catalog()
+        self._catalog = iceberg_catalog(self._conn.lake_catalog())
         for path in options.tables:  # before Spark starts: a typo fails in a second, not ten
             if not self._conn.admin.get_table_info(path).lake_enabled:
                 raise LakeError(f"table {path} is not lake-enabled (table.datalake.enabled=true)")
@@ -171,7 +172,7 @@ class TieringJob:
         self._spark = spark if spark is not None else spark_session(master, log_level=options.spark_log_level)
         refuse_local_lake(self._spark, self.lake_config)
         self._cleaned: set[TablePath] = set()
-        self._compactor = LakeCompactor(self._conn.admin, self._catalog, self._spark, self.lake_config.catalog_properties, self.commit_user)
+        self._compactor = LakeCompactor(self._conn, self._catalog, self._spark, self.lake_config.catalog_properties, self.commit_user)
         self.metrics = TieringMetrics()
         self._rounds = 0
         self._total_records = 0
@@ -238,7 +239,7 @@ class TieringJob:
         barrier = -1
         for attempt in range(COMMIT_ATTEMPTS):
             # Taken again after a lost commit race: the winner's barrier is newer than ours was.
-            barrier = self._conn.admin.barrier_safe_time(pending) if pending else -1
+            barrier = self._conn.internal_admin.barrier_safe_time(pending) if pending else -1
             plans = [plan for path in pending if (plan := self._for_table(path, failed, lambda: self._plan(path, barrier)))]
             if attempt == 0:
                 progress.planned({p.path: (sum(s.end_offset - s.start_offset for s in p.splits), len(p.splits)) for p in plans if p.splits})
@@ -406,12 +407,12 @@ class TieringJob:
         return TableRound(plan.path, snapshot_id, records, size, len(files), lake)
 
     def _tell_coordinator(self, path: TablePath, lake: LakeSnapshot) -> None:
-        tell_coordinator(self._conn.admin, path, lake)
+        tell_coordinator(self._conn.internal_admin, path, lake)
 
     def _heartbeat(self, tables: list[TablePath], barrier: int) -> None:
         """Best effort, like :meth:`_tell_coordinator`: status is for people, tiering goes on without it."""
         try:
-            self._conn.admin.tiering_heartbeat(self.commit_user, tables, barrier)
+            self._conn.internal_admin.tiering_heartbeat(self.commit_user, tables, barrier)
         except LakelogError as error:
             log.warning("could not report this job to the coordinator: %s", error)
 

@@ -127,5 +127,6 @@ class AsyncTableScan:
     def project(self, columns: Sequence[str | int]) -> "AsyncTableScan":
         return AsyncTableScan(self._scan.project(columns), self._table, self._control)
 
-    def create_log_scanner(self) -> AsyncLogScanner:
-        return AsyncLogScanner(self._table.scanner(self._scan.projection), self._control.run)
+    def create_log_scanner(self, group: str | None = None) -> AsyncLogScanner:
+        """With ``group``, the scanner joins that consumer group (its heartbeats run on its own thread)."""
+        return AsyncLogScanner(self._table.scanner(self._scan.projection, group), self._control.run)

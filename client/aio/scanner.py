@@ -53,6 +53,13 @@ class AsyncLogScanner:
     def positions(self) -> dict[Any, int]:
         return self._scanner.positions()
 
+    def assignment(self) -> set[Any]:
+        return self._scanner.assignment()
+
+    async def commit(self) -> None:
+        """A group member's commit (see :meth:`LogScanner.commit`), on the control thread."""
+        await self._control(self._scanner.commit)
+
     def records_by_tier(self) -> dict[str, int]:
         return self._scanner.records_by_tier()
 
@@ -89,9 +96,10 @@ class AsyncLogScanner:
         return self.iterate()
 
     async def close(self) -> None:
+        """A group member commits and leaves the group on the control thread."""
         if self._signal is not None:
             self._signal.close()
-        self._scanner.close()
+        await self._control(self._scanner.close)
 
     async def __aenter__(self) -> "AsyncLogScanner":
         return self

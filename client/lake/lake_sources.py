@@ -1,4 +1,6 @@
-"""Which LogSource, if any, reads a table's lake for this connection (docs/contract.md, "Client API", fallback).
+"""Which LogSource, if any, reads a table's lake for this connection (docs/contract.md, "Client API", fallback),
+and the connection's lake catalog and barrier snapshots: all through the lake plugin interface
+(:mod:`lakelog.log_source`), so the client core knows no lake format.
 
 A table gets one when it is lake-enabled, ``client.lake.enabled`` is true and a plugin for its
 ``table.datalake.format`` loads. Otherwise the client never sets ``enable_lake`` and behaves as a
@@ -16,17 +18,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from lakelog.config import Configuration
-from lakelog.errors import InvalidConfigError
+from lakelog.errors import InvalidConfigError, LakeError
 from lakelog.lake_plugins import load_lake_storage
 from lakelog.lake_config import ICEBERG, PROPERTY_PREFIX, REMOTE_FS_PREFIX, LakeConfig, credentials_from_environment
-from lakelog.log_source import LakeStorage, LogSource
+from lakelog.log_source import LakeCatalogHandle, LakeStorage, LogSource
 from lakelog.metadata import DATALAKE_FORMAT, TableInfo, TablePath
-
-if TYPE_CHECKING:
-    from lakelog.lake.lake_catalog import LakeCatalog
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +42,20 @@ class _Unavailable(Exception):
 
 
 class LakeSources:
-    def __init__(self, conf: Configuration, lake_config: Callable[[], LakeConfig]) -> None:
+    def __init__(
+        self,
+        conf: Configuration,
+        lake_config: Callable[[], LakeConfig],
+        load_storage: Callable[[str], LakeStorage] = load_lake_storage,
+    ) -> None:
         """``lake_config`` fetches the cluster's lake config (GetLakeConfig); it is called once,
-        the first time a lake-enabled table is read."""
+        the first time a lake-enabled table is read. ``load_storage`` finds a format's plugin."""
         self._conf = conf
         self._fetch_lake_config = lake_config
+        self._load_storage = load_storage
         self._lake_config: LakeConfig | None = None
         self._plugin_conf: Configuration | None = None
-        self._catalog: LakeCatalog | None = None
+        self._catalog: LakeCatalogHandle | None = None
         self._catalog_lock = threading.Lock()
         self._storages: dict[str, LakeStorage | _Unavailable] = {}
         # By table and schema id: a LogSource reads in the schema of the table info it was made for,
@@ -104,7 +109,7 @@ class LakeSources:
         found = self._storages.get(lake_format)
         if found is None:
             try:
-                found = load_lake_storage(lake_format)
+                found = self._load_storage(lake_format)
             except InvalidConfigError as error:
                 found = _Unavailable(error.message)
             self._storages[lake_format] = found
@@ -126,23 +131,26 @@ class LakeSources:
         advertised = {f"{REMOTE_FS_PREFIX}{key}": value for key, value in self.lake_config().remote_fs.items()}
         return Configuration({**advertised, **conf.items()}) if advertised else conf
 
-    def lake_catalog(self) -> "LakeCatalog":
-        """The connection's one lake catalog, opened from :meth:`lake_config` on first use (the
-        admin and every LogSource of the connection share it)."""
+    def lake_catalog(self) -> LakeCatalogHandle:
+        """The connection's one lake catalog, opened by the plugin of the cluster's lake format from
+        :meth:`lake_config` on first use (the admin and every LogSource of the connection share it)."""
         with self._catalog_lock:
             if self._catalog is None:
-                # Imported here: a client without PyIceberg must still import lakelog.
-                from lakelog.lake.lake_catalog import LakeCatalog
-
-                self._catalog = LakeCatalog(self.lake_config())
+                config = self.lake_config()
+                self._catalog = self._cluster_storage(config).open_catalog(config)
             return self._catalog
 
     def barrier_snapshots(self, path: TablePath) -> dict[int, int]:
         """``{barrier: snapshot id}`` of every committed lake snapshot of ``path`` that carries a
         timestamp barrier (docs/contract.md, "Tiering, consistent cuts and cursors"), read from the lake's own snapshot history."""
-        from lakelog.lake.snapshot_summary import barrier_snapshots
+        return self._cluster_storage(self.lake_config()).barrier_snapshots(self.lake_catalog(), path)
 
-        return barrier_snapshots(self.lake_catalog().load_table(path))
+    def _cluster_storage(self, config: LakeConfig) -> LakeStorage:
+        """The plugin of the format the cluster tiers into; a missing one is a :class:`LakeError`."""
+        try:
+            return self._storage(config.format)
+        except _Unavailable as why:
+            raise LakeError(f"no lake access: {why}") from None
 
     def close(self) -> None:
         """Close the lake catalog if it was opened (a later :meth:`lake_catalog` opens a new one)."""

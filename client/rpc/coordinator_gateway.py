@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
+from lakelog.consumer_groups import GroupBucket, GroupDescription, GroupSummary, HeartbeatAnswer
 from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.errors import InvalidConfigError, NetworkError, RequestTimeoutError, error_from_code
 from lakelog.lake_config import LakeConfig
@@ -16,9 +17,8 @@ from lakelog.metadata import (
     TableInfo,
     TablePath,
     TieringJobInfo,
-    schema_from_bytes,
-    schema_to_bytes,
 )
+from lakelog.record.schema_bytes import schema_from_bytes, schema_to_bytes
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceStub
@@ -173,3 +173,41 @@ class CoordinatorGateway:
             TieringJobInfo(job.job_id, tuple(codec.path_from_pb(p) for p in job.tables), job.last_barrier, job.last_heartbeat_ms)
             for job in response.jobs
         ]
+
+    # consumer groups
+
+    def group_heartbeat(
+        self, group_id: str, member_id: str, member_epoch: int, table_id: int, session_timeout_ms: int, owned: Iterable[GroupBucket], client_id: str
+    ) -> HeartbeatAnswer:
+        request = pb.GroupHeartbeatRequest(
+            group_id=group_id,
+            member_id=member_id,
+            member_epoch=member_epoch,
+            table_id=table_id,
+            session_timeout_ms=session_timeout_ms,
+            owned=codec.group_buckets_to_pb(owned),
+            client_id=client_id,
+        )
+        return codec.heartbeat_answer_from_pb(table_id, self._call(lambda stub: stub.GroupHeartbeat, request))
+
+    def commit_group_offsets(self, group_id: str, member_id: str, member_epoch: int, table_id: int, offsets: dict[GroupBucket, int]) -> None:
+        request = pb.CommitGroupOffsetsRequest(
+            group_id=group_id, member_id=member_id, member_epoch=member_epoch, table_id=table_id, offsets=codec.group_offsets_to_pb(offsets)
+        )
+        self._call(lambda stub: stub.CommitGroupOffsets, request)
+
+    def list_groups(self) -> list[GroupSummary]:
+        response = self._call(lambda stub: stub.ListGroups, pb.ListGroupsRequest())
+        return [codec.group_summary_from_pb(item) for item in response.groups]
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        response = self._call(lambda stub: stub.DescribeGroup, pb.DescribeGroupRequest(group_id=group_id))
+        return codec.group_description_from_pb(group_id, response)
+
+    def list_group_offsets(self, group_id: str, table_id: int) -> dict[GroupBucket, int]:
+        response = self._call(lambda stub: stub.ListGroupOffsets, pb.ListGroupOffsetsRequest(group_id=group_id, table_id=table_id))
+        return codec.group_offsets_from_pb(table_id, response.offsets)
+
+    def reset_group_offsets(self, group_id: str, table_id: int, offsets: dict[GroupBucket, int]) -> None:
+        request = pb.ResetGroupOffsetsRequest(group_id=group_id, table_id=table_id, offsets=codec.group_offsets_to_pb(offsets))
+        self._call(lambda stub: stub.ResetGroupOffsets, request)

@@ -17,7 +17,8 @@ from collections import defaultdict
 from typing import Callable, Iterable, Sequence, TypeVar
 
 from lakelog.errors import LakelogError, UnknownBucketError
-from lakelog.metadata import ServerNode, TableInfo
+from lakelog.cluster_state import ServerNode
+from lakelog.metadata import TableInfo
 from lakelog.client.metadata_cache import MetadataCache
 from lakelog.client.rpc.retry_policy import RetryPolicy
 

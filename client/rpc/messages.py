@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from lakelog.errors import LakelogError
-from lakelog.metadata import LakeLogFetchInfo, RemoteLogFetchInfo, ServerNode, TableAssignment
+from lakelog.cluster_state import ServerNode, TableAssignment
+from lakelog.fetch_info import LakeLogFetchInfo, RemoteLogFetchInfo
 from lakelog.record.batch import EncodedBatch
 from lakelog.client.table_bucket import TableBucket
 

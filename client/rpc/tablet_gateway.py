@@ -11,7 +11,8 @@ from typing import Callable
 import grpc
 
 from lakelog.errors import LakelogError, error_from_code
-from lakelog.metadata import BucketInfo, OffsetSpec, ServerNode
+from lakelog.cluster_state import ServerNode
+from lakelog.metadata import BucketInfo, OffsetSpec
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.length_prefix import length_prefix

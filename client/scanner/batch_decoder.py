@@ -38,7 +38,7 @@ def offsets_array(start: int, count: int) -> pa.Array:
 
 def constant_array(value: int, count: int, type: pa.DataType) -> pa.Array:
     """``count`` times ``value``: cached zeros plus ``value``, because ``pa.repeat`` of an integer
-    scalar measured up to 100 times slower (the most expensive step of a decoded answer)."""
+    scalar is far slower (it would be the most expensive step of a decoded answer)."""
     zeros = _zeros.get(type)
     if zeros is None or len(zeros) < count:
         size = max(count, 2 * len(zeros or ()))

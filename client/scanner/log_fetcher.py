@@ -32,7 +32,8 @@ import pyarrow as pa
 from lakelog.config import Configuration
 from lakelog.errors import LakelogError
 from lakelog.log_source import FetchContext, LogSource
-from lakelog.metadata import MAX_BUCKETS, ServerNode, TableInfo
+from lakelog.cluster_state import ServerNode
+from lakelog.metadata import MAX_BUCKETS, TableInfo
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.messages import FetchedBucket, FetchRequest
 from lakelog.client.rpc.tablet_gateway import TabletGateway

@@ -324,6 +324,16 @@ class LogScanner(PolledScanner):
         with self._buffer.cond:
             return dict(self._buffer.records_by_tier)
 
+    def assignment(self) -> set[Any]:
+        """The buckets this scanner reads (keyed as :meth:`positions`): those it subscribed, or
+        in a group those the group gives it now."""
+        return set(self.positions())
+
+    def commit(self) -> None:
+        """Only a consumer group's scanner commits (``create_log_scanner(group=...)``); any other
+        checkpoints :meth:`positions` itself."""
+        raise InvalidRequestError(f"the scanner of {self._info.path} is in no group: it has nothing to commit to; checkpoint positions() instead")
+
     def positions(self) -> dict[Any, int]:
         """Per subscribed bucket (its number, or ``(partition_id, bucket)``), the next offset a
         poll returns: what a consumer checkpoints."""
@@ -416,7 +426,9 @@ class LogScanner(PolledScanner):
         return self._fetcher.remote_read_stats()
 
     def close(self) -> None:
-        """Unsubscribe everything, stop remote downloads and lake reads, delete their temp files."""
+        """Unsubscribe everything: stop every bucket's remote downloads and lake reader and free the
+        memory their read-ahead holds (remote segments are read into memory, never to files), and
+        cancel queued GETs."""
         with self._buffer.cond:
             buckets = list(self._buffer.positions)
         for bucket in buckets:

@@ -1,6 +1,6 @@
 """Read one bucket's bounded range ``[start, end)`` through a LogScanner, checked record by record.
 
-Jobs that split a log into ranges (the tiering job, the Spark reader) need exactly the offsets of
+Jobs that split a log into ranges (:mod:`lakelog.log_ranges`: the tiering job, the Spark reader) need exactly the offsets of
 their range, each once, in order, and must fail rather than wait forever when a range below the
 high watermark stops yielding (leader gone, data lost). A plain poll loop gives none of that.
 """
@@ -18,17 +18,9 @@ from lakelog.metadata import TablePath
 from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.record.meta_columns import OFFSET_COLUMN
 
-# A bucket with a large backlog is read by several tasks at once, and no file grows unbounded.
-MAX_RECORDS_PER_SPLIT = 1_000_000
 POLL_TIMEOUT_MS = 1000
 # A range below the high watermark is always readable; a bucket that yields nothing this long is broken.
 STALL_TIMEOUT_S = 120.0
-
-
-def split_range(start: int, end: int, size: int = MAX_RECORDS_PER_SPLIT) -> list[tuple[int, int]]:
-    """``[start, end)`` cut into pieces of at most ``size`` offsets: a tiering round's splits and
-    the Spark reader's partitions."""
-    return [(s, min(s + size, end)) for s in range(start, end, size)]
 
 
 def read_offset_range(

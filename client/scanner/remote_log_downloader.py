@@ -23,7 +23,7 @@ from lakelog.errors import RemoteStorageError
 from lakelog.remote_fs import RemoteLocation, file_system
 
 from lakelog.client.scanner.read_ahead_budget import ReadAheadBudget
-from lakelog.metadata import RemoteLogSegment
+from lakelog.fetch_info import RemoteLogSegment
 
 # The smallest GET a segment is split into by default, however small the budget.
 MIN_GET_BYTES = 1 << 20

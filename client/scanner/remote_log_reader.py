@@ -19,7 +19,7 @@ from lakelog.record import batch as rb
 
 from lakelog.client.scanner.batch_decoder import BatchDecoder, cut_short
 from lakelog.client.scanner.remote_log_downloader import PieceDownload, RemoteLogDownloader
-from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment
+from lakelog.fetch_info import RemoteLogFetchInfo, RemoteLogSegment
 
 
 class RemoteLogReader:

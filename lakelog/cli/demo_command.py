@@ -139,7 +139,7 @@ def _connect_session_closed(address: str) -> Iterator[None]:
     try:
         yield
     finally:
-        from lakelog.spark_session import spark_session
+        from lakelog.spark_runtime.spark_session import spark_session
 
         spark_session(address).stop()
 
@@ -157,8 +157,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _story(args: argparse.Namespace, data_dir: str) -> int:
     from lakelog.server.server_process import ServerProcess
-    from lakelog.spark_connect_server import SparkConnectServer
-    from lakelog.spark_session import spark_log_conf
+    from lakelog.spark_runtime.connect_server import SparkConnectServer
+    from lakelog.spark_runtime.spark_session import spark_log_conf
     from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 
     first, second = args.records * 3 // 4, args.records - args.records * 3 // 4

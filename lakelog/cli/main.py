@@ -1,5 +1,5 @@
 # PYTHON_ARGCOMPLETE_OK
-"""`lakelog` (also `python -m lakelog`): servers, tables, produce, scan, offsets, tiering, the demo.
+"""`lakelog` (also `python -m lakelog`): servers, tables, produce, scan, offsets, groups, tiering, the demo.
 
 Each command group lives in its own module with a ``register(subparsers)`` function that adds its
 parser and sets ``handler``; this module only assembles them and turns errors into exit codes.
@@ -17,6 +17,7 @@ import argcomplete
 from lakelog.cli import (
     config_command,
     demo_command,
+    group_command,
     health_command,
     lake_command,
     offsets_command,
@@ -36,7 +37,7 @@ from lakelog.version import __version__
 
 COMMAND_MODULES = [
     server_commands, config_command, demo_command, table_commands, produce_command, scan_command, offsets_command, tier_command,
-    health_command, repair_command, spark_connect_command, partition_command, lake_command,
+    health_command, repair_command, spark_connect_command, partition_command, lake_command, group_command,
 ]
 
 

@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 from lakelog.config import key_value_pairs
-from lakelog.spark_connect_server import DEFAULT_MASTER, DEFAULT_PORT, SparkConnectServer
+from lakelog.spark_runtime.connect_server import DEFAULT_MASTER, DEFAULT_PORT, SparkConnectServer
 
 
 def register(subparsers: Any) -> None:

@@ -10,30 +10,32 @@ from typing import Iterable
 
 import pyarrow as pa
 
+from lakelog.consumer_groups import (
+    GroupBucket,
+    GroupBucketState,
+    GroupDescription,
+    GroupMember,
+    GroupSummary,
+    HeartbeatAnswer,
+)
 from lakelog.errors import InvalidRequestError
 from lakelog.lake_config import CATALOG_NAME, LakeConfig
+from lakelog.cluster_state import BucketReplicas, LakeOffsets, ServerNode, TableAssignment
+from lakelog.fetch_info import LakeLogFetchInfo, RemoteLogFetchInfo, RemoteLogSegment
 from lakelog.metadata import (
     BucketInfo,
-    BucketReplicas,
     LakeBucketKey,
     LakeBucketOffset,
-    LakeLogFetchInfo,
-    LakeOffsets,
     LakeSnapshot,
     PartitionInfo,
-    RemoteLogFetchInfo,
-    RemoteLogSegment,
-    ServerNode,
-    TableAssignment,
     TableChange,
     TableInfo,
     TablePath,
     lake_bucket_key,
     lake_bucket_order,
-    schema_from_bytes,
-    schema_to_bytes,
     split_lake_bucket_key,
 )
+from lakelog.record.schema_bytes import schema_from_bytes, schema_to_bytes
 from lakelog.rpc import lakelog_api_pb2 as pb
 
 
@@ -321,3 +323,108 @@ def lake_fetch_info_from_pb(item: pb.PbFetchLogRespForBucket) -> LakeLogFetchInf
         return None
     return LakeLogFetchInfo(item.lake_log_fetch_info.snapshot_id, item.lake_log_fetch_info.log_end_offset)
 
+
+
+# consumer groups
+
+
+def _group_bucket(table_id: int, partition_id: int, bucket: int) -> GroupBucket:
+    if partition_id < 0 or bucket < 0:
+        raise InvalidRequestError(f"table {table_id}: no bucket {bucket} of partition {partition_id} (both are >= 0)")
+    return GroupBucket(table_id, partition_id, bucket)
+
+
+def group_buckets_from_pb(table_id: int, items: Iterable[pb.PbGroupBucket]) -> list[GroupBucket]:
+    return [_group_bucket(table_id, item.partition_id, item.bucket_id) for item in items]
+
+
+def group_buckets_to_pb(buckets: Iterable[GroupBucket]) -> list[pb.PbGroupBucket]:
+    return [pb.PbGroupBucket(partition_id=b.partition_id, bucket_id=b.bucket) for b in sorted(buckets)]
+
+
+def group_offsets_from_pb(table_id: int, items: Iterable[pb.PbGroupOffset]) -> dict[GroupBucket, int]:
+    return {_group_bucket(table_id, item.partition_id, item.bucket_id): item.offset for item in items}
+
+
+def group_offsets_to_pb(offsets: dict[GroupBucket, int]) -> list[pb.PbGroupOffset]:
+    return [pb.PbGroupOffset(partition_id=b.partition_id, bucket_id=b.bucket, offset=o) for b, o in sorted(offsets.items())]
+
+
+def heartbeat_answer_to_pb(answer: HeartbeatAnswer) -> pb.GroupHeartbeatResponse:
+    return pb.GroupHeartbeatResponse(
+        member_id=answer.member_id,
+        member_epoch=answer.member_epoch,
+        assigned=group_buckets_to_pb(answer.assigned),
+        reconciling=answer.reconciling,
+    )
+
+
+def heartbeat_answer_from_pb(table_id: int, message: pb.GroupHeartbeatResponse) -> HeartbeatAnswer:
+    return HeartbeatAnswer(
+        message.member_id, message.member_epoch, frozenset(group_buckets_from_pb(table_id, message.assigned)), message.reconciling
+    )
+
+
+def group_summary_to_pb(summary: GroupSummary) -> pb.PbGroupSummary:
+    return pb.PbGroupSummary(group_id=summary.group_id, members=summary.members, lag=summary.lag)
+
+
+def group_summary_from_pb(message: pb.PbGroupSummary) -> GroupSummary:
+    return GroupSummary(message.group_id, message.members, message.lag)
+
+
+def _or_minus_one(value: int | None) -> int:
+    return -1 if value is None else value
+
+
+def _or_none(value: int) -> int | None:
+    return None if value < 0 else value
+
+
+def group_description_to_pb(description: GroupDescription) -> pb.DescribeGroupResponse:
+    return pb.DescribeGroupResponse(
+        group_epoch=description.group_epoch,
+        members=[
+            pb.PbGroupMember(
+                member_id=m.member_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                table_id=m.table_id,
+                buckets=group_buckets_to_pb(m.buckets),
+                table_path=path_to_pb(m.table),
+            )
+            for m in description.members
+        ],
+        buckets=[
+            pb.PbGroupBucketState(
+                table_id=s.bucket.table_id,
+                partition_id=s.bucket.partition_id,
+                bucket_id=s.bucket.bucket,
+                committed=_or_minus_one(s.committed),
+                high_watermark=_or_minus_one(s.high_watermark),
+                lag=_or_minus_one(s.lag),
+                member_id=s.member_id or "",
+                table_path=path_to_pb(s.table),
+            )
+            for s in description.buckets
+        ],
+    )
+
+
+def group_description_from_pb(group_id: str, message: pb.DescribeGroupResponse) -> GroupDescription:
+    members = tuple(
+        GroupMember(m.member_id, m.member_epoch, m.client_id, m.table_id, path_from_pb(m.table_path), tuple(group_buckets_from_pb(m.table_id, m.buckets)))
+        for m in message.members
+    )
+    buckets = tuple(
+        GroupBucketState(
+            path_from_pb(s.table_path),
+            GroupBucket(s.table_id, s.partition_id, s.bucket_id),
+            _or_none(s.committed),
+            _or_none(s.high_watermark),
+            _or_none(s.lag),
+            s.member_id or None,
+        )
+        for s in message.buckets
+    )
+    return GroupDescription(group_id, message.group_epoch, members, buckets)

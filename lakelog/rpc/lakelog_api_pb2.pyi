@@ -886,3 +886,169 @@ class OffsetForLeaderEpochResponse(_message.Message):
     leader_epoch: int
     end_offset: int
     def __init__(self, leader_epoch: _Optional[int] = ..., end_offset: _Optional[int] = ...) -> None: ...
+
+class PbGroupBucket(_message.Message):
+    __slots__ = ("partition_id", "bucket_id")
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
+    partition_id: int
+    bucket_id: int
+    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ...) -> None: ...
+
+class PbGroupOffset(_message.Message):
+    __slots__ = ("partition_id", "bucket_id", "offset")
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    partition_id: int
+    bucket_id: int
+    offset: int
+    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class GroupHeartbeatRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "member_epoch", "table_id", "session_timeout_ms", "owned", "client_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    OWNED_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    member_epoch: int
+    table_id: int
+    session_timeout_ms: int
+    owned: _containers.RepeatedCompositeFieldContainer[PbGroupBucket]
+    client_id: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., table_id: _Optional[int] = ..., session_timeout_ms: _Optional[int] = ..., owned: _Optional[_Iterable[_Union[PbGroupBucket, _Mapping]]] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class GroupHeartbeatResponse(_message.Message):
+    __slots__ = ("member_id", "member_epoch", "assigned", "reconciling")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNED_FIELD_NUMBER: _ClassVar[int]
+    RECONCILING_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    member_epoch: int
+    assigned: _containers.RepeatedCompositeFieldContainer[PbGroupBucket]
+    reconciling: bool
+    def __init__(self, member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., assigned: _Optional[_Iterable[_Union[PbGroupBucket, _Mapping]]] = ..., reconciling: _Optional[bool] = ...) -> None: ...
+
+class CommitGroupOffsetsRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "member_epoch", "table_id", "offsets")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    member_epoch: int
+    table_id: int
+    offsets: _containers.RepeatedCompositeFieldContainer[PbGroupOffset]
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., table_id: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[PbGroupOffset, _Mapping]]] = ...) -> None: ...
+
+class CommitGroupOffsetsResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListGroupsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PbGroupSummary(_message.Message):
+    __slots__ = ("group_id", "members", "lag")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    members: int
+    lag: int
+    def __init__(self, group_id: _Optional[str] = ..., members: _Optional[int] = ..., lag: _Optional[int] = ...) -> None: ...
+
+class ListGroupsResponse(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[PbGroupSummary]
+    def __init__(self, groups: _Optional[_Iterable[_Union[PbGroupSummary, _Mapping]]] = ...) -> None: ...
+
+class DescribeGroupRequest(_message.Message):
+    __slots__ = ("group_id",)
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    def __init__(self, group_id: _Optional[str] = ...) -> None: ...
+
+class PbGroupMember(_message.Message):
+    __slots__ = ("member_id", "member_epoch", "client_id", "table_id", "buckets", "table_path")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    TABLE_PATH_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    member_epoch: int
+    client_id: str
+    table_id: int
+    buckets: _containers.RepeatedCompositeFieldContainer[PbGroupBucket]
+    table_path: PbTablePath
+    def __init__(self, member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., client_id: _Optional[str] = ..., table_id: _Optional[int] = ..., buckets: _Optional[_Iterable[_Union[PbGroupBucket, _Mapping]]] = ..., table_path: _Optional[_Union[PbTablePath, _Mapping]] = ...) -> None: ...
+
+class PbGroupBucketState(_message.Message):
+    __slots__ = ("table_id", "partition_id", "bucket_id", "committed", "high_watermark", "lag", "member_id", "table_path")
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    TABLE_PATH_FIELD_NUMBER: _ClassVar[int]
+    table_id: int
+    partition_id: int
+    bucket_id: int
+    committed: int
+    high_watermark: int
+    lag: int
+    member_id: str
+    table_path: PbTablePath
+    def __init__(self, table_id: _Optional[int] = ..., partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., committed: _Optional[int] = ..., high_watermark: _Optional[int] = ..., lag: _Optional[int] = ..., member_id: _Optional[str] = ..., table_path: _Optional[_Union[PbTablePath, _Mapping]] = ...) -> None: ...
+
+class DescribeGroupResponse(_message.Message):
+    __slots__ = ("group_epoch", "members", "buckets")
+    GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    group_epoch: int
+    members: _containers.RepeatedCompositeFieldContainer[PbGroupMember]
+    buckets: _containers.RepeatedCompositeFieldContainer[PbGroupBucketState]
+    def __init__(self, group_epoch: _Optional[int] = ..., members: _Optional[_Iterable[_Union[PbGroupMember, _Mapping]]] = ..., buckets: _Optional[_Iterable[_Union[PbGroupBucketState, _Mapping]]] = ...) -> None: ...
+
+class ListGroupOffsetsRequest(_message.Message):
+    __slots__ = ("group_id", "table_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    table_id: int
+    def __init__(self, group_id: _Optional[str] = ..., table_id: _Optional[int] = ...) -> None: ...
+
+class ListGroupOffsetsResponse(_message.Message):
+    __slots__ = ("offsets",)
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    offsets: _containers.RepeatedCompositeFieldContainer[PbGroupOffset]
+    def __init__(self, offsets: _Optional[_Iterable[_Union[PbGroupOffset, _Mapping]]] = ...) -> None: ...
+
+class ResetGroupOffsetsRequest(_message.Message):
+    __slots__ = ("group_id", "table_id", "offsets")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    table_id: int
+    offsets: _containers.RepeatedCompositeFieldContainer[PbGroupOffset]
+    def __init__(self, group_id: _Optional[str] = ..., table_id: _Optional[int] = ..., offsets: _Optional[_Iterable[_Union[PbGroupOffset, _Mapping]]] = ...) -> None: ...
+
+class ResetGroupOffsetsResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

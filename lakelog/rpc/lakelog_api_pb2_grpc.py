@@ -146,6 +146,36 @@ class CoordinatorServiceStub:
                 request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.AdjustIsrRequest.SerializeToString,
                 response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.AdjustIsrResponse.FromString,
                 _registered_method=True)
+        self.GroupHeartbeat = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/GroupHeartbeat',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GroupHeartbeatRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GroupHeartbeatResponse.FromString,
+                _registered_method=True)
+        self.CommitGroupOffsets = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/CommitGroupOffsets',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CommitGroupOffsetsRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CommitGroupOffsetsResponse.FromString,
+                _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/ListGroups',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
+        self.DescribeGroup = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/DescribeGroup',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.DescribeGroupRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.DescribeGroupResponse.FromString,
+                _registered_method=True)
+        self.ListGroupOffsets = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/ListGroupOffsets',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListGroupOffsetsRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListGroupOffsetsResponse.FromString,
+                _registered_method=True)
+        self.ResetGroupOffsets = channel.unary_unary(
+                '/lakelog.rpc.CoordinatorService/ResetGroupOffsets',
+                request_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ResetGroupOffsetsRequest.SerializeToString,
+                response_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ResetGroupOffsetsResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServiceServicer:
@@ -297,6 +327,45 @@ class CoordinatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GroupHeartbeat(self, request, context):
+        """Consumer groups (docs/contract.md, "Consumer groups"): a member heartbeats and gets the
+        buckets it may read; commits store its next offsets; the rest is for admins.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CommitGroupOffsets(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroupOffsets(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetGroupOffsets(self, request, context):
+        """Sets a group's committed offsets; refused while the group has members.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -409,6 +478,36 @@ def add_CoordinatorServiceServicer_to_server(servicer, server):
                     servicer.AdjustIsr,
                     request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.AdjustIsrRequest.FromString,
                     response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.AdjustIsrResponse.SerializeToString,
+            ),
+            'GroupHeartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.GroupHeartbeat,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GroupHeartbeatRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.GroupHeartbeatResponse.SerializeToString,
+            ),
+            'CommitGroupOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitGroupOffsets,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CommitGroupOffsetsRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.CommitGroupOffsetsResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListGroupsRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'DescribeGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeGroup,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.DescribeGroupRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.DescribeGroupResponse.SerializeToString,
+            ),
+            'ListGroupOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroupOffsets,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListGroupOffsetsRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ListGroupOffsetsResponse.SerializeToString,
+            ),
+            'ResetGroupOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetGroupOffsets,
+                    request_deserializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ResetGroupOffsetsRequest.FromString,
+                    response_serializer=lakelog_dot_rpc_dot_lakelog__api__pb2.ResetGroupOffsetsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1007,6 +1106,168 @@ class CoordinatorService:
             '/lakelog.rpc.CoordinatorService/AdjustIsr',
             lakelog_dot_rpc_dot_lakelog__api__pb2.AdjustIsrRequest.SerializeToString,
             lakelog_dot_rpc_dot_lakelog__api__pb2.AdjustIsrResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GroupHeartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/GroupHeartbeat',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.GroupHeartbeatRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.GroupHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitGroupOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/CommitGroupOffsets',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.CommitGroupOffsetsRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.CommitGroupOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/ListGroups',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.ListGroupsRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.ListGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/DescribeGroup',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.DescribeGroupRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.DescribeGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroupOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/ListGroupOffsets',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.ListGroupOffsetsRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.ListGroupOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetGroupOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lakelog.rpc.CoordinatorService/ResetGroupOffsets',
+            lakelog_dot_rpc_dot_lakelog__api__pb2.ResetGroupOffsetsRequest.SerializeToString,
+            lakelog_dot_rpc_dot_lakelog__api__pb2.ResetGroupOffsetsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable, Mapping, Protocol
 
-from lakelog.metadata import BucketInfo, ServerNode, TableAssignment
+from lakelog.cluster_state import ServerNode, TableAssignment
+from lakelog.metadata import BucketInfo
 
 
 class BucketDescriber(Protocol):

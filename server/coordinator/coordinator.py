@@ -35,17 +35,14 @@ from lakelog.errors import (
 )
 from lakelog.lake_config import LakeConfig
 from lakelog.log_source import LakeTableStats
+from lakelog.cluster_state import BucketReplicas, LakeOffsets, ServerNode, TableAssignment
 from lakelog.metadata import (
     BucketInfo,
-    BucketReplicas,
     LakeBucketKey,
     LakeBucketOffset,
-    LakeOffsets,
     LakeSnapshot,
     PartitionInfo,
     SchemaInfo,
-    ServerNode,
-    TableAssignment,
     TableChange,
     TableDescriptor,
     TableInfo,

@@ -16,21 +16,19 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from lakelog.cluster_state import BucketReplicas, ServerNode
 from lakelog.metadata import (
-    BucketReplicas,
     LakeBucketKey,
     LakeBucketOffset,
     LakeSnapshot,
     PartitionInfo,
-    ServerNode,
     TableDescriptor,
     TableInfo,
     TablePath,
     TieringJobInfo,
-    schema_from_bytes,
-    schema_to_bytes,
     split_lake_bucket_key,
 )
+from lakelog.record.schema_bytes import schema_from_bytes, schema_to_bytes
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS databases (

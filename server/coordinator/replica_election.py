@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Collection
 
-from lakelog.metadata import BucketReplicas
+from lakelog.cluster_state import BucketReplicas
 
 
 def without_server(leader: int, copies: BucketReplicas, lost: int, live: Collection[int], returning: bool) -> tuple[int, BucketReplicas] | None:

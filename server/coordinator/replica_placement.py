@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from lakelog.errors import InvalidReplicationFactorError, NoTabletServerError
-from lakelog.metadata import BucketReplicas
+from lakelog.cluster_state import BucketReplicas
 
 
 @dataclass(frozen=True)

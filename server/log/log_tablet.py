@@ -36,14 +36,13 @@ from lakelog.record.projection import BatchProjection
 from lakelog.server.log.acknowledged_offset import AcknowledgedOffset
 from lakelog.server.log.durable_files import fsync_directory, write_atomically
 from lakelog.server.log.leader_epochs import LeaderEpochs
-from lakelog.server.log.quarantine import QuarantinedRange, find_holes
+from lakelog.server.log.log_loader import CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, LogLoader
+from lakelog.server.log.quarantine import QuarantinedRange
 from lakelog.server.log.segment import LogSegment
 from lakelog.server.log.writer_state import WriterBatches, WriterState
 
 logger = logging.getLogger(__name__)
 
-CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
-LOG_START_OFFSET_FILE = "log-start-offset"
 _MAX_RELATIVE_OFFSET = 0xFFFFFFFF  # index entries store offsets and positions as uint32
 _MAX_SEGMENT_BYTES = 0x7FFFFFFF  # the wire's segment_size_in_bytes and first_start_pos are int32, as in Fluss
 
@@ -118,7 +117,8 @@ class _Mark:
 
 
 class LogTablet:
-    """One bucket's log. Open it with :meth:`open`, which creates the directory and recovers it."""
+    """One bucket's log. Open it with :meth:`open`, which creates the directory and recovers
+    it (:class:`~lakelog.server.log.log_loader.LogLoader`)."""
 
     def __init__(
         self,
@@ -147,7 +147,8 @@ class LogTablet:
         # fetches there, so they copy while it flushes (None: no other replica).
         self.on_append: Callable[[], None] | None = None
         self._writers = WriterState(name, config.writer_expiration_ms)
-        self._segments, self._log_start_offset, self._holes = self._recover()
+        loaded = LogLoader(directory, config.index_interval_bytes, name, self._writers).load()
+        self._segments, self._log_start_offset, self._holes = loaded.segments, loaded.log_start_offset, loaded.quarantined
         self._durable_mark = self._end_mark()  # recovery flushed what it kept
         # The smallest log end among the other in-sync replicas; None while none counts.
         self._replica_limit: int | None = None
@@ -217,62 +218,7 @@ class LogTablet:
         if self._closed:
             raise StorageError(f"the log of {self.name} is closed")
 
-    # -- recovery -------------------------------------------------------------------------------
-
-    def _recover(self) -> tuple[tuple[LogSegment, ...], int, tuple[QuarantinedRange, ...]]:
-        """Open every segment, check the rolled ones cheaply and the active one fully (unless the
-        last shutdown was clean); only the active one's torn tail is ever cut, a damaged rolled one
-        is quarantined. Returns the segments, the log start offset and the quarantined ranges."""
-        marker = self.directory / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        bases = sorted(int(path.stem) for path in self.directory.glob("*.log") if path.stem.isdigit())
-        for index_path in [*self.directory.glob("*.index"), *self.directory.glob("*.timeindex")]:
-            if index_path.stem.isdigit() and int(index_path.stem) not in bases:
-                index_path.unlink()
-        checkpoint = self.directory / LOG_START_OFFSET_FILE
-        start = int(checkpoint.read_text()) if checkpoint.exists() else 0
-        segments = [LogSegment(self.directory, base, self.config.index_interval_bytes) for base in bases]
-        # A crash inside delete_segments_before can leave segments the checkpoint already dropped.
-        while len(segments) > 1 and segments[1].base_offset <= start:
-            segments.pop(0).delete()
-        segments = [segment for segment in segments[:-1] if self._rolled_segment_intact(segment)] + segments[-1:]
-        truncated = 0
-        if segments:
-            truncated = segments[-1].sanity_check() if clean else segments[-1].recover()
-        else:
-            segments.append(LogSegment(self.directory, start, self.config.index_interval_bytes))
-        self._writers.replay(header for _, header in segments[-1].iter_batches())
-        # What survived the restart is durable from now on: the HW may cover all of it.
-        segments[-1].flush()
-        marker.unlink(missing_ok=True)
-        fsync_directory(self.directory)
-        holes = find_holes(self.directory, segments, start)
-        start = max(start, min([segments[0].base_offset, *(hole.start for hole in holes)]))
-        if truncated:
-            outcome = f"truncated {truncated} bytes of a torn batch"
-        else:
-            outcome = "after a clean shutdown" if clean else "nothing to truncate"
-        logger.info(
-            "recovered %s: %d segments, offsets [%d, %d), %s",
-            self.name, len(segments), start, segments[-1].next_offset, outcome,
-        )
-        return tuple(segments), start, holes
-
-    def _rolled_segment_intact(self, segment: LogSegment) -> bool:
-        """Check a rolled segment without cutting it, and replay its batch headers into the
-        writers' state (which reads every header, so damage the cheap check of its ends missed is
-        found here); a damaged one is quarantined (False)."""
-        try:
-            segment.sanity_check(truncate=False)
-            self._writers.replay(header for _, header in segment.iter_batches())
-            return True
-        except CorruptRecordError as exc:
-            logger.error(
-                "%s: rolled segment damaged (%s); quarantined as %s, never cut: its offsets are served from "
-                "remote storage if uploaded, else fail by name",
-                self.name, exc.message, segment.quarantine(),
-            )
-            return False
+    # -- the acknowledged-offset fence ------------------------------------------------------------
 
     def _check_acknowledged(self) -> str | None:
         """The fence, if recovery ended below the last offset checkpointed as acknowledged."""

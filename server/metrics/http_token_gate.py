@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable
 
 from lakelog.errors import AuthenticationError, AuthorizationError
 from lakelog.security.tokens import Action, TokenStore
-from lakelog.server.metrics.metrics_endpoint import WsgiApp
+from lakelog.metrics_endpoint import WsgiApp
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterable
 
 from lakelog.errors import RemoteStorageError
-from lakelog.metadata import RemoteLogSegment
+from lakelog.fetch_info import RemoteLogSegment
 
 MANIFEST_FILE = "manifest.json"
 

@@ -35,7 +35,8 @@ from typing import Callable, Sequence
 from lakelog.config import OPTIONS, Configuration
 from lakelog.errors import LakelogError, NotLeaderError, RemoteStorageError
 from lakelog.human_size import human_size
-from lakelog.metadata import RemoteLogFetchInfo, TableInfo
+from lakelog.fetch_info import RemoteLogFetchInfo
+from lakelog.metadata import TableInfo
 from lakelog.server.log.log_tablet import LogTablet, wall_clock_ms
 from lakelog.server.remote.manifest import RemoteLogManifest
 from lakelog.server.remote.remote_log_tablet import RemoteLogTablet, TieringPolicy
@@ -345,7 +346,7 @@ class RemoteLogManager:
 
     def _expiry_bound(self, remote: RemoteLogTablet, policy: TieringPolicy) -> int:
         """The offset TTL may delete up to: anything for a plain table; for a lake-enabled table
-        only what a committed lake snapshot holds, so no offset becomes unreadable (spec 4)."""
+        only what a committed lake snapshot holds, so no offset becomes unreadable (docs/contract.md, "Tiers")."""
         if not policy.lake_enabled:
             return sys.maxsize
         end = self.lake_end_offset(remote.info.physical_id, remote.tablet.bucket) if self.lake_end_offset else None

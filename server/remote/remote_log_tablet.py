@@ -17,7 +17,8 @@ from typing import Iterator
 
 from lakelog.errors import RemoteStorageError
 from lakelog.human_size import human_size
-from lakelog.metadata import RemoteLogFetchInfo, RemoteLogSegment, TableInfo
+from lakelog.fetch_info import RemoteLogFetchInfo, RemoteLogSegment
+from lakelog.metadata import TableInfo
 from lakelog.remote_fs import RemoteLocation
 from lakelog.server.coordinator.table_properties import LOCAL_SEGMENTS, TTL, table_property
 from lakelog.server.log.log_tablet import LogTablet

@@ -22,7 +22,8 @@ import pyarrow.fs as pafs
 
 from lakelog.config import Configuration
 from lakelog.errors import RemoteStorageError
-from lakelog.metadata import RemoteLogSegment, TableInfo, TablePath, remote_segment_file
+from lakelog.fetch_info import RemoteLogSegment, remote_segment_file
+from lakelog.metadata import TableInfo, TablePath
 from lakelog.record.batch import HEADER_SIZE, read_header
 from lakelog.remote_fs import RemoteLocation, file_system
 from lakelog.server.log.segment import LogSegment

@@ -2,7 +2,7 @@
 
 A FetchLog without enough bytes parks here until one of *its* buckets' high watermark moves (then
 it reads again) or its wait ends. Parking costs a coroutine, not one of the RPC threads, so idle long
-polls never keep produce and control RPCs waiting (issue 15); and a produce wakes only the polls on
+polls never keep produce and control RPCs waiting; and a produce wakes only the polls on
 its bucket, so a thousand polls parked on quiet buckets cost nothing while one bucket is busy. At
 most ``max_parked`` polls park at once: one more is answered at once with what there is (often
 nothing), as if its wait had ended (the caller counts it); the client simply polls again.

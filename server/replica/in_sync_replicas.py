@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lakelog.metadata import BucketReplicas
+from lakelog.cluster_state import BucketReplicas
 
 UNKNOWN = -1  # a follower's log end before its first fetch to this leader
 

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import Iterable
 
-from lakelog.metadata import LakeOffsets
+from lakelog.cluster_state import LakeOffsets
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,10 @@ class LakeRanges:
         self._lock = threading.Lock()
 
     def update(self, snapshots: Iterable[LakeOffsets]) -> None:
-        """Apply notified lake snapshots; an older one arriving late never moves a bucket backwards."""
+        """Apply notified lake snapshots; one ending a bucket before the held range never moves it
+        backwards. Of two ending it at the same offset the later notification wins: the coordinator
+        sends its newest snapshot, one commit at a time, and a compaction's snapshot ends every
+        bucket where the snapshot it rewrote did."""
         ranges = [
             LakeBucketRange(t.physical_id, bucket, t.snapshot.snapshot_id, o.log_start_offset, o.log_end_offset, o.log_max_timestamp)
             for t in snapshots
@@ -47,7 +50,7 @@ class LakeRanges:
             for new in ranges:
                 key = (new.table_id, new.bucket)
                 old = self._ranges.get(key)
-                if old is None or (new.end_offset, new.snapshot_id) >= (old.end_offset, old.snapshot_id):
+                if old is None or new.end_offset >= old.end_offset:
                     self._ranges[key] = new
 
     def get(self, table_id: int, bucket: int) -> LakeBucketRange | None:

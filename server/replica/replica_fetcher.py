@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
 from lakelog.errors import LakelogError, OffsetOutOfRangeError
-from lakelog.metadata import ServerNode
+from lakelog.cluster_state import ServerNode
 from lakelog.server.log.leader_epochs import NO_EPOCH
 from lakelog.server.log.log_tablet import LogTablet
 

@@ -37,16 +37,9 @@ from lakelog.errors import (
     TableNotExistError,
     UnknownBucketError,
 )
-from lakelog.metadata import (
-    BucketInfo,
-    BucketReplicas,
-    LakeLogFetchInfo,
-    OffsetSpec,
-    OffsetType,
-    RemoteLogFetchInfo,
-    TableAssignment,
-    TableInfo,
-)
+from lakelog.cluster_state import BucketReplicas, TableAssignment
+from lakelog.fetch_info import LakeLogFetchInfo, RemoteLogFetchInfo
+from lakelog.metadata import BucketInfo, OffsetSpec, OffsetType, TableInfo
 from lakelog.record import batch as rb
 from lakelog.record.projection import BatchProjection
 from lakelog.schema_evolution import check_readable
@@ -564,7 +557,7 @@ class ReplicaManager:
         _, tablet = self._tablet(table_id, bucket)
         if spec.type == OffsetType.EARLIEST:
             # A local log that starts at 0 is the earliest any tier can be: remote storage is not
-            # asked (a list and a read per bucket the first time: 2 s on S3 for 120 buckets' first scan).
+            # asked (a list and a read per bucket the first time: seconds on S3 for a wide table's first scan).
             manifest = None if tablet.log_start_offset == 0 else self._remote.manifest(table_id, bucket)
             return OffsetAnswer(self._earliest(table_id, bucket, tablet, manifest, enable_lake))
         if spec.type == OffsetType.LATEST:

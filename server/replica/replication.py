@@ -23,7 +23,8 @@ from typing import Callable
 
 from lakelog.config import Configuration
 from lakelog.errors import NotEnoughReplicasError, NotLeaderError, OffsetOutOfRangeError, RequestTimeoutError
-from lakelog.metadata import BucketReplicas, TableInfo
+from lakelog.cluster_state import BucketReplicas
+from lakelog.metadata import TableInfo
 from lakelog.server.coordinator.table_properties import MIN_IN_SYNC_REPLICAS, server_defaulted_property
 from lakelog.server.log.leader_epochs import NO_EPOCH
 from lakelog.server.log.log_tablet import LogTablet

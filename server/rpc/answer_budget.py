@@ -1,6 +1,6 @@
 """A server-wide budget of FetchLog answer bytes in flight, so memory stays bounded whatever the
-clients do (issue 15: sixty 8 MiB answers that a client never reads took a server from 188 to
-1,111 MB), shared fairly between connections.
+clients do (grpc holds every answer a client does not read, so unread answers alone would grow a
+server without limit), shared fairly between connections.
 
 A fetch reserves the most its answer can hold before it reads, keeps what the answer really holds,
 and gives that back when its call ends: answered and sent, cancelled, or its connection gone (grpc

@@ -55,6 +55,13 @@ RPC_ACTIONS: Mapping[str, Action] = {
     _COORDINATOR + "DropPartition": Action.ADMIN,
     _COORDINATOR + "ListPartitionInfos": Action.READ,
     _COORDINATOR + "AdjustIsr": Action.INTERNAL,
+    # A consumer group member reads: joining, heartbeating and committing where it read are part of it.
+    _COORDINATOR + "GroupHeartbeat": Action.READ,
+    _COORDINATOR + "CommitGroupOffsets": Action.READ,
+    _COORDINATOR + "ListGroups": Action.READ,
+    _COORDINATOR + "DescribeGroup": Action.READ,
+    _COORDINATOR + "ListGroupOffsets": Action.READ,
+    _COORDINATOR + "ResetGroupOffsets": Action.ADMIN,
     _TABLET + "ProduceLog": Action.WRITE,
     _TABLET + "FetchLog": Action.READ,
     _TABLET + "ListOffsets": Action.READ,

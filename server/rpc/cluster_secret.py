@@ -1,5 +1,5 @@
 """Cluster membership: the internal RPCs (registration, leadership and lake notifications) answer
-only callers that present the cluster's secret, whether user authentication is on or off (spec 12).
+only callers that present the cluster's secret, whether user authentication is on or off.
 
 Without it, anyone who reaches the port could register as tablet server 0 at their own address and
 receive every client's produce. The secret is ``cluster.secret`` when set (every server of a

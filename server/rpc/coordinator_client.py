@@ -8,7 +8,7 @@ import grpc
 
 from lakelog.config import Configuration
 from lakelog.errors import TableNotExistError
-from lakelog.metadata import BucketReplicas, LakeOffsets, ServerNode, TableAssignment
+from lakelog.cluster_state import BucketReplicas, LakeOffsets, ServerNode, TableAssignment
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.channel import open_channel

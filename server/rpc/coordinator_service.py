@@ -5,11 +5,14 @@ from __future__ import annotations
 import grpc
 
 from lakelog.errors import InvalidRequestError, InvalidTableError, LakelogError
-from lakelog.metadata import ServerNode, TableDescriptor, schema_from_bytes, schema_to_bytes
+from lakelog.cluster_state import ServerNode
+from lakelog.metadata import TableDescriptor
+from lakelog.record.schema_bytes import schema_from_bytes, schema_to_bytes
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import CoordinatorServiceServicer
 from lakelog.server.coordinator.coordinator import Coordinator
+from lakelog.server.coordinator.groups.group_coordinator import GroupCoordinator
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.rpc.auth_interceptor import CallerName
 from lakelog.server.rpc.error_boundary import rpc_method
@@ -18,8 +21,11 @@ from lakelog.server.rpc.request_checks import check_lake_buckets
 
 
 class CoordinatorService(CoordinatorServiceServicer):
-    def __init__(self, coordinator: Coordinator, self_node: ServerNode, metrics: ServerMetrics, caller: CallerName) -> None:
+    def __init__(
+        self, coordinator: Coordinator, groups: GroupCoordinator, self_node: ServerNode, metrics: ServerMetrics, caller: CallerName
+    ) -> None:
         self._coordinator = coordinator
+        self._groups = groups
         self._node = self_node
         self.metrics = metrics
         self._caller = caller
@@ -211,3 +217,39 @@ class CoordinatorService(CoordinatorServiceServicer):
     @rpc_method
     def GetLakeConfig(self, request: pb.GetLakeConfigRequest, context: grpc.ServicerContext) -> pb.GetLakeConfigResponse:
         return codec.lake_config_to_pb(self._coordinator.lake_config().public())
+
+    # consumer groups
+
+    @rpc_method
+    def GroupHeartbeat(self, request: pb.GroupHeartbeatRequest, context: grpc.ServicerContext) -> pb.GroupHeartbeatResponse:
+        owned = codec.group_buckets_from_pb(request.table_id, request.owned)
+        answer = self._groups.heartbeat(
+            request.group_id, request.member_id, request.member_epoch, request.table_id, request.session_timeout_ms, owned, request.client_id
+        )
+        return codec.heartbeat_answer_to_pb(answer)
+
+    @rpc_method
+    def CommitGroupOffsets(self, request: pb.CommitGroupOffsetsRequest, context: grpc.ServicerContext) -> pb.CommitGroupOffsetsResponse:
+        offsets = codec.group_offsets_from_pb(request.table_id, request.offsets)
+        self._groups.commit(request.group_id, request.member_id, request.table_id, offsets)
+        return pb.CommitGroupOffsetsResponse()
+
+    @rpc_method
+    def ListGroups(self, request: pb.ListGroupsRequest, context: grpc.ServicerContext) -> pb.ListGroupsResponse:
+        return pb.ListGroupsResponse(groups=[codec.group_summary_to_pb(summary) for summary in self._groups.list_groups()])
+
+    @rpc_method
+    def DescribeGroup(self, request: pb.DescribeGroupRequest, context: grpc.ServicerContext) -> pb.DescribeGroupResponse:
+        return codec.group_description_to_pb(self._groups.describe(request.group_id))
+
+    @rpc_method
+    def ListGroupOffsets(self, request: pb.ListGroupOffsetsRequest, context: grpc.ServicerContext) -> pb.ListGroupOffsetsResponse:
+        offsets = self._groups.offsets(request.group_id, self._coordinator.table_by_id(request.table_id).table_id)
+        return pb.ListGroupOffsetsResponse(offsets=codec.group_offsets_to_pb(offsets))
+
+    @rpc_method
+    def ResetGroupOffsets(self, request: pb.ResetGroupOffsetsRequest, context: grpc.ServicerContext) -> pb.ResetGroupOffsetsResponse:
+        info = self._coordinator.table_by_id(request.table_id)
+        offsets = codec.group_offsets_from_pb(info.table_id, request.offsets)
+        self._groups.reset(request.group_id, info.table_id, offsets)
+        return pb.ResetGroupOffsetsResponse()

@@ -5,7 +5,7 @@ balancers probe) and, when configured, TLS and interceptors (token authenticatio
 The server is a ``grpc.aio`` server on an event loop of its own thread. Handlers written as plain
 functions run in its pool of RPC threads, as they would in a threaded server; a coroutine handler
 (FetchLog) runs on the loop, so a long poll waiting for data or for answer budget holds no thread
-and control RPCs and produce keep their threads (issue 15). Each connection may open at most
+and control RPCs and produce keep their threads however many polls wait. Each connection may open at most
 ``server.rpc.max-concurrent-streams`` streams at once.
 """
 

@@ -10,7 +10,7 @@ import grpc
 
 from lakelog.config import Configuration
 from lakelog.errors import error_from_code
-from lakelog.metadata import ServerNode
+from lakelog.cluster_state import ServerNode
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.channel import ChannelPool
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub

@@ -1,9 +1,9 @@
 """A ProduceLog request read without copying its records.
 
-Protobuf's Python runtime copied each bucket's records twice before the log saw them (the parse,
-then each read of the field): most of a produce request's time on the server is its records' bytes
-(bench/, the produce benchmark). The request's two levels are walked by hand
-(:mod:`lakelog.rpc.wire_fields`), the small fields are parsed by protobuf as before, and each
+Protobuf's Python runtime copies each bucket's records twice before the log would see them (the
+parse, then each read of the field), and most of a produce request's time on the server is its
+records' bytes. So the request's two levels are walked by hand
+(:mod:`lakelog.rpc.wire_fields`), the small fields are parsed by protobuf, and each
 bucket's records are a view of the received message, which the log writes as it is, behind the
 headers it stamps (:meth:`~lakelog.server.log.log_tablet.LogTablet.append`).
 """

@@ -8,7 +8,8 @@ from typing import Iterable, Sequence
 import grpc
 
 from lakelog.config import Configuration
-from lakelog.metadata import BucketInfo, LakeOffsets, ServerNode, TableAssignment
+from lakelog.cluster_state import LakeOffsets, ServerNode, TableAssignment
+from lakelog.metadata import BucketInfo
 from lakelog.rpc import codec
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.channel import ChannelPool

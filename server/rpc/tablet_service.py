@@ -32,8 +32,8 @@ ANSWER_OVERHEAD = 4096
 # How long an acks=all produce waits for the in-sync replicas when its request names no timeout.
 DEFAULT_PRODUCE_TIMEOUT_MS = 30_000
 # Buckets one FetchLog (or ListOffsets, DescribeLogBuckets, RepairLog) may name: a table's most.
-# Each costs a read and an answer's overhead, so a FetchLog naming 100,000 took a minute of server
-# time; lakelog's client asks for each table (or partition) apart, so its requests stay within this.
+# Each costs a read and an answer's overhead, so a FetchLog naming 100,000 would take a minute of
+# server time; lakelog's client asks for each table (or partition) apart, so its requests stay within this.
 MAX_FETCH_BUCKETS = MAX_BUCKETS
 
 

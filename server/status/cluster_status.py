@@ -15,9 +15,11 @@ import threading
 from typing import Any, Callable
 
 from lakelog.errors import LakelogError, LakeSnapshotNotExistError, TableNotExistError
-from lakelog.metadata import BucketInfo, LakeSnapshot, ServerNode, TableInfo
+from lakelog.cluster_state import ServerNode
+from lakelog.metadata import BucketInfo, LakeSnapshot, TableInfo
 from lakelog.server.coordinator.bucket_describer import BucketDescriber, describe_assignment
 from lakelog.server.coordinator.coordinator import Coordinator
+from lakelog.server.coordinator.groups.group_coordinator import GroupCoordinator
 from lakelog.server.log.log_tablet import wall_clock_ms
 from lakelog.server.status.lake_lag_history import LakeLagHistory
 from lakelog.tier_spans import tier_spans
@@ -36,11 +38,13 @@ class ClusterStatus:
         self,
         coordinator: Coordinator,
         tablets: BucketDescriber,
+        groups: GroupCoordinator | None = None,
         clock: Callable[[], int] = wall_clock_ms,
         sample_interval_ms: int = LAG_SAMPLE_INTERVAL_MS,
     ) -> None:
         self._coordinator = coordinator
         self._tablets = tablets
+        self._groups = groups
         self._clock = clock
         self._interval_s = sample_interval_ms / 1000
         self.history = LakeLagHistory(sample_interval_ms)
@@ -81,7 +85,7 @@ class ClusterStatus:
 
     def snapshot(self) -> dict[str, Any]:
         """Tables (with per-bucket tier spans and, when lake-enabled, the lake's lag and its last
-        hour), tiering jobs (newest heartbeat first) and tablet servers, as of ``now_ms``."""
+        hour), tiering jobs (newest heartbeat first), tablet servers and consumer groups, as of ``now_ms``."""
         now = self._clock()
         nodes = {node.server_id: node for node in self._coordinator.tablet_servers()}
         up = self._coordinator.liveness.states()
@@ -101,7 +105,36 @@ class ClusterStatus:
             "tablet_servers": [
                 {"server_id": server_id, "address": node.address, "up": up.get(server_id, False)} for server_id, node in nodes.items()
             ],
+            "groups": self._group_rows(),
         }
+
+    def _group_rows(self) -> list[dict[str, Any]]:
+        """Consumer groups with their members and, per bucket, its reader, committed offset and lag."""
+        if self._groups is None:
+            return []
+        rows = []
+        for summary in self._groups.list_groups():
+            described = self._groups.describe(summary.group_id)
+            rows.append(
+                {
+                    "group": summary.group_id,
+                    "members": len(described.members),
+                    "lag": described.lag,
+                    "buckets": [
+                        {
+                            "table": str(state.table),
+                            "partition_id": state.bucket.partition_id or None,
+                            "bucket": state.bucket.bucket,
+                            "member": state.member_id,
+                            "committed": state.committed,
+                            "high_watermark": state.high_watermark,
+                            "lag": state.lag,
+                        }
+                        for state in described.buckets
+                    ],
+                }
+            )
+        return rows
 
     def _table(self, info: TableInfo, reachable: dict[int, ServerNode], now: int) -> dict[str, Any]:
         """A partitioned table's buckets are its partitions': listed per partition (a lake-only

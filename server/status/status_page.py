@@ -11,7 +11,7 @@ from importlib import resources
 from typing import Any, Callable, Iterable
 
 from lakelog.server.metrics.http_token_gate import StartResponse, answer
-from lakelog.server.metrics.metrics_endpoint import WsgiApp
+from lakelog.metrics_endpoint import WsgiApp
 from lakelog.server.status.cluster_status import ClusterStatus
 
 PAGE = "/status"

@@ -16,10 +16,13 @@ from lakelog.remote_fs import file_system
 from lakelog.server.log.log_tablet import LogTablet
 from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.server_process import ServerProcess
+from lakelog.tiering.lake_compaction import CompactionReport
+from lakelog.tiering.lake_maintenance import LakeMaintenance
+from lakelog.tiering.snapshot_expiry import ExpiryReport
 from lakelog.tiering.tiering_job import RoundReport, TieringJob, TieringOptions
-from tests.conftest import expire_remote
-from tests.server_log.test_log_quarantine import damage_last_length
-from tests.s3 import MotoS3, free_port
+from tests.harness.lake_tier import expire_remote
+from tests.harness.log_damage import damage_last_length
+from tests.harness.s3 import MotoS3, free_port
 
 TABLE_PROPERTIES = {
     "table.datalake.enabled": "true",
@@ -155,6 +158,14 @@ class Cluster:
     def tier_round(self) -> RoundReport:
         with TieringJob(TieringOptions(bootstrap=self.address, client_config=self.client_config), spark=self.spark) as job:
             return job.run_round()
+
+    def compact_lake(self, path: lakelog.TablePath) -> CompactionReport:
+        with LakeMaintenance(self.address, self.client_config, spark=self.spark) as jobs:
+            return jobs.compactor().compact(path)
+
+    def expire_lake(self, path: lakelog.TablePath) -> ExpiryReport:
+        with LakeMaintenance(self.address, self.client_config) as jobs:
+            return jobs.expiry().expire(path)
 
     def kill_tiering_mid_round(self, where: str) -> subprocess.CompletedProcess[str]:
         """`lakelog tier --once` in its own process, SIGKILLed at ``where`` of its round (if the

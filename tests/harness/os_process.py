@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Callable, Mapping
 
-from tests.conftest import wait_until
+from tests.harness.waiting import wait_until
 
 
 def port_open(port: int) -> bool:

@@ -25,9 +25,9 @@ import pyarrow as pa
 import pytest
 
 import lakelog
-from tests.conftest import ORDERS_SCHEMA, order_rows, scan_all
 from tests.harness.cluster import TABLE_PROPERTIES, Cluster
 from tests.harness.oracle import Partition, PartitionedOracle
+from tests.harness.tables import ORDERS_SCHEMA, order_rows, scan_all
 
 BUCKETS = 2
 NAMES = [f"d{n}" for n in range(10)]

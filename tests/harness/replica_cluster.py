@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Iterable
 
 import lakelog
-from tests.conftest import wait_until
+from tests.harness.metrics_scrape import metric_sum
 from tests.harness.os_process import Process, port_open
-from tests.metrics_scrape import metric_sum
-from tests.s3 import free_port
+from tests.harness.s3 import free_port
+from tests.harness.waiting import wait_until
 
 SECRET = "replica-cluster-secret"
 

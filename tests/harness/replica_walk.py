@@ -53,7 +53,7 @@ def replica_cluster(root: Path) -> ReplicaCluster:
 class ReplicaWalk(Walk):
     cluster: ReplicaCluster  # type: ignore[assignment]
     step_weights: ClassVar[dict[str, float]] = STEP_WEIGHTS
-    replay_test: ClassVar[str] = "tests/test_random_walk.py -k replicated (LAKELOG_REPLICA_WALK_SEEDS)"
+    replay_test: ClassVar[str] = "tests/system/test_random_walk.py -k replicated (LAKELOG_REPLICA_WALK_SEEDS)"
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)

@@ -2,11 +2,12 @@
 exactly what the oracle says.
 
 Steps: produce batches of random sizes, roll a segment, upload (which also deletes local segments
-past ``table.log.tiered.local-segments``), run a tiering round, expire remote segments, restart the
+past ``table.log.tiered.local-segments``), run a tiering round, expire remote segments, compact the lake table's files and expire its
+replaced snapshots, restart the
 tablet server, restart the coordinator, kill the tiering job mid-round (a real SIGKILL of a
-``lakelog tier`` process, the next round being its restart), stop and start S3; and the faults of
-issue 15: a bucket's remote manifest deleted or damaged (the restarted server fails closed, then
-``lakelog repair remote`` rebuilds it), a rolled local segment damaged (quarantined: served from its
+``lakelog tier`` process, the next round being its restart), stop and start S3; and the
+faults that must fail closed: a bucket's remote manifest deleted or damaged (the restarted server
+fails closed, then ``lakelog repair remote`` rebuilds it), a rolled local segment damaged (quarantined: served from its
 remote copy, or, never uploaded, a named CorruptRecordError until the file is restored), and
 hostile clients (idle long polls and never-read FetchLog streams) left open across the next steps.
 
@@ -29,10 +30,11 @@ import pyarrow as pa
 
 import lakelog
 from bench.hostile_clients import HostileLoad
-from tests.conftest import ORDERS_SCHEMA, order_rows, scan_all, wait_until
 from tests.harness.cluster import TABLE_PROPERTIES, Cluster
 from tests.harness.oracle import Oracle
 from tests.harness.partition_walk import PartitionedTables
+from tests.harness.tables import ORDERS_SCHEMA, order_rows, scan_all
+from tests.harness.waiting import wait_until
 
 BUCKETS = 3
 READ_LIMIT = 1000
@@ -58,7 +60,12 @@ STEP_WEIGHTS = {
     "create_partition": 2,
     "drop_partition": 3,
     "alter": 1,
+    "compact_lake": 0.7,
+    "expire_lake": 0.7,
 }
+# Short enough that snapshots a compaction replaced go within a few steps, long enough that a reader
+# holding one mid-read (a step's readers finish within it) is never in the way.
+LAKE_SNAPSHOT_RETENTION = {"table.datalake.snapshot-retention": "3s"}
 MAX_ADDED_COLUMNS = 4
 HOSTILE_POLLS = 20
 HOSTILE_STREAMS = 4
@@ -82,7 +89,7 @@ class Walk:
     partitioned: PartitionedTables = field(init=False)
     # The walk's steps (name -> weight) and the test that replays a seed.
     step_weights: ClassVar[dict[str, float]] = STEP_WEIGHTS
-    replay_test: ClassVar[str] = "tests/test_random_walk.py"
+    replay_test: ClassVar[str] = "tests/system/test_random_walk.py"
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -114,7 +121,7 @@ class Walk:
 
     def _create_tables(self, admin: lakelog.Admin) -> None:
         admin.create_database(PATH.database, ignore_if_exists=True)
-        admin.create_table(PATH, lakelog.TableDescriptor(ORDERS_SCHEMA, BUCKETS, TABLE_PROPERTIES))
+        admin.create_table(PATH, lakelog.TableDescriptor(ORDERS_SCHEMA, BUCKETS, {**TABLE_PROPERTIES, **LAKE_SNAPSHOT_RETENTION}))
         admin.create_table(IDLE, lakelog.TableDescriptor(ORDERS_SCHEMA, 1))
         self.partitioned.create_tables()
 
@@ -208,6 +215,14 @@ class Walk:
 
     def _step_expire(self) -> str:
         return f"expire remote ({self.cluster.expire_remote()} segments)"
+
+    def _step_compact_lake(self) -> str:
+        report = self.cluster.compact_lake(PATH)
+        return f"compact lake ({report.files_replaced} files into {report.files_written}, snapshot {report.snapshot_id})"
+
+    def _step_expire_lake(self) -> str:
+        report = self.cluster.expire_lake(PATH)
+        return f"expire lake ({report.snapshots_expired} snapshots, {report.files_deleted} files)"
 
     def _step_restart_tablet(self) -> str:
         self.cluster.restart_tablet()

@@ -1,0 +1,1 @@
+"""Consumer groups on the coordinator: membership, the bucket assignor and committed offsets."""

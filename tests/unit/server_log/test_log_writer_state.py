@@ -1,0 +1,83 @@
+"""The log's idempotent-writer state: a resend is a duplicate only if it is the same batch, and
+writers are forgotten by age, never by a count that other writers can push."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lakelog.errors import InvalidRequestError, WriterSequenceConflictError
+from lakelog.record.batch import encode_batch, read_header
+from lakelog.server.log.log_tablet import LogConfig, LogTablet
+from lakelog.server.log.writer_state import WriterBatches
+from tests.harness.clocks import FakeClock
+
+NAME = "shop.orders bucket 0"
+HOUR_MS = 3_600_000
+
+
+def writer_batch(first: int, rows: int, writer: tuple[int, int, int]) -> bytes:
+    return encode_batch(pa.record_batch({"id": pa.array(range(first, first + rows), pa.int64())}), 1, writer=writer)
+
+
+def test_another_batch_under_an_appended_sequence_is_refused_naming_writer_sequence_and_offsets(tmp_path: Path) -> None:
+    log = LogTablet.open(tmp_path, LogConfig(), 0, NAME)
+    log.append(writer_batch(0, 3, (7, 0, 0)))
+    with pytest.raises(WriterSequenceConflictError, match=r"writer 7 epoch 0 sequence 0 was appended at offsets \[0, 3\)"):
+        log.append(writer_batch(100, 3, (7, 0, 0)))
+    assert log.append(writer_batch(0, 3, (7, 0, 0))).duplicate
+    assert log.log_end_offset == 3
+    log.close()
+    reopened = LogTablet.open(tmp_path, LogConfig(), 0, NAME)  # the CRCs come back from the headers
+    with pytest.raises(WriterSequenceConflictError):
+        reopened.append(writer_batch(100, 3, (7, 0, 0)))
+    reopened.close()
+
+
+def test_one_forged_batch_among_resent_ones_refuses_the_whole_request(tmp_path: Path) -> None:
+    log = LogTablet.open(tmp_path, LogConfig(), 0, NAME)
+    log.append(writer_batch(0, 1, (7, 0, 0)) + writer_batch(1, 1, (7, 0, 1)))
+    with pytest.raises(WriterSequenceConflictError, match="sequence 1"):
+        log.append(writer_batch(0, 1, (7, 0, 0)) + writer_batch(50, 1, (7, 0, 1)))
+    assert log.log_end_offset == 2
+    log.close()
+
+
+def test_ten_thousand_and_one_other_writers_do_not_make_the_bucket_forget_a_writer(tmp_path: Path) -> None:
+    log = LogTablet.open(tmp_path, LogConfig(flush_mode="async"), 0, NAME)
+    first = log.append(writer_batch(0, 1, (1, 0, 0)))
+    for writer_id in range(2, 10_003):
+        log.append(writer_batch(writer_id, 1, (writer_id, 0, 0)))
+    again = log.append(writer_batch(0, 1, (1, 0, 0)))
+    assert again.duplicate and again.base_offset == first.base_offset
+    assert log.log_end_offset == 10_002
+    log.close()
+
+
+def test_writers_idle_past_the_expiration_time_are_forgotten_and_the_others_kept(tmp_path: Path) -> None:
+    clock = FakeClock()
+    config = LogConfig(writer_expiration_ms=HOUR_MS)
+    log = LogTablet.open(tmp_path, config, 0, NAME, clock=clock)
+    log.append(writer_batch(0, 1, (1, 0, 0)))
+    clock.now += HOUR_MS // 2
+    log.append(writer_batch(1, 1, (2, 0, 0)))
+    clock.now += HOUR_MS // 2
+    assert log.expire_writers() == 0  # writer 1 is exactly an hour idle: kept
+    clock.now += 1
+    assert log.expire_writers() == 1
+    assert log.append(writer_batch(1, 1, (2, 0, 0))).duplicate  # writer 2 is remembered
+    assert not log.append(writer_batch(0, 1, (1, 0, 0))).duplicate  # writer 1 is new again
+    log.close()
+    clock.now += 2 * HOUR_MS  # a restart rebuilds the state, ages from the batches' timestamps
+    reopened = LogTablet.open(tmp_path, config, 0, NAME, clock=clock)
+    assert reopened.expire_writers() == 2
+    reopened.close()
+
+
+@pytest.mark.parametrize(("epoch", "sequence"), [(-1, 0), (0, -3)])
+def test_a_negative_epoch_or_sequence_is_refused(epoch: int, sequence: int) -> None:
+    header = encode_batch(pa.record_batch({"id": pa.array([1], pa.int64())}), 1, writer=(7, epoch, sequence))
+    with pytest.raises(InvalidRequestError, match="negative"):
+        WriterBatches.of([read_header(header)], NAME)

@@ -1,0 +1,136 @@
+"""The remote log tier's parts on real files (``file://`` storage), without a server: dense indexes
+against the local segment they describe, the manifest, and the task's schedule and backoff."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pytest
+
+from lakelog.errors import RemoteStorageError
+from lakelog.metadata import TableInfo, TablePath
+from lakelog.record.batch import encode_batch
+from lakelog.remote_fs import RemoteLocation
+from lakelog.server.log.log_tablet import LogConfig, LogTablet
+from lakelog.server.remote.dense_index import DenseIndexes, DenseOffsetIndex, DenseTimeIndex
+from lakelog.fetch_info import RemoteLogSegment
+from lakelog.server.remote.manifest import RemoteLogManifest
+from lakelog.server.remote.remote_log_manager import RemoteLogManager
+from lakelog.server.remote.remote_storage import RemoteLogStorage
+
+SCHEMA = pa.schema([("id", pa.int64())])
+INTERVAL_MS = 10_000
+
+
+class Clock:
+    """Settable milliseconds for commit timestamps; ``seconds()`` is the task's monotonic view."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+    def seconds(self) -> float:
+        return self.now / 1000
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def tablet(tmp_path: Path, clock: Clock) -> Iterator[LogTablet]:
+    """A bucket log with 5 rolled segments of 10 batches (of 1..3 rows), 10 ms apart."""
+    log = LogTablet.open(tmp_path / "log", LogConfig(segment_max_bytes=10_000, index_interval_bytes=3000), 0, "shop.orders bucket 0", clock=clock)
+    first = 0
+    for segment in range(5):
+        for batch in range(10):
+            rows = 1 + batch % 3
+            log.append(encode_batch(pa.record_batch({"id": pa.array(range(first, first + rows), pa.int64())}), 1))
+            first += rows
+            clock.now += 10
+        log.roll()
+    yield log
+    log.close()
+
+
+def manager_for(tmp_path: Path, tablet: LogTablet, clock: Clock, storage_class: type[RemoteLogStorage] = RemoteLogStorage) -> RemoteLogManager:
+    storage = storage_class(RemoteLocation.parse((tmp_path / "remote").as_uri()), {})
+    manager = RemoteLogManager(storage, INTERVAL_MS, clock=clock, monotonic=clock.seconds)
+    manager.lead(TableInfo(7, TablePath("shop", "orders"), SCHEMA, 1, 1, {}), [tablet])
+    return manager
+
+
+def test_dense_indexes_locate_every_offset_and_timestamp_exactly(tablet: LogTablet) -> None:
+    segment = tablet.segments[1]
+    batches = list(segment.iter_batches())
+    built = DenseIndexes.build(segment.base_offset, batches)
+    offsets = DenseOffsetIndex(built.offset_index, segment.base_offset, "test")
+    times = DenseTimeIndex(built.time_index, segment.base_offset, "test")
+    assert len(offsets) == len(times) == len(batches) == 10
+    assert built.max_timestamp == segment.max_timestamp
+    assert b"".join(segment.iter_chunks(777)) == segment.path.read_bytes()
+    for position, header in batches:
+        for offset in range(header.base_offset, header.next_offset):
+            assert offsets.position_of(offset) == position
+        assert times.offset_of(header.commit_timestamp) == header.base_offset
+        assert times.offset_of(header.commit_timestamp - 1) == header.base_offset
+    assert times.offset_of(segment.max_timestamp + 1) is None
+    with pytest.raises(RemoteStorageError, match="whole number"):
+        DenseOffsetIndex(built.offset_index[:-1], segment.base_offset, "torn.index")
+
+
+def test_manifest_round_trips_and_finds_the_segment_of_an_offset() -> None:
+    manifest = RemoteLogManifest().appended(RemoteLogSegment("a", 0, 10, 5, 100)).appended(RemoteLogSegment("b", 10, 25, 9, 200))
+    assert RemoteLogManifest.from_json(manifest.to_json(), "m") == manifest
+    assert (manifest.version, manifest.start_offset, manifest.end_offset) == (2, 0, 25)
+    assert [manifest.index_of(o) for o in (-1, 0, 9, 10, 24, 25)] == [None, 0, 0, 1, 1, None]
+    assert manifest.without_oldest(1).segments == manifest.segments[1:]
+    assert (RemoteLogManifest().start_offset, RemoteLogManifest().end_offset) == (-1, -1)
+    with pytest.raises(RemoteStorageError, match="not a remote log manifest"):
+        RemoteLogManifest.from_json(b'{"version": 1}', "m")
+
+
+def test_tick_runs_a_bucket_once_per_interval_and_backs_off_after_failures(tmp_path: Path, tablet: LogTablet, clock: Clock) -> None:
+    class Flaky(RemoteLogStorage):
+        down = True
+
+        def read_manifest(self, tablet_dir: RemoteLocation) -> RemoteLogManifest:
+            if self.down:
+                raise RemoteStorageError("down")
+            return super().read_manifest(tablet_dir)
+
+    manager = manager_for(tmp_path, tablet, clock, Flaky)
+    remote = manager.tablet(7, 0)
+    manager.tick()
+    assert remote.failures == 0 and not remote.reconciled  # not due yet: nothing ran
+    delays = []
+    for _ in range(4):
+        clock.now += 10 * INTERVAL_MS * 2 ** len(delays)
+        manager.tick()
+        delays.append(round(remote.next_due - clock.seconds()))
+    assert remote.failures == 4 and delays == [10, 20, 40, 80]
+    clock.now += 30_000
+    manager.tick()
+    assert remote.failures == 4  # still backing off
+    manager.storage.down = False  # type: ignore[attr-defined]
+    clock.now += 60_000
+    manager.tick()
+    assert remote.failures == 0 and manager.manifest(7, 0).end_offset == tablet.segments[-1].base_offset
+    assert len(tablet.segments) == 2 and round(remote.next_due - clock.seconds()) == INTERVAL_MS // 1000
+
+
+def test_local_retention_follows_the_property_and_drop_deletes_remote_files(tmp_path: Path, tablet: LogTablet, clock: Clock) -> None:
+    manager = manager_for(tmp_path, tablet, clock)
+    info = TableInfo(7, TablePath("shop", "orders"), SCHEMA, 1, 1, {"table.log.tiered.local-segments": "4"})
+    manager.lead(info, [tablet])
+    report = manager.run_once()
+    assert (report.uploaded, report.deleted_local, len(tablet.segments)) == (5, 2, 4)
+    table_dir = tmp_path / "remote" / "log" / "shop" / "orders-7"
+    assert len(list((table_dir / "0").iterdir())) == 6
+    manager.drop_table(7)
+    assert manager.run_once().errors == [] and not table_dir.exists()
