@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import ClassVar
 
 import lakelog
-from tests.conftest import ORDERS_SCHEMA, wait_until
+from tests.harness.tables import ORDERS_SCHEMA
+from tests.harness.waiting import wait_until
 from tests.harness.replica_cluster import ReplicaCluster
 from tests.harness.walk import BUCKETS, PATH, Walk
 
