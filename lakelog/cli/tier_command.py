@@ -23,7 +23,6 @@ from lakelog.cli.text_table import render_table
 from lakelog.config import parse_duration_ms
 from lakelog.logging_config import configure_logging
 from lakelog.metadata import TablePath
-from lakelog.metrics_endpoint import MetricsEndpoint
 
 if TYPE_CHECKING:
     from lakelog.tiering.tiering_job import TieringJob
@@ -106,6 +105,8 @@ def _metrics_endpoint(job: "TieringJob", host: str, port: int) -> Iterator[None]
     if port < 0:
         yield
         return
+    from lakelog.metrics_endpoint import MetricsEndpoint  # prometheus_client: the [server] extra
+
     endpoint = MetricsEndpoint(job.metrics.registry, host, port)
     print(f"lakelog tier: metrics at {endpoint.url}", file=sys.stderr, flush=True)
     try:

@@ -34,7 +34,7 @@ from tests.harness.three_tiers import BUCKETS, TieredLog
 META = ["__bucket", "__offset", "__timestamp"]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def tiered(three_tiers: TieredLog) -> TieredLog:
     """The session's three-tier table: these tests only read it."""
     return three_tiers
