@@ -14,6 +14,7 @@ from lakelog.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
     LakeSnapshotNotExistError,
+    NetworkError,
     NotLeaderError,
     StaleLakeSnapshotError,
     UnknownWriterError,
@@ -216,6 +217,37 @@ def test_a_silent_leader_loses_its_buckets_to_the_next_in_sync_copy_under_a_new_
     assert replicated.offline_buckets() == 0
     survivors = {1, 2, 3} - {lost}
     wait_until(lambda: all(tablets.leaders_told(s).get(info.table_id) == after.leaders for s in survivors), "the survivors are told")
+
+
+def test_a_server_a_leadership_change_did_not_reach_is_told_again_on_the_next_liveness_check(
+    replicated: Coordinator, tablets: RecordingTablets
+) -> None:
+    clock = FakeClock(0)
+    _on_a_clock(replicated, clock)
+    info = replicated.table(ORDERS)
+    lost = replicated.assignment(info).leaders[0]
+    heir = next(r for r in replicated.assignment(info).replicas[0].replicas if r != lost)
+    tablets.refuse[heir] = NetworkError(f"tablet server {heir}: the channel is still backing off")
+    clock.now = 5_000
+    for server_id in {1, 2, 3} - {lost}:
+        replicated.tablet_server_heartbeat(server_id)
+    clock.now = 12_000
+    replicated.check_liveness()
+    after = replicated.assignment(info)
+    assert after.leaders[0] == heir
+    wait_until(lambda: tablets.leaders_told(heir).get(info.table_id) == after.leaders, "the heir was sent its leadership (and refused it)")
+
+    del tablets.refuse[heir]
+    mark = len(tablets.told)
+
+    def told_again() -> bool:
+        replicated.check_liveness()
+        return any(
+            t.server_id == heir and any(a.info.table_id == info.table_id and a.leaders == after.leaders for a in t.tables)
+            for t in tablets.told[mark:]
+        )
+
+    wait_until(told_again, "the heir is told its buckets again once its channel works")
 
 
 def test_buckets_whose_only_in_sync_copy_went_silent_are_counted_offline(tmpfs_path: Path, tablets: RecordingTablets) -> None:
