@@ -110,10 +110,13 @@ def _close_shared_channels() -> None:
 
 
 def _without_exit_cleanup(session: "SparkSession") -> "SparkSession":
-    """``session`` without PySpark's exit handler, which asks the server to clean the session's ML
-    cache: a shared session has none (lakelog runs no ML), and against a Connect server that
-    stopped first the handler retries for minutes before the process may exit."""
+    """``session`` without what makes a process wait for its Connect server at exit: PySpark's exit
+    handler, which asks the server to clean the session's ML cache (a shared session has none:
+    lakelog runs no ML), and reattachable execution, whose ReleaseExecute calls run on a pool that
+    Python joins at exit and retry for minutes against a server that was killed or hangs. Without
+    reattaching, a query whose result stream breaks fails with an error rather than resuming."""
     atexit.unregister(session.client._on_exit)
+    session.client.disable_reattachable_execute()
     return session
 
 

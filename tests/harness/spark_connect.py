@@ -11,8 +11,9 @@ from tests.harness.s3 import free_port
 
 
 def start_spark_connect(log: Path) -> tuple[subprocess.Popen[str], str]:
-    """`lakelog spark-connect` in its own process (local[2]), its log in ``log``; the process and its
-    ``sc://`` address once it says it is ready."""
+    """`lakelog spark-connect` in its own process (local[2]) and process group (its JVM in the same
+    group, so a test can signal the whole server with ``os.killpg``), its log in ``log``; the
+    process and its ``sc://`` address once it says it is ready."""
     port = free_port()
     # The repository on its Python path, as site-packages is after a regular install: Spark finds
     # module pyspark_lakelog with pkgutil.iter_modules, which cannot see an editable install's modules.
@@ -24,6 +25,7 @@ def start_spark_connect(log: Path) -> tuple[subprocess.Popen[str], str]:
             stderr=sink,
             text=True,
             env={**os.environ, "PYTHONPATH": python_path},
+            start_new_session=True,
         )
     assert proc.stdout is not None
     ready = proc.stdout.readline()

@@ -8,6 +8,7 @@ succeed without a JVM of their own, through the Connect server the coordinator a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -396,13 +397,18 @@ def test_a_script_exits_at_once_whatever_became_of_its_connect_server(tmp_path: 
     )
     try:
         assert script.stdout is not None and script.stdout.readline() == "read\n", script.stderr.read() if script.stderr else ""
-        server.send_signal({"stopped": signal.SIGTERM, "killed": signal.SIGKILL, "paused": signal.SIGSTOP}[stop])
+        # Stopped: the server stops its JVM itself. Killed and paused: the whole server, JVM included.
+        if stop == "stopped":
+            server.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(server.pid, {"killed": signal.SIGKILL, "paused": signal.SIGSTOP}[stop])
         if stop != "paused":
             server.wait(60)
         stdout, stderr = script.communicate("\n", timeout=60)
         assert script.returncode == 0, stderr[-3000:]
     finally:
         script.kill()
-        server.send_signal(signal.SIGCONT)
-        server.kill()
+        with contextlib.suppress(ProcessLookupError):  # nothing is left of a stopped or killed server
+            os.killpg(server.pid, signal.SIGCONT)
+            os.killpg(server.pid, signal.SIGKILL)
         server.wait(60)
