@@ -193,20 +193,24 @@ def _on_a_clock(coordinator: Coordinator, clock: FakeClock) -> None:
     coordinator.liveness = TabletLiveness(10_000, [1, 2, 3], clock=lambda: clock.now / 1000)
 
 
+def _silence(coordinator: Coordinator, lost: int) -> None:
+    """Every server but ``lost`` heartbeats; the next liveness check, past the timeout, finds ``lost`` gone."""
+    clock = FakeClock(0)
+    _on_a_clock(coordinator, clock)
+    clock.now = 5_000
+    for server_id in {1, 2, 3} - {lost}:
+        coordinator.tablet_server_heartbeat(server_id)
+    clock.now = 12_000
+    coordinator.check_liveness()
+
+
 def test_a_silent_leader_loses_its_buckets_to_the_next_in_sync_copy_under_a_new_epoch(
     replicated: Coordinator, tablets: RecordingTablets
 ) -> None:
-    clock = FakeClock(0)
-    _on_a_clock(replicated, clock)
     info = replicated.table(ORDERS)
     before = replicated.assignment(info)
     lost = before.leaders[0]
-    clock.now = 5_000
-    for server_id in (1, 2, 3):
-        if server_id != lost:
-            replicated.tablet_server_heartbeat(server_id)
-    clock.now = 12_000
-    replicated.check_liveness()
+    _silence(replicated, lost)
     after = replicated.assignment(info)
     assert lost not in after.leaders.values()
     for bucket, copies in after.replicas.items():
@@ -222,17 +226,11 @@ def test_a_silent_leader_loses_its_buckets_to_the_next_in_sync_copy_under_a_new_
 def test_a_server_a_leadership_change_did_not_reach_is_told_again_on_the_next_liveness_check(
     replicated: Coordinator, tablets: RecordingTablets
 ) -> None:
-    clock = FakeClock(0)
-    _on_a_clock(replicated, clock)
     info = replicated.table(ORDERS)
     lost = replicated.assignment(info).leaders[0]
     heir = next(r for r in replicated.assignment(info).replicas[0].replicas if r != lost)
     tablets.refuse[heir] = NetworkError(f"tablet server {heir}: the channel is still backing off")
-    clock.now = 5_000
-    for server_id in {1, 2, 3} - {lost}:
-        replicated.tablet_server_heartbeat(server_id)
-    clock.now = 12_000
-    replicated.check_liveness()
+    _silence(replicated, lost)
     after = replicated.assignment(info)
     assert after.leaders[0] == heir
     wait_until(lambda: tablets.leaders_told(heir).get(info.table_id) == after.leaders, "the heir was sent its leadership (and refused it)")
