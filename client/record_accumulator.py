@@ -18,8 +18,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-import pyarrow as pa
-
 from lakelog.errors import LakelogError
 from lakelog.metadata import TableInfo
 from lakelog.record import batch as rb
@@ -96,10 +94,17 @@ class RecordAccumulator:
             queue = self.queues[key] = BucketQueue(info, key)
         return queue
 
-    def seal(self, queue: BucketQueue, batch: pa.RecordBatch) -> None:
-        """Encode ``batch`` as the bucket's next, stamped with the writer's id and its sequence."""
-        writer = queue.sequence.take(self.delivery.writer_id)
-        queue.sealed.append(rb.encode_batch_buffer(batch, queue.info.schema_id, writer=writer))
+    def take(self, queue: BucketQueue) -> tuple[int, int, int]:
+        """The (writer id, epoch, sequence) of the bucket's next batch, to encode it with while the
+        lock is free (the sender drains and answers land meanwhile); :meth:`add` queues it."""
+        return queue.sequence.take(self.delivery.writer_id)
+
+    def add(self, queue: BucketQueue, encoded: rb.EncodedBatch, writer: tuple[int, int, int]) -> None:
+        """Queue ``encoded``, stamped ``writer`` by :meth:`take`: the bucket's next batch. Restamped
+        when the bucket moved to a new epoch while it was encoded (a batch before it was given up)."""
+        if queue.sequence.epoch != writer[1]:
+            encoded = rb.restamp_writer(encoded, *self.take(queue))
+        queue.sealed.append(encoded)
         self.pending += 1
 
     def lingering(self, now: float) -> list[BucketQueue]:

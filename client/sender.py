@@ -5,8 +5,9 @@ and partitions. Each turn it seals the rows that waited ``client.writer.linger``
 :meth:`Producer.linger`), asks every writer's :class:`RecordAccumulator` which buckets are ready,
 and drains them per leader into requests that carry many buckets (of any partition of a table,
 up to :data:`MAX_REQUEST_BYTES`), at most ``client.writer.max-inflight`` requests in flight per
-tablet server. Answers come back on gRPC threads and go to each bucket's accumulator; the sender
-only wakes up again. Closing the connection closes the sender, and a writer left open fails what
+tablet server. The ready buckets are shared out over as many requests as the server has room for,
+so the server appends one while the next is built and sent. Answers come back on gRPC threads and
+go to each bucket's accumulator; the sender only wakes up again. Closing the connection closes the sender, and a writer left open fails what
 it still holds.
 """
 
@@ -45,6 +46,9 @@ class Producer(Protocol):
 
     def linger(self, now: float) -> float:
         """Seal what waited ``linger``; when something next will have (inf: nothing waits)."""
+
+
+_Key = tuple[ServerNode, int, str, int]
 
 
 @dataclass
@@ -137,7 +141,7 @@ class Sender:
         requests: list[_Request] = []
         # A request's own fields (its table, barrier hold and writer) make its key: a request carries
         # one writer's batches, of any of the table's buckets and partitions the server leads.
-        open_requests: dict[tuple[ServerNode, int, str, int], _Request] = {}
+        open_requests: dict[_Key, list[_Request]] = defaultdict(list)
         with self._cond:
             in_flight = dict(self._in_flight)
         for producer in producers:
@@ -152,13 +156,9 @@ class Sender:
                         accumulator.complete(queue, accumulator.drain(queue, MAX_REQUEST_BYTES), error)
                         continue
                     key = (node, queue.info.table_id, hold_id, accumulator.delivery.writer_id)
-                    request = open_requests.get(key)
-                    if request is None or request.size >= MAX_REQUEST_BYTES:
-                        if in_flight.get(node, 0) >= self._max_in_flight:
-                            continue  # the node's answers wake the sender when it has room
-                        in_flight[node] = in_flight.get(node, 0) + 1
-                        request = open_requests[key] = _Request(node, queue.info.table_id, hold_id, accumulator.delivery.token)
-                        requests.append(request)
+                    request = self._request_for(key, accumulator.delivery.token, open_requests, in_flight, requests)
+                    if request is None:
+                        continue  # the node's answers wake the sender when it has room
                     batches = accumulator.drain(queue, max(MAX_REQUEST_BYTES - request.size, 1))
                     request.entries.append((accumulator, queue, batches))
                     request.size += sum(len(batch) for batch in batches)
@@ -166,6 +166,23 @@ class Sender:
         for request in requests:
             self._send(request)
         return next_at
+
+    def _request_for(
+        self, key: _Key, token: bytes, open_requests: dict[_Key, list[_Request]], in_flight: dict[ServerNode, int], requests: list[_Request]
+    ) -> _Request | None:
+        """The request a ready bucket joins: a new one while its server has room for more in flight,
+        so that requests overlap (one request carrying every bucket would leave the server nothing to
+        append while the next is built, a bucket having one request in flight); else the smallest of
+        those open. None when every one is full and the server has no room."""
+        node, table_id, hold_id, _ = key
+        if in_flight.get(node, 0) < self._max_in_flight:
+            in_flight[node] = in_flight.get(node, 0) + 1
+            request = _Request(node, table_id, hold_id, token)
+            open_requests[key].append(request)
+            requests.append(request)
+            return request
+        room = [request for request in open_requests[key] if request.size < MAX_REQUEST_BYTES]
+        return min(room, key=lambda request: request.size, default=None)
 
     def _send(self, request: _Request) -> None:
         with self._cond:

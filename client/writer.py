@@ -35,6 +35,7 @@ from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.config import Configuration
 from lakelog.errors import InvalidRequestError, LakelogError, SchemaMismatchError, UnknownBucketError
 from lakelog.metadata import TableInfo
+from lakelog.record import batch as rb
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.arrow_input import arrow_table
 from lakelog.client.bucket_assigner import BucketAssigner
@@ -84,6 +85,10 @@ class AppendWriter:
         self._row_bytes = 64.0
         self._ack_error: Exception | None = None
         self._serving = threading.Lock()  # one thread serves reports at a time, so they stay in order
+        # One seal at a time, taken before the lock: a batch is encoded outside the lock (the
+        # sender drains and answers land meanwhile), and each bucket's batches still queue in the
+        # order of their sequence numbers.
+        self._sealing = threading.Lock()
         self._closed = False
         self._linger_first = linger_first
         self._blocking = blocking
@@ -111,7 +116,7 @@ class AppendWriter:
         assigner = self._assigner(info)
         if bucket is None and assigner.keyed:
             bucket = assigner.row_bucket(row)
-        with self._cond:
+        with self._sealing, self._cond:
             self._check_open()
             queue = self.accumulator.queue(info, self._bucket(info, bucket))
             first = not queue.rows
@@ -139,12 +144,17 @@ class AppendWriter:
         if table.num_rows:  # the width of these rows, not of the last ones sealed (or a guess)
             self._row_bytes = max(table.nbytes / table.num_rows, 1.0)
         for batch in table.to_batches(max_chunksize=self._chunk_rows(table.num_rows)):
-            with self._cond:
-                self._check_open()
-                queue = self.accumulator.queue(info, self._bucket(info, bucket))
-                self._seal_rows(queue)
-                self._seal(queue, batch)
-                self._assigner(info).sealed(queue.bucket.bucket)
+            if not batch.num_rows:
+                continue
+            with self._sealing:
+                with self._cond:
+                    self._check_open()
+                    queue = self.accumulator.queue(info, self._bucket(info, bucket))
+                    self._seal_rows(queue)
+                    writer = self.accumulator.take(queue)
+                encoded = rb.encode_batch_buffer(batch, info.schema_id, writer=writer)
+                with self._cond:
+                    self._add(queue, encoded, writer)
             self.send_soon()
             if wait:
                 self._wait_for_room()
@@ -169,7 +179,7 @@ class AppendWriter:
 
     def send_all(self) -> None:
         """A flush's start: seal every bucket's rows and have the sender send them now."""
-        with self._cond:
+        with self._sealing, self._cond:
             for queue in list(self.accumulator.queues.values()):
                 if queue.rows:
                     self._seal_rows(queue)
@@ -224,9 +234,13 @@ class AppendWriter:
 
     def linger(self, now: float) -> float:
         """On the sender's thread: seal the rows that waited ``client.writer.linger``; when the
-        next ones will have. A row that does not fit the schema is raised by the next call."""
+        next ones will have. A row that does not fit the schema is raised by the next call. Only
+        rows that lingered wait for a seal the application is making."""
         next_at = self._linger_first(now) if self._linger_first is not None else float("inf")
         with self._cond:
+            if not self.accumulator.lingering(now):
+                return next_at
+        with self._sealing, self._cond:
             for queue in self.accumulator.lingering(now):
                 try:
                     self._seal_rows(queue)
@@ -298,7 +312,6 @@ class AppendWriter:
                 f" the other {len(good)} row(s) were kept"
             ) from None
         self._seal(queue, batch)
-        self._assigner(queue.info).sealed(queue.bucket.bucket)
 
     def _loses_precision(self, row: dict[str, Any]) -> bool:
         """pyarrow casts 2.5 into an int column as 2; a log must not change what it was given."""
@@ -320,12 +333,17 @@ class AppendWriter:
         return None
 
     def _seal(self, queue: BucketQueue, batch: pa.RecordBatch) -> None:
-        if batch.num_rows == 0:
-            return
+        if batch.num_rows:
+            self._row_bytes = max(batch.nbytes / batch.num_rows, 1.0)
+            writer = self.accumulator.take(queue)
+            self._add(queue, rb.encode_batch_buffer(batch, queue.info.schema_id, writer=writer), writer)
+
+    def _add(self, queue: BucketQueue, encoded: rb.EncodedBatch, writer: tuple[int, int, int]) -> None:
+        """Queue ``encoded`` (stamped ``writer``), the bucket's next batch; the bucket is sealed."""
         if self.accumulator.failed is not None:
             raise self.accumulator.failed
-        self._row_bytes = max(batch.nbytes / batch.num_rows, 1.0)
-        self.accumulator.seal(queue, batch)
+        self.accumulator.add(queue, encoded, writer)
+        self._assigner(queue.info).sealed(queue.bucket.bucket)
 
     def _wait_for_room(self) -> None:
         """Block while the writer holds ``client.writer.max-inflight`` batches per bucket it writes."""

@@ -15,12 +15,13 @@ import pyarrow as pa
 import pytest
 
 from lakelog.config import Configuration
-from lakelog.errors import LakelogError, NetworkError, NotLeaderError
+from lakelog.errors import InvalidRequestError, LakelogError, NetworkError, NotLeaderError
 from lakelog.cluster_state import ServerNode
 from lakelog.metadata import TablePath, TableInfo
 from lakelog.record import batch as rb
 from lakelog.security.writer_tokens import WriterIdentity
-from lakelog.client.record_accumulator import AppendAck
+from lakelog.client.delivery import Delivery
+from lakelog.client.record_accumulator import AppendAck, RecordAccumulator
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.messages import ProducedBatch, ProduceRequest
 from lakelog.client.rpc.retry_policy import RetryPolicy
@@ -266,3 +267,38 @@ def test_with_acks_0_a_refused_bucket_is_dropped_and_a_lost_connection_is_raised
         appender.flush()
     appender.flush()  # raised once
     appender.close()
+
+
+def test_ready_buckets_are_spread_over_the_requests_a_server_has_room_for(tablets: FakeTablets, router: LeaderRouter) -> None:
+    sender = Sender(tablets, router, max_in_flight=4)  # type: ignore[arg-type]
+    appender = writer(sender, router)
+    with appender.accumulator.cond:  # the sender waits for the lock: every bucket is ready at its next turn
+        for partition_id in range(1, 31):
+            appender.append_table_to(partition(partition_id), rows(partition_id, 3), 0)
+    requests = wait_until(lambda: len(tablets.to(NODE_A)) == 4 and tablets.to(NODE_A), "four requests to the leader")
+    buckets = [sent.keys() for sent in requests]
+    assert sorted(key for keys in buckets for key in keys) == [(p, 0) for p in range(1, 31)], "each bucket in one request"
+    assert sorted(len(keys) for keys in buckets) == [7, 7, 8, 8], "the buckets shared out evenly"
+    tablets.release()
+    appender.close()
+    sender.close()
+
+
+def test_a_batch_encoded_while_its_bucket_moved_to_a_new_epoch_joins_the_new_epoch(router: LeaderRouter) -> None:
+    accumulator = RecordAccumulator(Delivery(WriterIdentity(WRITER_ID, b"token"), router, 5.0), 1.0, None, reports=False)
+    queue = accumulator.queue(partition(1), 0)
+    batch = rows(1, 2).to_batches()[0]
+    with accumulator.cond:
+        for _ in range(2):
+            writer_fields = accumulator.take(queue)
+            accumulator.add(queue, rb.encode_batch_buffer(batch, TABLE.schema_id, writer=writer_fields), writer_fields)
+        refused = accumulator.drain(queue, 1)  # the first batch; the second waits behind it
+        writer_fields = accumulator.take(queue)  # a third, encoded outside the lock...
+    encoded = rb.encode_batch_buffer(batch, TABLE.schema_id, writer=writer_fields)
+    with accumulator.cond:  # ...while the first is given up on
+        accumulator.complete(queue, refused, InvalidRequestError("refused"))
+    with accumulator.cond:
+        accumulator.add(queue, encoded, writer_fields)
+    stamped = [rb.validate(bytes(data), 0, "bucket 0") for data in queue.sealed]
+    assert [(h.writer_epoch, h.batch_sequence) for h in stamped] == [(1, 0), (1, 1)], "renumbered in order, CRCs valid"
+    assert accumulator.pending == 2
