@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import statistics
-import time
 from typing import Callable
 
 import lakelog
@@ -19,7 +18,7 @@ import pyarrow as pa
 from bench import data
 from bench.cluster import BenchCluster
 from bench.measure import Result, profile_if_missed, progress, timed
-from bench.scan import STALL_S, drain
+from bench.scan import DrainCount, drain
 from bench.sizes import Sizes
 
 TARGET = 0.9
@@ -30,16 +29,10 @@ async def _drain_async(conn: lakelog.aio.AsyncConnection, path: lakelog.TablePat
     table = await conn.get_table(path)
     async with table.new_scan().create_log_scanner() as scanner:
         await scanner.subscribe_from_beginning()
-        got = 0
-        last_progress = time.monotonic()
-        while got < expected:
-            polled = (await scanner.poll_arrow(timeout_ms=1000)).num_rows
-            if polled:
-                got += polled
-                last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > STALL_S:
-                raise RuntimeError(f"{path}: only {got} of {expected} records in {STALL_S:.0f} s")
-    return got
+        count = DrainCount(str(path), expected)
+        while not count.done:
+            count.add((await scanner.poll_arrow(timeout_ms=1000)).num_rows)
+    return count.got
 
 
 async def _write_async(conn: lakelog.aio.AsyncConnection, path: lakelog.TablePath, batches: list[pa.RecordBatch]) -> None:
