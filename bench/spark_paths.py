@@ -163,7 +163,9 @@ def _connect_reads(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         "(spark_runtime/connect_server.py). CPU per scan: the client 1.2-1.4 s, most of it decoding Parquet as "
         "PyIceberg does; the JVM 0.6-0.7 s (task threads 0.35-0.4 s moving the bytes into rows and Connect's "
         "Arrow answer, gRPC 0.1 s, task results 0.05 s); each Python worker under 0.1 s. Runs in this benchmark's "
-        "order give 0.48-0.62. Next: the JVM's copies of each byte",
+        "order give 0.34-0.62 with the load of the other processes on the cores. Next: the JVM's copies of each byte, "
+        "and the buckets' Spark jobs, which the FIFO scheduler runs one after the other (a bucket's first rows "
+        "come 0.12, 0.28, 0.44 and 0.65 s into a scan)",
     )
     return [first, warm]
 
