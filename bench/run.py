@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Iterator
 
 from bench import (
+    asyncio_client,
     compaction,
     groups,
     hostile_clients,
@@ -49,6 +50,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "lake": lake_tier,
     "tiering": tiering,
     "produce": produce,
+    "asyncio": asyncio_client,
     "lookup": timestamp_lookup,
     "scaling": scaling,
     "compaction": compaction,

@@ -21,16 +21,29 @@ def drain(table: lakelog.Table, expected: int, columns: Sequence[str] | None = N
         scan = scan.project(list(columns))
     with scan.create_log_scanner() as scanner:
         scanner.subscribe_from_beginning()
-        got = 0
-        last_progress = time.monotonic()
-        while got < expected:
-            polled = _take(scanner, form)
-            if polled:
-                got += polled
-                last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > STALL_S:
-                raise RuntimeError(f"{table.path}: only {got} of {expected} records in {STALL_S:.0f} s")
-    return got
+        count = DrainCount(str(table.path), expected)
+        while not count.done:
+            count.add(_take(scanner, form))
+    return count.got
+
+
+class DrainCount:
+    """Records polled so far toward ``expected``; a drain that gets none for ``STALL_S`` fails."""
+
+    def __init__(self, label: str, expected: int) -> None:
+        self.label, self.expected, self.got = label, expected, 0
+        self._last_progress = time.monotonic()
+
+    @property
+    def done(self) -> bool:
+        return self.got >= self.expected
+
+    def add(self, polled: int) -> None:
+        if polled:
+            self.got += polled
+            self._last_progress = time.monotonic()
+        elif time.monotonic() - self._last_progress > STALL_S:
+            raise RuntimeError(f"{self.label}: only {self.got} of {self.expected} records in {STALL_S:.0f} s")
 
 
 def _take(scanner: lakelog.LogScanner, form: str) -> int:

@@ -27,7 +27,16 @@ DEFAULT_MASTER = "local[*]"
 # Spark's own INFO lines bury the one line that matters; --conf spark.log.level=INFO brings them back.
 # In local mode the tasks run in the driver, and a lake read's task result is a whole data file:
 # Spark's 1g default heap is too small for files of tens of MB. --conf overrides it.
-DEFAULT_SPARK_CONF = {"spark.log.level": "WARN", "spark.ui.showConsoleProgress": "false", "spark.driver.memory": LOCAL_DRIVER_MEMORY}
+# A task result over spark.task.maxDirectResultSize (1 MB by default) is stored in the block manager
+# and fetched back by the driver through its shuffle client and server; a lake read's results are
+# megabytes each, and that detour costs the JVM about a tenth of its CPU per read. Up to 64 MB they
+# go to the driver directly (Spark caps this at spark.rpc.message.maxSize, 128 MB); --conf overrides it.
+DEFAULT_SPARK_CONF = {
+    "spark.log.level": "WARN",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": LOCAL_DRIVER_MEMORY,
+    "spark.task.maxDirectResultSize": "64m",
+}
 # The server's JVM only carries bytes for lakelog (its tasks are Python; the JVM hands their Arrow
 # batches on), yet C2 keeps compiling Spark's code through a server's first lake reads, costing more
 # CPU than it saves. C1 alone compiles it at a fraction of that, and the copying it runs is the

@@ -18,7 +18,7 @@ from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.length_prefix import length_prefix
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.rpc.rpc_edge import RpcEdge
-from lakelog.client.rpc.fetch_response_parser import parse_fetch_response
+from lakelog.rpc.fetch_response_parser import parse_fetch_response
 from lakelog.client.table_bucket import TableBucket
 from lakelog.client.rpc.messages import BucketRepair, FetchedBucket, FetchRequest, ListedOffset, ProducedBatch, ProduceRequest
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
@@ -53,6 +54,8 @@ log = logging.getLogger(__name__)
 
 # The longest a poll waits on the buffer before it looks at its deadline (and for new partitions) again.
 IDLE_WAIT_S = 0.2
+# The most offset lookups a subscription of many partitions has in flight at once.
+LISTING_THREADS = 8
 
 
 class LogScanner(PolledScanner):
@@ -164,23 +167,38 @@ class LogScanner(PolledScanner):
             self._subscribe_log(self._info, spec, chosen)
             return
         self._whole = (spec, chosen)
-        for partition in self._metadata.partitions(self._info, refresh=True).values():
-            self._subscribe_partition_spec(partition, spec, chosen)
+        self._subscribe_partitions(list(self._metadata.partitions(self._info, refresh=True).values()), spec, chosen)
         for partition in self._lake_only().values():
-            self._subscribe_partition_spec(partition, spec, chosen, lake=True)
+            self._subscribe_lake_partition(partition, spec, chosen)
         self._discovered_at = time.monotonic()
 
-    def _subscribe_partition_spec(self, partition: TableInfo, spec: OffsetSpec, buckets: list[int], lake: bool = False) -> None:
+    def _subscribe_partitions(self, partitions: list[TableInfo], spec: OffsetSpec, buckets: list[int]) -> None:
+        """Subscribe partitions read from the log. Their offsets are listed in parallel (a lookup
+        per partition and leader): a table of 30 partitions subscribes in a few round trips, not 30."""
+
+        def listed(partition: TableInfo) -> dict[int, int] | None:
+            try:
+                return self._admin.list_offsets(partition.path, buckets, spec, partition.partition_name or None)
+            except (PartitionNotExistError, TableNotExistError):
+                return None
+
+        if not partitions:
+            return
+        with ThreadPoolExecutor(max_workers=min(LISTING_THREADS, len(partitions)), thread_name_prefix="lakelog-subscribe") as pool:
+            answers = list(pool.map(listed, partitions))
+        for partition, offsets in zip(partitions, answers):
+            assert partition.partition_id is not None
+            if offsets is None:
+                self._dropped(partition.partition_id, "it was dropped before it was read")
+                continue
+            for bucket, offset in offsets.items():
+                self._seek_bucket(self._table_bucket(partition, bucket), offset)
+
+    def _subscribe_lake_partition(self, partition: TableInfo, spec: OffsetSpec, buckets: list[int]) -> None:
         assert partition.partition_id is not None
-        try:
-            if lake:
-                self._lake_partitions[partition.partition_id] = partition
-                for bucket in buckets:
-                    self._subscribe_lake(partition, bucket, self._lake_start(partition, bucket, spec))
-            else:
-                self._subscribe_log(partition, spec, buckets)
-        except (PartitionNotExistError, TableNotExistError):
-            self._dropped(partition.partition_id, "it was dropped before it was read")
+        self._lake_partitions[partition.partition_id] = partition
+        for bucket in buckets:
+            self._subscribe_lake(partition, bucket, self._lake_start(partition, bucket, spec))
 
     def _subscribe_log(self, info: TableInfo, spec: OffsetSpec, buckets: list[int]) -> None:
         for bucket, offset in self._admin.list_offsets(info.path, buckets, spec, info.partition_name or None).items():
@@ -277,14 +295,14 @@ class LogScanner(PolledScanner):
         for partition_id in [pid for pid in self._partitions if pid not in partitions]:
             self._dropped(partition_id, "it was dropped", lake_only)
         spec, buckets = self._whole
-        for partition_id, partition in partitions.items():
-            if partition_id not in self._partitions:
-                log.info("scanner of %s: new partition %s (id %d) subscribed", self._info.path, partition.partition_name, partition_id)
-                self._subscribe_partition_spec(partition, spec, buckets)
+        created = [partition for partition_id, partition in partitions.items() if partition_id not in self._partitions]
+        for partition in created:
+            log.info("scanner of %s: new partition %s (id %d) subscribed", self._info.path, partition.partition_name, partition.partition_id)
+        self._subscribe_partitions(created, spec, buckets)
         for partition_id, partition in lake_only.items():
             if partition_id not in self._lake_partitions and partition_id not in self._partitions:
                 log.info("scanner of %s: partition id %d, held by the lake only, subscribed", self._info.path, partition_id)
-                self._subscribe_partition_spec(partition, spec, buckets, lake=True)
+                self._subscribe_lake_partition(partition, spec, buckets)
 
     def _dropped(self, partition_id: int, why: str, lake_only: dict[int, TableInfo] | None = None) -> None:
         """A partition whose log is gone: read on from the lake where the scan stopped when the

@@ -57,7 +57,7 @@ class LeaderAnswer:
     """A leader's answer for one bucket: its batches from the fetch offset, or an error."""
 
     key: tuple[int, int]
-    records: bytes
+    records: bytes | memoryview  # a view of the received answer
     high_watermark: int
     log_start_offset: int
     leader_epoch: int = NO_EPOCH  # the epoch the records were appended in

@@ -1,5 +1,5 @@
 """FetchLog answers serialized by hand, so that a bucket's record bytes are copied once, and land
-where the client can decode them in place.
+where the client can decode them in place (and a follower append them as they are).
 
 Protobuf's Python runtime copies a bytes field each time its message is nested into another and
 again in ``SerializeToString``: for a local fetch that was most of the server's time (bench/, the
@@ -7,8 +7,8 @@ local-tier benchmark). The wire format lets a message's fields come in any order
 length-delimited field be written as a prefix followed by its bytes, so each level's small
 metadata is serialized by protobuf and the records are appended after it, everything joined once.
 
-The client reads each bucket's records as a view of the received message
-(:mod:`lakelog.client.rpc.fetch_response_parser`), and Arrow wants its buffers 8-byte aligned:
+The client and a follower read each bucket's records as a view of the received message
+(:mod:`lakelog.rpc.fetch_response_parser`), and Arrow wants its buffers 8-byte aligned:
 batches are padded to 64 bytes, so it is enough that the records start at a multiple of 8 in the
 message. A padding field the client does not know (protobuf skips it) goes before each bucket's
 records to put them there. The bytes are exactly a ``FetchLogResponse``, unknown field included.

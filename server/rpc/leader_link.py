@@ -1,8 +1,13 @@
 """A follower's fetches from its leaders over gRPC (with the cluster secret: a fetch that names a
-follower reads past the high watermark, which only cluster members may)."""
+follower reads past the high watermark, which only cluster members may).
+
+A fetch's answer arrives as raw bytes and each bucket's records are a view of it
+(:mod:`lakelog.rpc.fetch_response_parser`), appended as they are: protobuf's parse copied the
+records twice, a large part of what copying a leader's log costs a follower."""
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from typing import Sequence
 
@@ -13,6 +18,7 @@ from lakelog.errors import error_from_code
 from lakelog.cluster_state import ServerNode
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.channel import ChannelPool
+from lakelog.rpc.fetch_response_parser import parse_fetch_response
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.rpc.status import error_from_rpc
 from lakelog.server.replica.replica_fetcher import FollowedBucket, FollowerFetch, LeaderAnswer
@@ -21,12 +27,15 @@ from lakelog.server.rpc.cluster_secret import with_cluster_secret
 MAX_FETCH_BYTES = 16 << 20
 MAX_BUCKET_BYTES = 4 << 20
 CALL_TIMEOUT_S = 10.0
+_FETCH_LOG = "/lakelog.rpc.TabletService/FetchLog"
 
 
 class GrpcLeaderLink:
     def __init__(self, conf: Configuration, cluster_secret: str | None) -> None:
         self._channels = ChannelPool(conf)
         self._secret = cluster_secret
+        self._lock = threading.Lock()
+        self._raw_fetches: dict[str, grpc.UnaryUnaryMultiCallable] = {}  # by leader address
 
     def fetch(self, leader: ServerNode, follower_id: int, fetches: Sequence[FollowerFetch], max_wait_ms: int) -> list[LeaderAnswer]:
         by_table: dict[int, list[FollowerFetch]] = defaultdict(list)
@@ -55,18 +64,17 @@ class GrpcLeaderLink:
             ],
         )
         try:
-            response = self._stub(leader).FetchLog(request, timeout=max_wait_ms / 1000 + 10)
+            response = parse_fetch_response(self._raw_fetch(leader)(request, timeout=max_wait_ms / 1000 + 10))
         except grpc.RpcError as exc:
             raise error_from_rpc(exc, f"leader {leader.server_id} at {leader.address}") from None
         physical = {(f.bucket.table_id, f.bucket.partition_id, f.bucket.bucket): f.bucket.key for f in fetches}
         answers = []
-        for table in response.tables_resp:
-            for b in table.buckets_resp:
-                key = physical.get((table.table_id, b.partition_id, b.bucket_id))
-                if key is None:
-                    continue
-                error = error_from_code(b.error_code, b.error_message) if b.error_code else None
-                answers.append(LeaderAnswer(key, b.records, b.high_watermark, b.log_start_offset, b.leader_epoch, b.starts_segment, error))
+        for table_id, b, records in response:
+            key = physical.get((table_id, b.partition_id, b.bucket_id))
+            if key is None:
+                continue
+            error = error_from_code(b.error_code, b.error_message) if b.error_code else None
+            answers.append(LeaderAnswer(key, records, b.high_watermark, b.log_start_offset, b.leader_epoch, b.starts_segment, error))
         return answers
 
     def end_offset_for_epoch(self, leader: ServerNode, bucket: FollowedBucket, epoch: int) -> tuple[int, int]:
@@ -76,6 +84,17 @@ class GrpcLeaderLink:
         except grpc.RpcError as exc:
             raise error_from_rpc(exc, f"leader {leader.server_id} at {leader.address}") from None
         return response.leader_epoch, response.end_offset
+
+    def _raw_fetch(self, leader: ServerNode) -> grpc.UnaryUnaryMultiCallable:
+        """FetchLog to ``leader`` answering raw bytes, made once per address (a fetcher calls it
+        again as soon as an answer is appended)."""
+        with self._lock:
+            call = self._raw_fetches.get(leader.address)
+            if call is None:
+                channel = with_cluster_secret(self._channels.get(leader.address), self._secret)
+                call = channel.unary_unary(_FETCH_LOG, request_serializer=pb.FetchLogRequest.SerializeToString)
+                self._raw_fetches[leader.address] = call
+            return call
 
     def _stub(self, leader: ServerNode) -> TabletServiceStub:
         return TabletServiceStub(with_cluster_secret(self._channels.get(leader.address), self._secret))

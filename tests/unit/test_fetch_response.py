@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from lakelog.client.rpc.fetch_response_parser import parse_fetch_response
+from lakelog.rpc.fetch_response_parser import parse_fetch_response
 from lakelog.errors import CorruptRecordError
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.server.rpc.fetch_response import encode_fetch_response

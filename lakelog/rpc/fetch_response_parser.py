@@ -1,12 +1,14 @@
-"""A FetchLog answer read without copying its records.
+"""A FetchLog answer read without copying its records: by the client, and by a follower copying
+its leader's log.
 
 Protobuf's Python runtime copies every ``bytes`` field it parses, and a fetch answer is mostly the
-records of its buckets (up to ``client.scanner.fetch.max-bytes``). So the client receives the
-answer as raw bytes and walks its outer levels itself: the small per-bucket fields are handed to
-protobuf, and each bucket's records come back as a ``memoryview`` into the received message, which
-the batch decoder reads in place. Arrow needs its buffers 8-byte aligned, and where a bucket's
-records sit in the message is up to the framing: records that land misaligned are copied once, a
-plain memory copy per bucket (still a small part of what protobuf's parse cost). The server writes the same wire format by hand
+records of its buckets (up to ``client.scanner.fetch.max-bytes``, or a follower's fetch size). So
+the answer is received as raw bytes and its outer levels are walked here: the small per-bucket
+fields are handed to protobuf, and each bucket's records come back as a ``memoryview`` into the
+received message, which the batch decoder reads in place and a follower appends as it is. Arrow
+needs its buffers 8-byte aligned, and where a bucket's records sit in the message is up to the
+framing: records that land misaligned are copied once, a plain memory copy per bucket (still a
+small part of what protobuf's parse cost). The server writes the same wire format by hand
 (:mod:`lakelog.server.rpc.fetch_response`); any field order protobuf allows is accepted here.
 """
 
