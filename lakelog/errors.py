@@ -253,7 +253,8 @@ class DataDirectoryLockedError(LakelogError):
 
 class ServerNotReadyError(LakelogError):
     """A tablet server that has just started and not yet learned its buckets and lake offsets from
-    the coordinator; answering now could skip the lake tier. Retriable: it is ready in moments."""
+    the coordinator (answering now could skip the lake tier), or a bucket's new leader whose high
+    watermark has not yet reached what the old leader acknowledged. Retriable: it is ready in moments."""
 
     code = 36
     retriable = True

@@ -276,6 +276,18 @@ class ReplicaManager:
             raise TableNotExistError(f"table id {table_id} does not exist")
         return info
 
+    def _check_high_watermark_caught_up(self, info: TableInfo, bucket: int, tablet: LogTablet) -> None:
+        """A new leader's high watermark starts where it stood as a follower, behind what the old
+        leader acknowledged, until its followers fetch from it: answering offsets from it then
+        would show a reader an end that went back. Until it reaches the offset this leader's epoch
+        began at, offsets are refused as not ready yet (retriable), as Kafka's leaders do."""
+        start = self.replication.epoch_start_offset((info.physical_id, bucket))
+        if start is not None and tablet.high_watermark < start:
+            raise ServerNotReadyError(
+                f"tablet server {self.server_id} has just become the leader of {info.label} bucket {bucket}: its high "
+                f"watermark {tablet.high_watermark} has not reached {start}, where its leader epoch began"
+            )
+
     def _tablet(self, table_id: int, bucket: int) -> tuple[TableInfo, LogTablet]:
         info = self._table(table_id)
         if info.partitioned and info.partition_id is None:
@@ -554,7 +566,8 @@ class ReplicaManager:
     # offsets
 
     def list_offset(self, table_id: int, bucket: int, spec: OffsetSpec, enable_lake: bool = False) -> OffsetAnswer:
-        _, tablet = self._tablet(table_id, bucket)
+        info, tablet = self._tablet(table_id, bucket)
+        self._check_high_watermark_caught_up(info, bucket, tablet)
         if spec.type == OffsetType.EARLIEST:
             # A local log that starts at 0 is the earliest any tier can be: remote storage is not
             # asked (a list and a read per bucket the first time: seconds on S3 for a wide table's first scan).

@@ -130,6 +130,13 @@ class Replication:
         if self._fetchers is not None:
             self._fetchers.unfollow(key)
 
+    def epoch_start_offset(self, key: Key) -> int | None:
+        """Where this leader's epoch of ``key`` began (its log end when it took over); None when no
+        other copy counts."""
+        with self._lock:
+            found = self._leading.get(key)
+        return None if found is None else found[1].epoch_start_offset
+
     def copies(self, key: Key) -> BucketReplicas | None:
         """The bucket's replicas and ISR as this leader keeps them; None when no other copy counts."""
         with self._lock:

@@ -256,6 +256,22 @@ def test_acks_all_is_refused_when_the_table_needs_more_in_sync_copies_than_there
     assert replicas.produce(7, 0, batch(0), acks=1).result.next_offset == 10
 
 
+def test_a_new_leader_answers_offsets_only_once_its_high_watermark_reaches_its_epoch_start(
+    replicas: ReplicaManager, coordinator: Coordinator
+) -> None:
+    """Records appended under the last epoch that the follower had not yet fetched: the leader of the
+    next epoch starts with its high watermark behind them, and must not show a reader an end that
+    went back, until the follower's fetch carries it past them."""
+    info = TableInfo(7, ORDERS, SCHEMA, 1, 1, {})
+    replicas.become_leader([coordinator.add(info, {0: SERVER}, {0: BucketReplicas((SERVER, 2), (SERVER, 2), leader_epoch=1)})])
+    replicas.produce(7, 0, batch(0), acks=1)
+    replicas.become_leader([coordinator.add(info, {0: SERVER}, {0: BucketReplicas((SERVER, 2), (SERVER, 2), leader_epoch=2)})])
+    with pytest.raises(ServerNotReadyError, match="its high watermark 0 has not reached 10, where its leader epoch began"):
+        replicas.list_offset(7, 0, OffsetSpec.latest())
+    replicas.read_fetch(FetchParams([BucketFetch(7, 0, 10, 1 << 20, leader_epoch=2)], follower_id=2))
+    assert replicas.list_offset(7, 0, OffsetSpec.latest()).offset == 10
+
+
 # ---------------------------------------------------------------- fetch
 
 
