@@ -61,9 +61,9 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
                 key, f"Produce: append_arrow, {mode} flush", records / produce_s, "records/s", records / baseline_s,
                 "bare grpcio server, same batches as Arrow IPC, same requests in flight", baseline_s / produce_s, target,
                 detail=f"{records:,} records in batches of {data.CHUNK_RECORDS:,}", tier=f"produce ({mode})",
-                next_step="the writer encodes each batch outside its accumulator's lock and the sender shares the ready "
-                "buckets out over as many requests as the server has room for (a bucket has one request in flight: a "
-                "4-bucket table has at most 4, the baseline 8). What is left is CPU on 2 shared cores: per 2 M records "
+                next_step="the writer encodes each batch outside its accumulator's lock, the sender shares the ready "
+                "buckets out over as many requests as the server has room for, and a bucket has up to 5 requests in "
+                "flight (client.writer.max-inflight-per-bucket). What is left is CPU on 2 shared cores: per 2 M records "
                 "the writer takes about 0.2 s (Arrow IPC encoding, the CRC, joining each request and grpcio's copy of it "
                 "when the call is created) and the server 0.24-0.28 s (parsing, CRC and batch checks, pwritev), where "
                 "the bare baseline only acknowledges; row 6c compares with a baseline that writes each request to a file. "

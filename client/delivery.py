@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 # writer's last batches (``lakelog.server.log.writer_state.BATCHES_REMEMBERED``), so a resent
 # request is always recognised whole.
 MAX_BATCHES_PER_REQUEST = 512
+# Batches a bucket's requests in flight carry together, the one being sent included: the server
+# remembers this many of a writer's last batches, so the oldest, resent, is still recognised.
+MAX_BATCHES_IN_FLIGHT = 1024
 
 
 @dataclass

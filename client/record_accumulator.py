@@ -3,10 +3,13 @@
 As Kafka's and Fluss's record accumulator: rows gather per bucket until sealed into a batch; the
 connection's :class:`~lakelog.client.sender.Sender` asks which buckets are ready, drains them into
 one request per leader, and hands each bucket's answer back to :meth:`RecordAccumulator.complete`.
-A bucket has at most one request in flight, which keeps its records in the order they were
-appended; a request that failed for a retriable reason keeps its place and is resent unchanged
-(the idempotent writer's sequence, :mod:`lakelog.client.delivery`). Every method is called with
-:attr:`RecordAccumulator.cond` held.
+An idempotent writer's bucket has up to ``client.writer.max-inflight-per-bucket`` requests in flight
+(as Kafka's producer, once the bucket acknowledged one in the current epoch, so its leader knows the
+writer); the leader appends them in sequence order whatever order they arrive in, and their answers
+are handled here in the order they were sent. A request that failed for a retriable reason keeps
+its place and is resent unchanged, alone, with the ones behind it (the idempotent writer's
+sequence, :mod:`lakelog.client.delivery`); any other writer has one request in flight per bucket.
+Every method is called with :attr:`RecordAccumulator.cond` held.
 """
 
 from __future__ import annotations
@@ -18,10 +21,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from lakelog.errors import LakelogError
+from lakelog.errors import LakelogError, OutOfOrderSequenceError
 from lakelog.metadata import TableInfo
 from lakelog.record import batch as rb
-from lakelog.client.delivery import MAX_BATCHES_PER_REQUEST, BucketSequence, Delivery
+from lakelog.client.delivery import MAX_BATCHES_IN_FLIGHT, MAX_BATCHES_PER_REQUEST, BucketSequence, Delivery
 from lakelog.client.rpc.messages import ProducedBatch
 from lakelog.client.table_bucket import TableBucket
 
@@ -48,6 +51,17 @@ class AppendAck:
 
 
 @dataclass
+class Flight:
+    """One request of a bucket in flight: its batches, the epoch they carry, whether it was sent
+    behind another (it may overtake it), and its answer once in."""
+
+    batches: list[rb.EncodedBatch]
+    epoch: int
+    behind: bool
+    answer: ProducedBatch | LakelogError | None = None
+
+
+@dataclass
 class BucketQueue:
     """One bucket's rows and batches; ``info`` is its table's, or its partition's."""
 
@@ -56,25 +70,53 @@ class BucketQueue:
     rows: list[dict[str, Any]] = field(default_factory=list)
     first_row_at: float = 0.0
     sealed: deque[rb.EncodedBatch] = field(default_factory=deque)
-    in_flight: bool = False
+    flights: deque[Flight] = field(default_factory=deque)  # in the order sent
     sequence: BucketSequence = field(default_factory=BucketSequence)
-    # A failed request waiting to be sent again exactly as it was (the server recognises it whole).
-    resend: list[rb.EncodedBatch] = field(default_factory=list)
-    # While ``resend`` is being retried: tries so far, when they started, the next one.
+    acknowledged_epoch: int = -1  # the epoch of the last acknowledged request: its leader knows the writer
+    # Failed requests waiting to be sent again exactly as they were (the server recognises each
+    # whole), in sequence order.
+    resend: deque[list[rb.EncodedBatch]] = field(default_factory=deque)
+    # While the first of ``resend`` is being retried: tries so far, when they started, the next one.
     retries: int = 0
     failing_since: float = 0.0
     retry_at: float = 0.0
+    # A request was given up on while others were in flight: the batches behind it move to a new
+    # epoch once every answer is in, with the requests that came back unappended (``unsent``).
+    renumber: bool = False
+    unsent: list[rb.EncodedBatch] = field(default_factory=list)
+
+    def sendable(self, max_in_flight: int) -> bool:
+        """A resend goes alone once every answer ahead of it is in; sealed batches go while fewer
+        than ``max_in_flight`` requests are out and the leader knows this epoch of the writer."""
+        if self.renumber:
+            return False
+        if self.resend:
+            return not self.flights
+        if not self.sealed:
+            return False
+        if not self.flights:
+            return True
+        return (
+            len(self.flights) < max_in_flight
+            and not self.retries
+            and self.acknowledged_epoch == self.sequence.epoch
+            and self.batches_in_flight < MAX_BATCHES_IN_FLIGHT
+        )
 
     @property
-    def sendable(self) -> bool:
-        return bool(self.sealed or self.resend) and not self.in_flight
+    def batches_in_flight(self) -> int:
+        return sum(len(flight.batches) for flight in self.flights)
 
 
 class RecordAccumulator:
-    def __init__(self, delivery: Delivery, linger_s: float, hold: BarrierHold | None, reports: bool) -> None:
-        """``reports``: keep an :class:`AppendAck` per acknowledged request for the writer to serve."""
+    def __init__(
+        self, delivery: Delivery, linger_s: float, hold: BarrierHold | None, reports: bool, max_in_flight: int = 1
+    ) -> None:
+        """``reports``: keep an :class:`AppendAck` per acknowledged request for the writer to serve;
+        ``max_in_flight``: requests per bucket in flight at once (an idempotent writer's only)."""
         self.cond = threading.Condition()
         self.delivery = delivery
+        self.max_in_flight = max(max_in_flight, 1) if delivery.idempotent else 1
         self.hold = hold
         self.linger_s = linger_s
         self.queues: dict[TableBucket, BucketQueue] = {}
@@ -114,33 +156,51 @@ class RecordAccumulator:
     def next_deadline(self, now: float) -> float:
         """When rows next finish lingering or a retry is due (inf: nothing waits on time)."""
         times = [q.first_row_at + self.linger_s for q in self.queues.values() if q.rows]
-        times += [q.retry_at for q in self.queues.values() if q.sendable and q.retry_at > now]
+        times += [q.retry_at for q in self.queues.values() if q.sendable(self.max_in_flight) and q.retry_at > now]
         return min(times, default=float("inf"))
 
     def ready(self, now: float) -> list[BucketQueue]:
         """Buckets with batches to send now."""
         if self.failed is not None:
             return []
-        return [q for q in self.queues.values() if q.sendable and q.retry_at <= now]
+        return [q for q in self.queues.values() if q.sendable(self.max_in_flight) and q.retry_at <= now]
 
     def drain(self, queue: BucketQueue, max_bytes: int) -> list[rb.EncodedBatch]:
         """The bucket's next request: a resend as it was, else sealed batches up to ``max_bytes``
-        (one at least); the bucket is in flight until :meth:`complete`."""
-        batches, queue.resend = queue.resend, []
-        size = sum(len(batch) for batch in batches)
-        while not queue.retries and queue.sealed and len(batches) < MAX_BATCHES_PER_REQUEST and (
-            not batches or size + len(queue.sealed[0]) <= max_bytes
-        ):
-            batches.append(queue.sealed.popleft())
-            size += len(batches[-1])
-        queue.in_flight = True
+        (one at least); in flight until its answer comes to :meth:`complete`."""
+        if queue.resend:
+            batches = queue.resend.popleft()
+        else:
+            batches, size = [], 0
+            most = min(MAX_BATCHES_PER_REQUEST, MAX_BATCHES_IN_FLIGHT - queue.batches_in_flight)
+            while queue.sealed and len(batches) < most and (not batches or size + len(queue.sealed[0]) <= max_bytes):
+                batches.append(queue.sealed.popleft())
+                size += len(batches[-1])
+        queue.flights.append(Flight(batches, rb.read_header(batches[0]).writer_epoch if batches else -1, bool(queue.flights)))
         return batches
 
+    def _flight(self, queue: BucketQueue, batches: list[rb.EncodedBatch]) -> Flight | None:
+        return next((flight for flight in queue.flights if flight.batches is batches), None)
+
     def complete(self, queue: BucketQueue, batches: list[rb.EncodedBatch], answer: ProducedBatch | LakelogError) -> None:
-        """The bucket's answer: acknowledged, retried in place, or given up on (``flush()`` raises it)."""
+        """The answer to the request of the bucket that carried ``batches``. Answers are handled in
+        the order their requests were sent: acknowledged, resent in place, or given up on (``flush()``
+        raises it)."""
         if self.failed is not None:
             return  # everything was failed when the connection closed
-        queue.in_flight = False
+        flight = self._flight(queue, batches)
+        if flight is None:
+            return
+        flight.answer = answer
+        while queue.flights and (answer := queue.flights[0].answer) is not None:
+            self._settle(queue, queue.flights.popleft(), answer)
+        if queue.renumber and not queue.flights:
+            queue.sealed = deque(queue.sequence.new_epoch(self.delivery.writer_id, queue.unsent + list(queue.sealed)))
+            queue.unsent, queue.renumber = [], False
+        self.notify()
+
+    def _settle(self, queue: BucketQueue, flight: Flight, answer: ProducedBatch | LakelogError) -> None:
+        batches = flight.batches
         bucket = queue.bucket.bucket
         if isinstance(answer, ProducedBatch):
             if self.hold is not None:
@@ -151,16 +211,32 @@ class RecordAccumulator:
             if queue.retries:
                 log.info("produce to %s bucket %d works again after %d retries", queue.info.label, bucket, queue.retries)
             queue.retries = 0
+            if flight.epoch == queue.sequence.epoch:
+                queue.acknowledged_epoch = flight.epoch
             self.pending -= len(batches)
+            return
+        overtook = flight.behind and type(answer) is OutOfOrderSequenceError  # refused, so not appended
+        if queue.renumber:  # behind a request given up on
+            if overtook:
+                queue.unsent += batches
+            else:
+                self._give_up(queue, [batches], answer, 1)
+        elif overtook or (flight.behind and queue.resend):  # not appended before the ones ahead: it goes again after them
+            queue.resend.append(batches)
         elif not self._retry(queue, batches, answer):
             attempts, queue.retries = queue.retries + 1, 0
-            self.pending -= len(batches)
-            error = self.delivery.gave_up(queue.info.label, bucket, batches, answer, attempts)
+            behind, queue.resend = list(queue.resend), deque()
+            self._give_up(queue, [batches, *behind], answer, attempts)
             if self.delivery.idempotent:
-                queue.sealed = deque(queue.sequence.new_epoch(self.delivery.writer_id, list(queue.sealed)))
-            log.warning("produce to %s bucket %d failed: %s", queue.info.label, bucket, error)
+                queue.renumber = True
+
+    def _give_up(self, queue: BucketQueue, requests: list[list[rb.EncodedBatch]], answer: LakelogError, attempts: int) -> None:
+        """Fail ``requests`` of the bucket with ``answer``: ``flush()`` raises it."""
+        for batches in requests:
+            self.pending -= len(batches)
+            error = self.delivery.gave_up(queue.info.label, queue.bucket.bucket, batches, answer, attempts)
+            log.warning("produce to %s bucket %d failed: %s", queue.info.label, queue.bucket.bucket, error)
             self.error = self.error or error
-        self.notify()
 
     def sent(self, queue: BucketQueue, batches: list[rb.EncodedBatch]) -> None:
         """With ``acks=0``: the request carrying ``batches`` left, which is their delivery. Their
@@ -182,7 +258,9 @@ class RecordAccumulator:
         timeout) is the writer's error, raised by its next ``flush()``."""
         if self.failed is not None:
             return
-        queue.in_flight = False
+        flight = self._flight(queue, batches)
+        if flight is not None:
+            queue.flights.remove(flight)
         if isinstance(answer, LakelogError):
             self.delivery.dropped(queue.info.physical_id, batches, answer)
             log.warning("produce (acks=0) to %s bucket %d failed: %s", queue.info.label, queue.bucket.bucket, answer)
@@ -205,7 +283,7 @@ class RecordAccumulator:
             )
         queue.retries += 1
         queue.retry_at = now + delay
-        queue.resend = batches
+        queue.resend.appendleft(batches)
         return True
 
     def fail(self, error: LakelogError) -> None:

@@ -172,7 +172,7 @@ class Sender:
     ) -> _Request | None:
         """The request a ready bucket joins: a new one while its server has room for more in flight,
         so that requests overlap (one request carrying every bucket would leave the server nothing to
-        append while the next is built, a bucket having one request in flight); else the smallest of
+        append while the next is built); else the smallest of
         those open. None when every one is full and the server has no room."""
         node, table_id, hold_id, _ = key
         if in_flight.get(node, 0) < self._max_in_flight:

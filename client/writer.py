@@ -75,7 +75,8 @@ class AppendWriter:
         self._on_ack = on_ack
         self._sender = sender
         delivery = Delivery(identity, router, conf.get("client.writer.delivery-timeout") / 1000)
-        self.accumulator = RecordAccumulator(delivery, conf.get("client.writer.linger") / 1000, hold, reports=on_ack is not None)
+        pipelined = conf.get("client.writer.max-inflight-per-bucket") if conf.get("client.writer.acks") != "0" else 1
+        self.accumulator = RecordAccumulator(delivery, conf.get("client.writer.linger") / 1000, hold, on_ack is not None, pipelined)
         self._cond = self.accumulator.cond
         self._batch_bytes = conf.get("client.writer.batch-size")
         self._inflight = max(conf.get("client.writer.max-inflight"), 1)

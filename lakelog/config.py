@@ -218,6 +218,11 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("client.retry.max-backoff", parse_duration_ms, 1000, "Longest wait between two tries of a failed request.", low=1),
     ConfigOption("client.writer.batch-size", parse_size, 1 << 20, "Bytes of rows a writer gathers per bucket before it sends.", low=1),
     ConfigOption("client.writer.linger", parse_duration_ms, 100, "How long a writer waits for a batch to fill."),
+    ConfigOption(
+        "client.writer.max-inflight-per-bucket", int, 5,
+        "Produce requests an idempotent writer has in flight per bucket (as Kafka's max.in.flight.requests.per.connection): the leader appends them in sequence order whatever order they arrive in; 1 sends each bucket's next request only once the last is answered.",
+        low=1, high=16,
+    ),
     ConfigOption("client.writer.max-inflight", int, 8, "Produce requests in flight per tablet server (a connection's writers share them; each carries many buckets), and batches a writer holds per bucket before append blocks.", low=1),
     ConfigOption("client.writer.acks", _choice("all", "1", "0"), "all", "all: a produce is acknowledged once every in-sync replica has it; 1: once the leader has it; 0: delivered once sent, nothing waited for or resent (the writer is not idempotent)."),
     ConfigOption("client.writer.delivery-timeout", parse_duration_ms, 120_000, "How long a writer retries a batch (leader unreachable or moved, timeouts, lost connections) before failing it; safe, as servers drop duplicates.", low=1),

@@ -44,6 +44,10 @@ from lakelog.server.log.writer_state import WriterBatches, WriterState
 logger = logging.getLogger(__name__)
 
 _MAX_RELATIVE_OFFSET = 0xFFFFFFFF  # index entries store offsets and positions as uint32
+# How long a writer's request that overtook an earlier one waits for it: requests sent back to back
+# arrive milliseconds apart; one that failed before it was appended never comes, and the writer
+# resends both in order once their answers are in.
+SEQUENCE_WAIT_S = 1.0
 _MAX_SEGMENT_BYTES = 0x7FFFFFFF  # the wire's segment_size_in_bytes and first_start_pos are int32, as in Fluss
 
 
@@ -137,6 +141,7 @@ class LogTablet:
         self._clock = clock
         self._lock = threading.Lock()
         self._flushed = threading.Condition(self._lock)
+        self._appended = threading.Condition(self._lock)  # notified after every client append
         self._flushing = False
         self._closed = False
         self._acknowledged = AcknowledgedOffset(directory)
@@ -271,6 +276,8 @@ class LogTablet:
         writer = WriterBatches.of([header for _, header in headers], self.name)
         with self._lock:
             self._check_open()
+            if writer is not None:
+                self._await_sequence(writer)
             if self._fence is not None:
                 raise LogFencedError(self._fence)
             if admit is not None:
@@ -278,6 +285,7 @@ class LogTablet:
             duplicate = self._writers.check(writer) if writer is not None else None
             if duplicate is None:
                 result, advanced = self._append_locked(buffer, headers, count, writer)
+                self._appended.notify_all()
         if duplicate is not None:
             logger.info(
                 "%s: writer %d resent batches %d..%d, appended already at offsets [%d, %d); answered without appending",
@@ -293,6 +301,19 @@ class LogTablet:
         elif advanced:
             self._notify_high_watermark()
         return result
+
+    def _await_sequence(self, writer: WriterBatches) -> None:
+        """Lock held (released while waiting). A request of a writer with several in flight that
+        overtook an earlier one waits up to :data:`SEQUENCE_WAIT_S` for it to be appended; still
+        ahead then (the earlier one failed before it was appended, or never came), the writer's
+        check refuses it and the writer sends it again after the earlier one."""
+        deadline = time.monotonic() + SEQUENCE_WAIT_S
+        while self._writers.is_ahead(writer) and not self._closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._appended.wait(remaining)
+        self._check_open()
 
     def wait_for_high_watermark(self, offset: int, timeout_s: float, still_waiting: Callable[[], bool]) -> bool:
         """Wait until the HW reaches ``offset`` (the other in-sync replicas hold it): True, or False
@@ -621,6 +642,7 @@ class LogTablet:
             if self._closed:
                 return
             self._closed = True
+            self._appended.notify_all()
             while self._flushing:
                 self._flushed.wait()
             advanced = self._lead_flush()

@@ -7,6 +7,10 @@ only if it is the same batch (the same CRC, which covers its body and writer fie
 batch under a held sequence is refused, so nobody can turn a writer's real batch into a
 "duplicate". A sequence past the next one, or an epoch older than the bucket's, is refused.
 
+A writer may have several requests in flight per bucket (as Kafka's idempotent producer): one
+that overtook an earlier one waits in the log for it (:meth:`is_ahead`), so batches are appended
+in sequence order whatever order the requests arrive in.
+
 A writer is forgotten once it has appended nothing for ``server.writer-id.expiration-time`` (as
 Kafka's ``producer.id.expiration.ms``): by age, never by a count that other clients could push.
 The state is not a file of its own: every batch header carries its writer, epoch and sequence, so a
@@ -150,6 +154,16 @@ class WriterState:
                 f"never arrived"
             )
         return self._duplicate(batches, writer)
+
+    def is_ahead(self, batches: WriterBatches) -> bool:
+        """Whether ``batches`` follow sequences of a writer this bucket knows that it has not seen
+        yet: a request that overtook an earlier one of a writer with several in flight."""
+        writer = self._writers.get(batches.writer_id)
+        if writer is None:
+            return False
+        if batches.epoch > writer.epoch:
+            return batches.first_sequence > 0
+        return batches.epoch == writer.epoch and batches.first_sequence > writer.last_sequence + 1
 
     def _duplicate(self, batches: WriterBatches, writer: _Writer) -> Duplicate:
         by_sequence = {batch.sequence: batch for batch in writer.batches}

@@ -9,19 +9,19 @@ from __future__ import annotations
 import dataclasses
 import threading
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pytest
 
 from lakelog.config import Configuration
-from lakelog.errors import InvalidRequestError, LakelogError, NetworkError, NotLeaderError
+from lakelog.errors import InvalidRequestError, LakelogError, NetworkError, NotLeaderError, OutOfOrderSequenceError
 from lakelog.cluster_state import ServerNode
 from lakelog.metadata import TablePath, TableInfo
 from lakelog.record import batch as rb
 from lakelog.security.writer_tokens import WriterIdentity
 from lakelog.client.delivery import Delivery
-from lakelog.client.record_accumulator import AppendAck, RecordAccumulator
+from lakelog.client.record_accumulator import AppendAck, BucketQueue, RecordAccumulator
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.messages import ProducedBatch, ProduceRequest
 from lakelog.client.rpc.retry_policy import RetryPolicy
@@ -302,3 +302,66 @@ def test_a_batch_encoded_while_its_bucket_moved_to_a_new_epoch_joins_the_new_epo
     stamped = [rb.validate(bytes(data), 0, "bucket 0") for data in queue.sealed]
     assert [(h.writer_epoch, h.batch_sequence) for h in stamped] == [(1, 0), (1, 1)], "renumbered in order, CRCs valid"
     assert accumulator.pending == 2
+
+
+def _pipelining(router: LeaderRouter, batches: int) -> tuple[RecordAccumulator, BucketQueue]:
+    """An idempotent writer's accumulator allowing 3 requests in flight per bucket, ``batches``
+    one-row batches sealed for bucket 0."""
+    accumulator = RecordAccumulator(Delivery(WriterIdentity(WRITER_ID, b"token"), router, 5.0), 1.0, None, True, 3)
+    queue = accumulator.queue(partition(1), 0)
+    batch = rows(1, 1).to_batches()[0]
+    with accumulator.cond:
+        for _ in range(batches):
+            writer_fields = accumulator.take(queue)
+            accumulator.add(queue, rb.encode_batch_buffer(batch, TABLE.schema_id, writer=writer_fields), writer_fields)
+    return accumulator, queue
+
+
+def _stamps(batches: Iterable[rb.EncodedBatch]) -> list[tuple[int, int]]:
+    return [(h.writer_epoch, h.batch_sequence) for h in (rb.read_header(bytes(b)) for b in batches)]
+
+
+def test_a_bucket_pipelines_once_its_leader_acknowledged_the_epoch_and_answers_settle_in_the_order_sent(router: LeaderRouter) -> None:
+    accumulator, queue = _pipelining(router, 5)
+    with accumulator.cond:
+        first = accumulator.drain(queue, 1)
+        assert accumulator.ready(0.0) == [], "no second request before the leader knows this epoch of the writer"
+        accumulator.complete(queue, first, ProducedBatch(0, 0, 1000))
+        flying = [accumulator.drain(queue, 1) for _ in range(3)]
+        assert accumulator.ready(0.0) == [], "at most 3 in flight"
+        accumulator.complete(queue, flying[2], ProducedBatch(0, 3, 1000))  # the third answered first...
+        accumulator.complete(queue, flying[1], ProducedBatch(0, 2, 1000))
+        assert [ack.base_offset for ack in accumulator.acks] == [0], "...is held until the ones sent before it are in"
+        accumulator.complete(queue, flying[0], ProducedBatch(0, 1, 1000))
+    assert [ack.base_offset for ack in accumulator.acks] == [0, 1, 2, 3]
+    assert accumulator.pending == 1
+
+
+def test_a_request_that_overtook_a_failed_one_is_resent_after_it_alone_and_unchanged(router: LeaderRouter) -> None:
+    accumulator, queue = _pipelining(router, 3)
+    with accumulator.cond:
+        accumulator.complete(queue, accumulator.drain(queue, 1), ProducedBatch(0, 0, 1000))
+        ahead, behind = accumulator.drain(queue, 1), accumulator.drain(queue, 1)
+        accumulator.complete(queue, behind, OutOfOrderSequenceError("sequence 2, expected 1"))
+        accumulator.complete(queue, ahead, NetworkError("connection reset"))
+        assert accumulator.ready(queue.retry_at) == [queue]
+        assert accumulator.drain(queue, 1) is ahead, "the failed request first, as it was"
+        assert accumulator.ready(queue.retry_at) == [], "alone"
+        accumulator.complete(queue, ahead, ProducedBatch(0, 1, 1000))
+        assert accumulator.drain(queue, 1) is behind, "then the one that overtook it"
+        accumulator.complete(queue, behind, ProducedBatch(0, 2, 1000))
+    assert [ack.base_offset for ack in accumulator.acks] == [0, 1, 2]
+    assert accumulator.pending == 0 and accumulator.error is None
+
+
+def test_a_request_given_up_on_moves_the_unappended_ones_behind_it_to_a_new_epoch_in_order(router: LeaderRouter) -> None:
+    accumulator, queue = _pipelining(router, 5)
+    with accumulator.cond:
+        accumulator.complete(queue, accumulator.drain(queue, 1), ProducedBatch(0, 0, 1000))
+        refused, overtook = accumulator.drain(queue, 1), accumulator.drain(queue, 1)
+        accumulator.complete(queue, refused, InvalidRequestError("refused"))
+        assert accumulator.ready(0.0) == [], "nothing is sent while a request of the old epoch is out"
+        accumulator.complete(queue, overtook, OutOfOrderSequenceError("sequence 2, expected 1"))
+    assert _stamps(queue.sealed) == [(1, 0), (1, 1), (1, 2)], "the one that overtook first, then the sealed ones"
+    assert rb.read_header(bytes(queue.sealed[0])).crc == rb.validate(bytes(queue.sealed[0]), 0, "bucket 0").crc
+    assert accumulator.pending == 3 and isinstance(accumulator.error, InvalidRequestError)

@@ -3,13 +3,16 @@ writers are forgotten by age, never by a count that other writers can push."""
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from lakelog.errors import InvalidRequestError, WriterSequenceConflictError
-from lakelog.record.batch import encode_batch, read_header
+from lakelog.errors import InvalidRequestError, OutOfOrderSequenceError, WriterSequenceConflictError
+from lakelog.record.batch import encode_batch, iter_headers, read_header
+from lakelog.server.log import log_tablet
 from lakelog.server.log.log_tablet import LogConfig, LogTablet
 from lakelog.server.log.writer_state import WriterBatches
 from tests.harness.clocks import FakeClock
@@ -81,3 +84,27 @@ def test_a_negative_epoch_or_sequence_is_refused(epoch: int, sequence: int) -> N
     header = encode_batch(pa.record_batch({"id": pa.array([1], pa.int64())}), 1, writer=(7, epoch, sequence))
     with pytest.raises(InvalidRequestError, match="negative"):
         WriterBatches.of([read_header(header)], NAME)
+
+
+def test_a_request_that_overtook_an_earlier_one_of_its_writer_waits_for_it_and_is_appended_after_it(tmp_path: Path) -> None:
+    log = LogTablet.open(tmp_path, LogConfig(), 0, NAME)
+    log.append(writer_batch(0, 2, (7, 0, 0)))  # the bucket knows writer 7
+    overtaking = ThreadPoolExecutor(1).submit(log.append, writer_batch(5, 3, (7, 0, 2)))
+    time.sleep(0.1)
+    assert not overtaking.done(), "sequence 2 waits for sequence 1"
+    assert log.append(writer_batch(2, 3, (7, 0, 1))).base_offset == 2
+    assert overtaking.result(timeout=5).base_offset == 5
+    assert [h.batch_sequence for _, h in iter_headers(log.read(0, 1 << 20).records)] == [0, 1, 2]
+    log.close()
+
+
+def test_a_request_ahead_of_a_sequence_that_never_comes_is_refused_once_it_waited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(log_tablet, "SEQUENCE_WAIT_S", 0.2)
+    log = LogTablet.open(tmp_path, LogConfig(), 0, NAME)
+    log.append(writer_batch(0, 2, (7, 0, 0)))
+    with pytest.raises(OutOfOrderSequenceError, match="sent sequence 2, expected 1"):
+        log.append(writer_batch(5, 3, (7, 0, 2)))
+    assert log.append(writer_batch(0, 1, (8, 0, 4))).base_offset == 2, "a writer the bucket does not know never waits"
+    log.close()
