@@ -317,6 +317,14 @@ def _pipelining(router: LeaderRouter, batches: int) -> tuple[RecordAccumulator, 
     return accumulator, queue
 
 
+def _two_in_flight(router: LeaderRouter, batches: int) -> tuple[RecordAccumulator, BucketQueue, list, list]:
+    """As :func:`_pipelining`, the first request acknowledged and the next two in flight."""
+    accumulator, queue = _pipelining(router, batches)
+    with accumulator.cond:
+        accumulator.complete(queue, accumulator.drain(queue, 1), ProducedBatch(0, 0, 1000))
+        return accumulator, queue, accumulator.drain(queue, 1), accumulator.drain(queue, 1)
+
+
 def _stamps(batches: Iterable[rb.EncodedBatch]) -> list[tuple[int, int]]:
     return [(h.writer_epoch, h.batch_sequence) for h in (rb.read_header(bytes(b)) for b in batches)]
 
@@ -338,10 +346,8 @@ def test_a_bucket_pipelines_once_its_leader_acknowledged_the_epoch_and_answers_s
 
 
 def test_a_request_that_overtook_a_failed_one_is_resent_after_it_alone_and_unchanged(router: LeaderRouter) -> None:
-    accumulator, queue = _pipelining(router, 3)
+    accumulator, queue, ahead, behind = _two_in_flight(router, 3)
     with accumulator.cond:
-        accumulator.complete(queue, accumulator.drain(queue, 1), ProducedBatch(0, 0, 1000))
-        ahead, behind = accumulator.drain(queue, 1), accumulator.drain(queue, 1)
         accumulator.complete(queue, behind, OutOfOrderSequenceError("sequence 2, expected 1"))
         accumulator.complete(queue, ahead, NetworkError("connection reset"))
         assert accumulator.ready(queue.retry_at) == [queue]
@@ -355,10 +361,8 @@ def test_a_request_that_overtook_a_failed_one_is_resent_after_it_alone_and_uncha
 
 
 def test_a_request_given_up_on_moves_the_unappended_ones_behind_it_to_a_new_epoch_in_order(router: LeaderRouter) -> None:
-    accumulator, queue = _pipelining(router, 5)
+    accumulator, queue, refused, overtook = _two_in_flight(router, 5)
     with accumulator.cond:
-        accumulator.complete(queue, accumulator.drain(queue, 1), ProducedBatch(0, 0, 1000))
-        refused, overtook = accumulator.drain(queue, 1), accumulator.drain(queue, 1)
         accumulator.complete(queue, refused, InvalidRequestError("refused"))
         assert accumulator.ready(0.0) == [], "nothing is sent while a request of the old epoch is out"
         accumulator.complete(queue, overtook, OutOfOrderSequenceError("sequence 2, expected 1"))
