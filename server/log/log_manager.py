@@ -15,6 +15,7 @@ from typing import Callable
 
 from lakelog.errors import LakelogError, StorageError
 from lakelog.server.log.log_tablet import LogConfig, LogTablet, wall_clock_ms
+from lakelog.server.log.sequence_waits import SequenceWaits
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class LogManager:
         self._clock = clock
         self._lock = threading.Lock()
         self._tablets: dict[tuple[int, int], LogTablet] = {}
+        self._sequence_waits = SequenceWaits()  # every bucket's appends waiting for an earlier sequence
 
     @staticmethod
     def partition_dir(partition_id: int) -> str:
@@ -55,6 +57,7 @@ class LogManager:
                 f"{table_name} bucket {bucket}",
                 on_high_watermark=callback,
                 clock=self._clock,
+                sequence_waits=self._sequence_waits,
             )
         except OSError as exc:  # a file of the log that cannot be opened: out of open files, or of disk
             raise StorageError(f"cannot open the log of {table_name} bucket {bucket}: {exc}") from exc

@@ -39,6 +39,7 @@ from lakelog.server.log.leader_epochs import LeaderEpochs
 from lakelog.server.log.log_loader import CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, LogLoader
 from lakelog.server.log.quarantine import QuarantinedRange
 from lakelog.server.log.segment import LogSegment
+from lakelog.server.log.sequence_waits import SequenceWaits
 from lakelog.server.log.writer_state import WriterBatches, WriterState
 
 logger = logging.getLogger(__name__)
@@ -132,7 +133,9 @@ class LogTablet:
         name: str,
         on_high_watermark: Callable[[], None] | None,
         clock: Callable[[], int],
+        sequence_waits: SequenceWaits | None = None,
     ) -> None:
+        """``sequence_waits``: the server's, shared by its buckets (None: this log's own)."""
         self.directory = directory
         self.config = config
         self.bucket = bucket
@@ -142,6 +145,7 @@ class LogTablet:
         self._lock = threading.Lock()
         self._flushed = threading.Condition(self._lock)
         self._appended = threading.Condition(self._lock)  # notified after every client append
+        self._sequence_waits = sequence_waits or SequenceWaits()
         self._flushing = False
         self._closed = False
         self._acknowledged = AcknowledgedOffset(directory)
@@ -177,6 +181,7 @@ class LogTablet:
         name: str,
         on_high_watermark: Callable[[], None] | None = None,
         clock: Callable[[], int] = wall_clock_ms,
+        sequence_waits: SequenceWaits | None = None,
     ) -> LogTablet:
         """Open (creating if needed) and recover the log in ``directory``; ``name`` (e.g.
         "shop.orders bucket 3") names the bucket in errors and logs."""
@@ -184,7 +189,7 @@ class LogTablet:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StorageError(f"cannot create log directory {directory}: {exc}") from exc
-        return cls(directory, config, bucket, name, on_high_watermark, clock)
+        return cls(directory, config, bucket, name, on_high_watermark, clock, sequence_waits)
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -305,14 +310,20 @@ class LogTablet:
     def _await_sequence(self, writer: WriterBatches) -> None:
         """Lock held (released while waiting). A request of a writer with several in flight that
         overtook an earlier one waits up to :data:`SEQUENCE_WAIT_S` for it to be appended; still
-        ahead then (the earlier one failed before it was appended, or never came), the writer's
-        check refuses it and the writer sends it again after the earlier one."""
-        deadline = time.monotonic() + SEQUENCE_WAIT_S
-        while self._writers.is_ahead(writer) and not self._closed:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            self._appended.wait(remaining)
+        ahead then (the earlier one failed before it was appended, or never came), or when the
+        server's places to wait are taken (:mod:`sequence_waits`), the writer's check refuses it
+        and the writer sends it again after the earlier one."""
+        if not self._writers.is_ahead(writer) or not self._sequence_waits.enter():
+            return
+        try:
+            deadline = time.monotonic() + SEQUENCE_WAIT_S
+            while self._writers.is_ahead(writer) and not self._closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._appended.wait(remaining)
+        finally:
+            self._sequence_waits.leave()
         self._check_open()
 
     def wait_for_high_watermark(self, offset: int, timeout_s: float, still_waiting: Callable[[], bool]) -> bool:

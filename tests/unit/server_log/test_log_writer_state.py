@@ -3,6 +3,7 @@ writers are forgotten by age, never by a count that other writers can push."""
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,6 +15,7 @@ from lakelog.errors import InvalidRequestError, OutOfOrderSequenceError, WriterS
 from lakelog.record.batch import encode_batch, iter_headers, read_header
 from lakelog.server.log import log_tablet
 from lakelog.server.log.log_tablet import LogConfig, LogTablet
+from lakelog.server.log.sequence_waits import SequenceWaits
 from lakelog.server.log.writer_state import WriterBatches
 from tests.harness.clocks import FakeClock
 
@@ -107,4 +109,19 @@ def test_a_request_ahead_of_a_sequence_that_never_comes_is_refused_once_it_waite
     with pytest.raises(OutOfOrderSequenceError, match="sent sequence 2, expected 1"):
         log.append(writer_batch(5, 3, (7, 0, 2)))
     assert log.append(writer_batch(0, 1, (8, 0, 4))).base_offset == 2, "a writer the bucket does not know never waits"
+    log.close()
+
+
+def test_a_request_ahead_is_refused_at_once_when_every_place_to_wait_is_taken(tmp_path: Path) -> None:
+    waits = SequenceWaits(limit=1)
+    log = LogTablet.open(tmp_path, LogConfig(), 0, NAME, sequence_waits=waits)
+    log.append(writer_batch(0, 2, (7, 0, 0)))
+    assert waits.enter(), "the one place taken, as by a request of another bucket"
+    earlier = threading.Timer(0.3, log.append, (writer_batch(2, 3, (7, 0, 1)),))
+    earlier.start()  # what a waiting request would have been appended after
+    with pytest.raises(OutOfOrderSequenceError, match="sent sequence 2, expected 1"):
+        log.append(writer_batch(5, 3, (7, 0, 2)))
+    earlier.join()
+    waits.leave()
+    assert log.log_end_offset == 5
     log.close()
