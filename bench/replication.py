@@ -72,8 +72,8 @@ def _produce(cluster: BenchCluster, conn: lakelog.Connection, servers: list[Host
         f"factor 1 {cpu[1][0]:.2f} + {cpu[1][1]:.2f} s, factor 3 {cpu[3][0]:.2f} + {cpu[3][1]:.2f} s",
         tier="produce (factor 3)",
         next_step="factor 3 is bound by CPU: the three tablet servers and the writer share this machine's 2 cores, and "
-        "factor 3 appends every record three times (each copy received, checked and written into the page cache, "
-        "a third of a server's CPU in perf) and sends it twice; the detail gives the CPU of both runs, whose ratio "
+        "factor 3 appends every record three times (each copy received, checked and written into the page cache; "
+        "the page-cache writes alone are a quarter of all CPU samples in perf) and sends it twice; the detail gives the CPU of both runs, whose ratio "
         "bounds this one. Left: the follower fetch path's own cost (the leader's event loop answering, gRPC's copies "
         "into and out of each message), which a replication channel outside gRPC (sendfile from the segment, "
         "recv_into on the follower) would cut; on servers of their own, each follower's work runs on its own machine",

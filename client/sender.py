@@ -60,6 +60,7 @@ class _Request:
     hold_id: str
     token: bytes
     entries: list[tuple[RecordAccumulator, BucketQueue, list[rb.EncodedBatch]]] = field(default_factory=list)
+    pipelined: list[bool] = field(default_factory=list)  # per entry: an earlier request of its bucket is in flight
     size: int = 0
 
 
@@ -161,6 +162,7 @@ class Sender:
                         continue  # the node's answers wake the sender when it has room
                     batches = accumulator.drain(queue, max(MAX_REQUEST_BYTES - request.size, 1))
                     request.entries.append((accumulator, queue, batches))
+                    request.pipelined.append(len(queue.flights) > 1)
                     request.size += sum(len(batch) for batch in batches)
                 next_at = min(next_at, accumulator.next_deadline(now))
         for request in requests:
@@ -189,7 +191,10 @@ class Sender:
             self._in_flight[request.node] += 1
         produce = ProduceRequest(
             request.table_id,
-            [ProduceBucket(queue.bucket.bucket, batches, queue.bucket.partition_id or 0) for _, queue, batches in request.entries],
+            [
+                ProduceBucket(queue.bucket.bucket, batches, queue.bucket.partition_id or 0, pipelined)
+                for (_, queue, batches), pipelined in zip(request.entries, request.pipelined)
+            ],
             int(self._tablets.timeout_s * 1000),
             request.hold_id,
             request.token,

@@ -61,6 +61,7 @@ class ProduceBucket:
     bucket: int
     batches: Sequence[EncodedBatch]
     partition_id: int = 0  # > 0: the bucket of this partition of the request's table
+    pipelined: bool = False  # sent while an earlier request of the bucket was in flight
 
 
 @dataclass(frozen=True)

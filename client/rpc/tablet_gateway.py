@@ -49,7 +49,7 @@ def encode_produce_request(produce: ProduceRequest) -> bytes:
     parts: list[bytes | memoryview] = [head.SerializeToString()]
     for item in produce.buckets:
         bucket = pb.PbProduceLogReqForBucket(
-            partition_id=item.partition_id, bucket_id=item.bucket, writer_token=produce.writer_token
+            partition_id=item.partition_id, bucket_id=item.bucket, writer_token=produce.writer_token, pipelined=item.pipelined
         ).SerializeToString()
         size = sum(len(batch) for batch in item.batches)
         records = length_prefix(_RECORDS_FIELD, size)

@@ -308,16 +308,18 @@ class ProduceLogRequest(_message.Message):
     def __init__(self, acks: _Optional[int] = ..., table_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., buckets_req: _Optional[_Iterable[_Union[PbProduceLogReqForBucket, _Mapping]]] = ..., hold_id: _Optional[str] = ...) -> None: ...
 
 class PbProduceLogReqForBucket(_message.Message):
-    __slots__ = ("partition_id", "bucket_id", "records", "writer_token")
+    __slots__ = ("partition_id", "bucket_id", "records", "writer_token", "pipelined")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     WRITER_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PIPELINED_FIELD_NUMBER: _ClassVar[int]
     partition_id: int
     bucket_id: int
     records: bytes
     writer_token: bytes
-    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., records: _Optional[bytes] = ..., writer_token: _Optional[bytes] = ...) -> None: ...
+    pipelined: bool
+    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., records: _Optional[bytes] = ..., writer_token: _Optional[bytes] = ..., pipelined: _Optional[bool] = ...) -> None: ...
 
 class ProduceLogResponse(_message.Message):
     __slots__ = ("buckets_resp",)

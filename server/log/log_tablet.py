@@ -264,7 +264,9 @@ class LogTablet:
 
     # -- appending ------------------------------------------------------------------------------
 
-    def append(self, records: bytes | memoryview, check: BatchCheck | None = None, admit: Callable[[], None] | None = None) -> AppendResult:
+    def append(
+        self, records: bytes | memoryview, check: BatchCheck | None = None, admit: Callable[[], None] | None = None, pipelined: bool = False
+    ) -> AppendResult:
         """Append the client's batches; returns once they are durable in sync mode (and visible, unless
         other in-sync replicas must hold them first: :meth:`wait_for_high_watermark`).
 
@@ -274,20 +276,22 @@ class LogTablet:
         decided elsewhere (a write fence) then holds for every append :meth:`settle` did not wait for.
 
         Batches of an idempotent writer that this log appended already are not appended again: the
-        answer is their original offsets (``duplicate`` set), once those are visible."""
+        answer is their original offsets (``duplicate`` set), once those are visible. ``pipelined``:
+        the writer sent them while an earlier request of it to this bucket was in flight, which they
+        may have overtaken: they wait for it (:meth:`_await_sequence`)."""
         buffer = memoryview(records).cast("B")
         headers = self._validate(buffer, check)
         count = sum(header.record_count for _, header in headers)
         writer = WriterBatches.of([header for _, header in headers], self.name)
         with self._lock:
             self._check_open()
-            if writer is not None:
+            if writer is not None and pipelined:
                 self._await_sequence(writer)
             if self._fence is not None:
                 raise LogFencedError(self._fence)
             if admit is not None:
                 admit()
-            duplicate = self._writers.check(writer) if writer is not None else None
+            duplicate = self._writers.check(writer, pipelined) if writer is not None else None
             if duplicate is None:
                 result, advanced = self._append_locked(buffer, headers, count, writer)
                 self._appended.notify_all()

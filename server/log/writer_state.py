@@ -126,11 +126,18 @@ class WriterState:
             if header.writer_id != NO_WRITER:
                 self._remember(header.writer_id, header.writer_epoch, [header])
 
-    def check(self, batches: WriterBatches) -> Duplicate | None:
+    def check(self, batches: WriterBatches, pipelined: bool = False) -> Duplicate | None:
         """The original offsets if ``batches`` were appended already, None if they are the next
-        ones to append; raises :class:`OutOfOrderSequenceError` for anything else."""
+        ones to append; raises :class:`OutOfOrderSequenceError` for anything else. A writer the
+        bucket does not know starts at any sequence, unless ``pipelined`` (sent behind an earlier
+        request that has not come)."""
         writer = self._writers.get(batches.writer_id)
         if writer is None:
+            if pipelined and batches.first_sequence > 0:
+                raise OutOfOrderSequenceError(
+                    f"{self._name}: writer {batches.writer_id} epoch {batches.epoch} sent sequence {batches.first_sequence}"
+                    " behind an earlier request that never arrived"
+                )
             return None
         if batches.epoch < writer.epoch:
             raise OutOfOrderSequenceError(
@@ -156,11 +163,11 @@ class WriterState:
         return self._duplicate(batches, writer)
 
     def is_ahead(self, batches: WriterBatches) -> bool:
-        """Whether ``batches`` follow sequences of a writer this bucket knows that it has not seen
-        yet: a request that overtook an earlier one of a writer with several in flight."""
+        """Whether ``batches``, sent behind an earlier request of their writer, follow sequences this
+        bucket has not seen yet: the request overtook the earlier one."""
         writer = self._writers.get(batches.writer_id)
         if writer is None:
-            return False
+            return batches.first_sequence > 0
         if batches.epoch > writer.epoch:
             return batches.first_sequence > 0
         return batches.epoch == writer.epoch and batches.first_sequence > writer.last_sequence + 1

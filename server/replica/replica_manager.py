@@ -321,12 +321,14 @@ class ReplicaManager:
         writer_token: bytes = b"",
         acks: int = ACKS_ALL,
         timeout_ms: int = 30_000,
+        pipelined: bool = False,
     ) -> ProducedAppend:
         """``hold_id``: the append is made under this barrier hold, which must be open here.
         ``caller`` (the principal) and ``writer_token`` must match the writer id of the batches.
         Returns once this log holds the records. With ``acks=all`` (-1) the answer's
         ``replicated()`` waits until every in-sync replica holds them too, up to ``timeout_ms``
-        from now: a request appends all its buckets first, then waits, so their copying overlaps."""
+        from now: a request appends all its buckets first, then waits, so their copying overlaps.
+        ``pipelined``: the writer sent it behind an earlier request to the bucket (see :meth:`LogTablet.append`)."""
         info, tablet = self._tablet(table_id, bucket)
         if hold_id:
             self.holds.check(hold_id)
@@ -341,7 +343,7 @@ class ReplicaManager:
                 checked_writer = header.writer_id
 
         tracker = self.replication.admit(info, bucket, acks)
-        result = tablet.append(records, check, lambda: self._refuse_if_fenced(info, bucket))
+        result = tablet.append(records, check, lambda: self._refuse_if_fenced(info, bucket), pipelined)
         if tracker is None or acks != ACKS_ALL:
             return ProducedAppend(result, lambda: None)
         deadline = time.monotonic() + max(timeout_ms, 1) / 1000

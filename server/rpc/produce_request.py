@@ -27,6 +27,7 @@ class BucketRecords:
     bucket_id: int
     records: memoryview
     writer_token: bytes
+    pipelined: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,4 +54,4 @@ def parse_produce_request(data: bytes) -> ProduceRequest | MalformedRequest:
 def _bucket(message: memoryview) -> BucketRecords:
     rest, records = split_field(message, 0, len(message), _RECORDS, _WHAT)
     bucket = pb.PbProduceLogReqForBucket.FromString(rest)
-    return BucketRecords(bucket.partition_id, bucket.bucket_id, records[-1] if records else message[0:0], bucket.writer_token)
+    return BucketRecords(bucket.partition_id, bucket.bucket_id, records[-1] if records else message[0:0], bucket.writer_token, bucket.pipelined)

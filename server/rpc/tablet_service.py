@@ -89,7 +89,7 @@ class TabletService(TabletServiceServicer):
                 batches = bucket_req.records
                 outcome: ProducedAppend | LakelogError = self._replicas.produce(
                     physical_id, bucket_req.bucket_id, batches, request.hold_id, caller, bucket_req.writer_token,
-                    request.acks, request.timeout_ms or DEFAULT_PRODUCE_TIMEOUT_MS,
+                    request.acks, request.timeout_ms or DEFAULT_PRODUCE_TIMEOUT_MS, bucket_req.pipelined,
                 )
                 if not outcome.result.duplicate:
                     records, size = appended.get(physical_id, (0, 0))

@@ -369,3 +369,17 @@ def test_a_request_given_up_on_moves_the_unappended_ones_behind_it_to_a_new_epoc
     assert _stamps(queue.sealed) == [(1, 0), (1, 1), (1, 2)], "the one that overtook first, then the sealed ones"
     assert rb.read_header(bytes(queue.sealed[0])).crc == rb.validate(bytes(queue.sealed[0]), 0, "bucket 0").crc
     assert accumulator.pending == 3 and isinstance(accumulator.error, InvalidRequestError)
+
+
+def test_a_request_sent_behind_one_of_its_bucket_in_flight_says_so(tablets: FakeTablets, router: LeaderRouter) -> None:
+    sender = Sender(tablets, router, max_in_flight=8)  # type: ignore[arg-type]
+    appender = writer(sender, router)
+    for sent in range(1, 4):
+        appender.append_table_to(partition(3), rows(3, 2), 0)
+        wait_until(lambda: len(tablets.to(NODE_A)) == sent, f"request {sent}")
+        if sent == 1:
+            tablets.answer(tablets.to(NODE_A)[0])  # the leader knows the writer now
+    assert [sent.request.buckets[0].pipelined for sent in tablets.to(NODE_A)] == [False, False, True]
+    tablets.release()
+    appender.close()
+    sender.close()

@@ -88,27 +88,32 @@ def test_a_negative_epoch_or_sequence_is_refused(epoch: int, sequence: int) -> N
         WriterBatches.of([read_header(header)], NAME)
 
 
-def test_a_request_that_overtook_an_earlier_one_of_its_writer_waits_for_it_and_is_appended_after_it(tmp_path: Path) -> None:
+def test_a_pipelined_request_that_overtook_an_earlier_one_waits_for_it_and_is_appended_after_it(tmp_path: Path) -> None:
     log = LogTablet.open(tmp_path, LogConfig(), 0, NAME)
-    log.append(writer_batch(0, 2, (7, 0, 0)))  # the bucket knows writer 7
-    overtaking = ThreadPoolExecutor(1).submit(log.append, writer_batch(5, 3, (7, 0, 2)))
+    pool = ThreadPoolExecutor(2)
+    overtaking = pool.submit(log.append, writer_batch(5, 3, (7, 0, 2)), pipelined=True)
     time.sleep(0.1)
-    assert not overtaking.done(), "sequence 2 waits for sequence 1"
-    assert log.append(writer_batch(2, 3, (7, 0, 1))).base_offset == 2
-    assert overtaking.result(timeout=5).base_offset == 5
+    assert not overtaking.done(), "sequence 2 waits for sequence 0, though the bucket does not know writer 7 yet"
+    second = pool.submit(log.append, writer_batch(2, 3, (7, 0, 1)), pipelined=True)
+    assert log.append(writer_batch(0, 2, (7, 0, 0))).base_offset == 0
+    assert (second.result(timeout=5).base_offset, overtaking.result(timeout=5).base_offset) == (2, 5)
     assert [h.batch_sequence for _, h in iter_headers(log.read(0, 1 << 20).records)] == [0, 1, 2]
     log.close()
 
 
-def test_a_request_ahead_of_a_sequence_that_never_comes_is_refused_once_it_waited(
+def test_a_pipelined_request_ahead_of_a_sequence_that_never_comes_is_refused_once_it_waited(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(log_tablet, "SEQUENCE_WAIT_S", 0.2)
     log = LogTablet.open(tmp_path, LogConfig(), 0, NAME)
+    with pytest.raises(OutOfOrderSequenceError, match="behind an earlier request that never arrived"):
+        log.append(writer_batch(5, 3, (7, 0, 2)), pipelined=True)
     log.append(writer_batch(0, 2, (7, 0, 0)))
     with pytest.raises(OutOfOrderSequenceError, match="sent sequence 2, expected 1"):
-        log.append(writer_batch(5, 3, (7, 0, 2)))
-    assert log.append(writer_batch(0, 1, (8, 0, 4))).base_offset == 2, "a writer the bucket does not know never waits"
+        log.append(writer_batch(5, 3, (7, 0, 2)), pipelined=True)
+    with pytest.raises(OutOfOrderSequenceError, match="sent sequence 3, expected 1"):
+        log.append(writer_batch(5, 3, (7, 0, 3)))  # not pipelined: a gap, refused at once
+    assert log.append(writer_batch(0, 1, (8, 0, 4))).base_offset == 2, "a request alone starts a writer anywhere"
     log.close()
 
 
@@ -120,7 +125,7 @@ def test_a_request_ahead_is_refused_at_once_when_every_place_to_wait_is_taken(tm
     earlier = threading.Timer(0.3, log.append, (writer_batch(2, 3, (7, 0, 1)),))
     earlier.start()  # what a waiting request would have been appended after
     with pytest.raises(OutOfOrderSequenceError, match="sent sequence 2, expected 1"):
-        log.append(writer_batch(5, 3, (7, 0, 2)))
+        log.append(writer_batch(5, 3, (7, 0, 2)), pipelined=True)
     earlier.join()
     waits.leave()
     assert log.log_end_offset == 5
