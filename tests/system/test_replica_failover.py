@@ -279,11 +279,16 @@ def test_a_new_leader_carries_on_uploading_from_the_remote_manifest(tmp_path: Pa
             for start in range(3000, 6000, 100):
                 writer.append_arrow(order_rows(start, 100))
                 writer.flush()
+            # A pass uploads first and trims the local log after: both are waited for.
             after = wait_until(
-                lambda: (i := in_sync_or_alone(cluster, path)) and i.leader != first.leader and i.remote_log_end_offset > 3000 and i,
-                "the new leader uploads past what the old one did",
+                lambda: (i := in_sync_or_alone(cluster, path))
+                and i.leader != first.leader
+                and i.remote_log_end_offset > 3000
+                and i.local_log_start_offset > first.remote_log_end_offset
+                and i,
+                "the new leader uploads past what the old one did and trims its local log",
             )
-            assert after.remote_log_start_offset == 0 and after.local_log_start_offset > first.remote_log_end_offset
+            assert after.remote_log_start_offset == 0, "the new leader carried on the old one's manifest, which starts at offset 0"
             with conn.get_table(path).new_scan().create_log_scanner() as scanner:
                 scanner.subscribe_from_beginning()
                 rows = scan_all(scanner, 6000)
