@@ -162,7 +162,7 @@ class Sender:
                         continue  # the node's answers wake the sender when it has room
                     batches = accumulator.drain(queue, max(MAX_REQUEST_BYTES - request.size, 1))
                     request.entries.append((accumulator, queue, batches))
-                    request.pipelined.append(len(queue.flights) > 1)
+                    request.pipelined.append(queue.flights[-1].behind)  # the flight drain just made
                     request.size += sum(len(batch) for batch in batches)
                 next_at = min(next_at, accumulator.next_deadline(now))
         for request in requests:
