@@ -7,8 +7,12 @@ where those records end, while the scanner's budget has room: the servers read a
 caller decodes and processes records. Once a server's answers come back large (a backlog is being
 read), its buckets are split between two fetches, each up to half of
 ``client.scanner.fetch.max-bytes``, so the server reads one answer while the other travels; two
-may be in flight without a backlog too, so buckets with records never wait behind a parked long
-poll of caught-up ones. A bucket with a fetch in flight is never fetched again, an answer is kept
+may be in flight without a backlog too. Buckets that have caught up (their fetch offset at the high
+watermark the server last gave) wait for new records in one long poll per server, beside those
+fetches and not in their places: however many buckets catch up, and in whatever order, a bucket
+with records (a remote or lake read just done, a new subscription) is fetched at once, never after
+the server's ``client.scanner.fetch.max-wait`` ends a poll. A fetch sent anyway carries the
+caught-up buckets too, as Kafka's fetch carries every partition. A bucket with a fetch in flight is never fetched again, an answer is kept
 only when it starts exactly where the bucket's buffered answers end, and one that no longer
 matches the bucket's position (re-subscribed meanwhile, or after a failed answer) is dropped, so
 no record is returned twice.
@@ -83,7 +87,9 @@ class LogFetcher:
         self._max_wait_ms = conf.get("client.scanner.fetch.max-wait")
         self._min_bytes = conf.get("client.scanner.fetch.min-bytes")
         self.log_source = log_source
-        self._nodes_in_flight: dict[ServerNode, int] = defaultdict(int)
+        self._nodes_in_flight: dict[ServerNode, int] = defaultdict(int)  # fetches of buckets with records
+        self._polling: set[ServerNode] = set()  # servers holding a long poll of caught-up buckets only
+        self._high_watermarks: dict[TableBucket, int] = {}  # what the last answer for each bucket said
         self._turn = 0  # where the next round starts among the positions (see send_fetches)
         self._backlogged: set[ServerNode] = set()  # servers whose last answer was large
         self._remote_conf = remote_conf or (lambda: conf)
@@ -111,6 +117,7 @@ class LogFetcher:
             return  # room for a whole answer: polls free the budget, and each poll sends again
         buffer = self._buffer
         by_leader: dict[ServerNode, list[tuple[TableBucket, int]]] = defaultdict(list)
+        caught_up: dict[ServerNode, list[tuple[TableBucket, int]]] = defaultdict(list)
         lake_reads: list[TableBucket] = []
         now = time.monotonic()
         with buffer.cond:
@@ -134,28 +141,50 @@ class LogFetcher:
                 except LakelogError as error:
                     buffer.completed.setdefault(bucket, []).append(FetchedBucket(bucket, offset, error=error))
                     continue
-                fetches = min(self._fetches(node), FETCHES_PER_SERVER - self._nodes_in_flight[node])
-                if len(by_leader[node]) < MAX_BUCKETS * fetches:
+                if offset >= self._high_watermarks.get(bucket, offset + 1):
+                    if len(caught_up[node]) < MAX_BUCKETS:
+                        caught_up[node].append((bucket, offset))
+                elif len(by_leader[node]) < MAX_BUCKETS * self._free_fetches(node):
                     by_leader[node].append((bucket, offset))
                     self._turn += 1
-            sends = [
-                (node, group, self._max_bytes // self._fetches(node))
-                for node, buckets in by_leader.items()
-                for group in _split(buckets, min(self._fetches(node), FETCHES_PER_SERVER - self._nodes_in_flight[node]))
-            ]
-            for node, group, _ in sends:
+            sends = self._plan(by_leader, caught_up)
+            for node, group, _, polls in sends:
                 buffer.in_flight.update(bucket for bucket, _ in group)
-                self._nodes_in_flight[node] += 1
+                if polls:
+                    self._polling.add(node)
+                else:
+                    self._nodes_in_flight[node] += 1
         for bucket in lake_reads:
             self._start_lake_only(bucket)
-        for node, group, max_bytes in sends:
-            self._send(node, group, max_bytes)
+        for node, group, max_bytes, polls in sends:
+            self._send(node, group, max_bytes, polls)
+
+    def _free_fetches(self, node: ServerNode) -> int:
+        """Fetches of buckets with records that may go to ``node`` now."""
+        return min(self._fetches(node), FETCHES_PER_SERVER - self._nodes_in_flight[node])
+
+    def _plan(
+        self, by_leader: dict[ServerNode, list[tuple[TableBucket, int]]], caught_up: dict[ServerNode, list[tuple[TableBucket, int]]]
+    ) -> list[tuple[ServerNode, list[tuple[TableBucket, int]], int, bool]]:
+        """The fetches to send: (server, buckets, max bytes, whether it is a long poll of caught-up
+        buckets only). Caught-up buckets ride along with a server's fetches of buckets with records
+        while those have room; without such a fetch, they go in the server's one long poll."""
+        sends = []
+        for node in by_leader.keys() | caught_up.keys():
+            with_records, idle = by_leader.get(node, []), caught_up.get(node, [])
+            if with_records:
+                fetches = self._free_fetches(node)
+                riding = idle[: MAX_BUCKETS * fetches - len(with_records)]
+                sends += [(node, group, self._max_bytes // self._fetches(node), False) for group in _split(with_records + riding, fetches)]
+            elif idle and node not in self._polling:
+                sends.append((node, idle, self._max_bytes // self._fetches(node), True))
+        return sends
 
     def _fetches(self, node: ServerNode) -> int:
         """FetchLogs the server's ready buckets are split between (each up to max-bytes divided by them)."""
         return FETCHES_PER_SERVER if node in self._backlogged else 1
 
-    def _send(self, node: ServerNode, group: list[tuple[TableBucket, int]], max_bytes: int) -> None:
+    def _send(self, node: ServerNode, group: list[tuple[TableBucket, int]], max_bytes: int, polls: bool) -> None:
         request = FetchRequest(
             self._table_id,
             group,
@@ -170,19 +199,22 @@ class LogFetcher:
         def on_done(answer: list[FetchedBucket] | LakelogError) -> None:
             if isinstance(answer, LakelogError):
                 answer = [FetchedBucket(b, o, error=answer) for b, o in group]
-            self._complete(answer, node)
+            self._complete(answer, node, polls)
 
         try:
             self._tablets.fetch_log(node, request, on_done)
         except LakelogError as error:
             on_done(error)
 
-    def _complete(self, completed: list[FetchedBucket], node: ServerNode) -> None:
+    def _complete(self, completed: list[FetchedBucket], node: ServerNode, polled: bool) -> None:
         """An answer into the buffer, bucket by bucket, where it continues the bucket's answers."""
         ends = [_records_end(fetch.records) for fetch in completed]  # header walks, outside the lock
         buffer = self._buffer
         with buffer.cond:
-            self._nodes_in_flight[node] -= 1
+            if polled:
+                self._polling.discard(node)
+            else:
+                self._nodes_in_flight[node] -= 1
             if sum(len(fetch.records) for fetch in completed) * BACKLOG_SHARE >= self._max_bytes:
                 self._backlogged.add(node)
             else:
@@ -190,6 +222,10 @@ class LogFetcher:
             for fetch, end in zip(completed, ends):
                 bucket = fetch.bucket
                 buffer.in_flight.discard(bucket)
+                if fetch.error is None and fetch.high_watermark >= 0:
+                    self._high_watermarks[bucket] = fetch.high_watermark
+                else:
+                    self._high_watermarks.pop(bucket, None)  # asked again as a bucket with records
                 position = buffer.positions.get(bucket)
                 if position is None or buffer.next_fetch.get(bucket, position) != fetch.fetch_offset:
                     continue  # re-subscribed meanwhile

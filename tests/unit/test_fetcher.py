@@ -232,3 +232,25 @@ def test_a_server_leading_more_buckets_than_a_fetch_may_name_gets_several_fetche
     assert read(scan, 1200) == {(pid, bucket): [0] for pid in range(1, 601) for bucket in (0, 1)}
     assert max(len(fetched) for fetched in cluster.fetched_buckets()) <= MAX_BUCKETS
     scan.close()
+
+
+def test_caught_up_buckets_parked_in_long_polls_never_hold_back_a_bucket_with_records() -> None:
+    """Buckets that caught up at different times each wait in a long poll; a bucket whose records
+    come later (its remote or lake read done, or a subscription) is fetched at once, not after
+    the server's fetch.max-wait ends one of those polls."""
+    cluster = FakeCluster()
+    cluster.leaders[2] = NODE_A
+    scan = scanner(cluster, dataclasses.replace(TABLE, buckets=3))
+    for bucket in (0, 1):  # each read to its end, its next fetch a long poll of its own
+        cluster.append(None, bucket, 2)
+        scan.subscribe(bucket, 0)
+        assert read(scan, 2) == {bucket: [0, 1]}
+    cluster.append(None, 2, 3)
+    scan.subscribe(2, 0)
+
+    records = scan.poll(timeout_ms=2000)
+
+    assert records.to_arrow(2).column("id").to_pylist() == [0, 1, 2]
+    parked = [request for _, request in cluster.sent if all(cluster.logs.get((None, b.bucket), 0) <= o for b, o in request.buckets)]
+    assert parked, "the caught-up buckets did wait in a long poll"
+    scan.close()
