@@ -1,15 +1,13 @@
 """Benchmarks A1 and A2: the asyncio client (``lakelog.aio``) against the sync client in the same
 run, on the same server and the same records: ``poll_arrow`` reading a table to its end, and
 ``append_arrow`` + ``flush`` writing one. Both clients share one core (fetcher, buffer, collector;
-accumulator, sender), so a gap is what awaiting costs over blocking. The runs alternate sync and
-asyncio, so load that drifts during the run falls on both."""
+accumulator, sender), so a gap is what awaiting costs over blocking. The runs take turns
+(bench.measure.medians_in_turns), so load that drifts during the run falls on both."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import statistics
-from typing import Callable
 
 import lakelog
 import lakelog.aio
@@ -17,7 +15,7 @@ import pyarrow as pa
 
 from bench import data
 from bench.cluster import BenchCluster
-from bench.measure import Result, profile_if_missed, progress, timed
+from bench.measure import Result, Trial, medians_in_turns, profile_if_missed, progress
 from bench.scan import DrainCount, drain
 from bench.sizes import Sizes
 
@@ -48,18 +46,6 @@ def _write_sync(table: lakelog.Table, batches: list[pa.RecordBatch]) -> None:
             writer.append_arrow(batch)
 
 
-def _alternating(sync: Callable[[], object], awaited: Callable[[], object], runs: int,
-                 before: Callable[[], object] | None = None) -> tuple[float, float]:
-    """Median seconds of ``sync`` and of ``awaited``, run in turn ``runs`` times each."""
-    sync_s, async_s = [], []
-    for _ in range(runs):
-        for run, samples in ((sync, sync_s), (awaited, async_s)):
-            if before is not None:
-                before()
-            samples.append(timed(run))
-    return statistics.median(sync_s), statistics.median(async_s)
-
-
 def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
     records = sizes.local_records
     progress(f"asyncio: producing {records:,} records into a 4-bucket table to read")
@@ -72,10 +58,10 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
     aconn = loop.run_until_complete(lakelog.aio.connect(address, config))
     try:
         progress("asyncio: poll_arrow, sync and lakelog.aio in turn")
-        sync_read_s, async_read_s = _alternating(
-            lambda: drain(table, records),
-            lambda: loop.run_until_complete(_drain_async(aconn, table.path, records)),
+        sync_read_s, async_read_s = medians_in_turns(
             sizes.runs,
+            Trial(lambda: drain(table, records)),
+            Trial(lambda: loop.run_until_complete(_drain_async(aconn, table.path, records))),
         )
         read = Result(
             "A1", "asyncio: poll_arrow (lakelog.aio)", records / async_read_s, "records/s", records / sync_read_s,
@@ -90,18 +76,21 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         names = itertools.count()
         made: list[lakelog.Table] = []
         progress(f"asyncio: append_arrow + flush of {produced:,} records, sync and lakelog.aio in turn")
-        sync_write_s, async_write_s = _alternating(
-            lambda: _write_sync(made[-1], batches),
-            lambda: loop.run_until_complete(_write_async(aconn, made[-1].path, batches)),
+
+        def new_table() -> None:
+            made.append(cluster.table(f"asyncio_write_{next(names)}"))
+
+        sync_write_s, async_write_s = medians_in_turns(
             sizes.runs,
-            before=lambda: made.append(cluster.table(f"asyncio_write_{next(names)}")),
+            Trial(lambda: _write_sync(made[-1], batches), before=new_table),
+            Trial(lambda: loop.run_until_complete(_write_async(aconn, made[-1].path, batches)), before=new_table),
         )
         write = Result(
             "A2", "asyncio: append_arrow + flush (lakelog.aio)", produced / async_write_s, "records/s",
             produced / sync_write_s, "the sync client's writer, same batches, runs in turn", sync_write_s / async_write_s,
             TARGET, detail=f"{produced:,} records in batches of {data.CHUNK_RECORDS:,}, log.flush.mode=sync",
         )
-        made.append(cluster.table(f"asyncio_write_{next(names)}"))
+        new_table()
         profile_if_missed(write, lambda: loop.run_until_complete(_write_async(aconn, made[-1].path, batches)))
         for written in made:
             cluster.conn.admin.drop_table(written.path)

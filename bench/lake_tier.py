@@ -11,7 +11,7 @@ from lakelog.record.meta_columns import META_COLUMNS
 
 from bench import data
 from bench.cluster import LAKE_PROPERTIES, BenchCluster
-from bench.measure import Result, median_seconds, profile_if_missed, progress, timed
+from bench.measure import Result, Trial, median_seconds, medians_in_turns, profile_if_missed, progress, timed
 from bench.scan import drain
 from bench.sizes import Sizes
 
@@ -41,11 +41,11 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
     cluster.only_in_lake(table)
     path = table.path
 
-    progress("lake tier: PyIceberg scan().to_arrow() baseline")
-    baseline_s = median_seconds(lambda: pyiceberg_scan(cluster, path), sizes.runs)
     arrow = {"client.lake.source": "iceberg-arrow"}
-    progress("lake tier: lakelog poll_arrow with iceberg-arrow")
-    arrow_s = median_seconds(lambda: lakelog_scan(cluster, path, records, arrow), sizes.runs)
+    progress("lake tier: PyIceberg scan().to_arrow() baseline and lakelog poll_arrow with iceberg-arrow, in turns")
+    baseline_s, arrow_s = medians_in_turns(
+        sizes.runs, Trial(lambda: pyiceberg_scan(cluster, path)), Trial(lambda: lakelog_scan(cluster, path, records, arrow))
+    )
     arrow_result = Result(
         "4a", "Lake tier: poll_arrow, iceberg-arrow", records / arrow_s, "records/s", records / baseline_s,
         "PyIceberg scan().to_arrow(), same rows and columns", baseline_s / arrow_s, 1.1,

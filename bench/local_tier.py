@@ -12,7 +12,7 @@ import lakelog
 
 from bench import grpc_baseline, server_host
 from bench.cluster import BenchCluster, log_bytes
-from bench.measure import Result, median_seconds, profile_if_missed, progress
+from bench.measure import Result, Trial, median_seconds, medians_in_turns, profile_if_missed, progress
 from bench.scan import drain
 from bench.sizes import Sizes
 
@@ -55,17 +55,22 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
     size = log_bytes(table, cluster)
     responses = fetch_responses(cluster, table)
 
-    progress(f"local tier: bare grpcio baseline, {len(responses)} responses of {size / len(responses) / 1e6:.1f} MB")
+    progress(
+        f"local tier: bare grpcio baseline ({len(responses)} responses of {size / len(responses) / 1e6:.1f} MB), "
+        "lakelog poll_arrow of all 10 columns and of 1, in turns"
+    )
     with server_host.HostedBaseline(responses) as server:
-        baseline_s = median_seconds(lambda: grpc_baseline.fetch_all(server.address, len(responses)), sizes.runs)
-    progress("local tier: lakelog poll_arrow, all 10 columns")
-    full_s = median_seconds(lambda: drain(table, records), sizes.runs)
-    progress("local tier: lakelog poll_arrow, 1 of 10 columns")
-    projected_s = median_seconds(lambda: drain(table, records, ["i0"]), sizes.runs)
+        baseline_s, full_s, projected_s = medians_in_turns(
+            sizes.runs,
+            Trial(lambda: grpc_baseline.fetch_all(server.address, len(responses))),
+            Trial(lambda: drain(table, records)),
+            Trial(lambda: drain(table, records, ["i0"])),
+        )
     rows = min(records, sizes.record_rows)
-    progress(f"local tier: poll() records against poll_arrow().to_pylist(), {rows:,} records")
-    pylist_s = median_seconds(lambda: drain(table, rows, form="pylist"), sizes.runs)
-    records_s = median_seconds(lambda: drain(table, rows, form="records"), sizes.runs)
+    progress(f"local tier: poll() records against poll_arrow().to_pylist(), {rows:,} records, in turns")
+    pylist_s, records_s = medians_in_turns(
+        sizes.runs, Trial(lambda: drain(table, rows, form="pylist")), Trial(lambda: drain(table, rows, form="records"))
+    )
     progress(f"local tier: lakelog scan --output jsonl, {rows:,} records")
     cli_s = median_seconds(lambda: cli_scan(cluster, table, rows), sizes.runs)
 

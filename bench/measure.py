@@ -1,8 +1,9 @@
 """Timing, percentiles, peak RSS and profiling: how every benchmark measures.
 
 Each benchmark is several runs and reports the median, because the machine (2 cores, shared) is
-noisy; latencies are per call, reported as p50 and p99. A path that misses its target is run once
-more under py-spy, which samples every thread of this process and of its children (the server
+noisy; a path and its baseline run in turns (:func:`medians_in_turns`), so that the load drifting
+during a benchmark moves both sides of a ratio alike. Latencies are per call, reported as p50 and
+p99. A path that misses its target is run once more under py-spy, which samples every thread of this process and of its children (the server
 processes' gRPC threads included, unlike a main-thread profiler), and its top self-time frames go
 into the report.
 """
@@ -82,12 +83,31 @@ def timed(run: Callable[[], object]) -> float:
 
 def median_seconds(run: Callable[[], object], runs: int, before: Callable[[], object] | None = None) -> float:
     """Median wall time of ``runs`` calls of ``run``; ``before`` (untimed) prepares each one."""
-    samples = []
-    for _ in range(runs):
-        if before is not None:
-            before()
-        samples.append(timed(run))
-    return statistics.median(samples)
+    return medians_in_turns(runs, Trial(run, before))[0]
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One kind of run that a benchmark times: ``run`` is timed, ``before`` (untimed) prepares each one."""
+
+    run: Callable[[], object]
+    before: Callable[[], object] | None = None
+
+
+def medians_in_turns(runs: int, *trials: Trial) -> list[float]:
+    """The median wall time of each trial over ``runs`` rounds, each round running every trial
+    once and each trial first in its turn. This machine's load drifts within a benchmark (other
+    processes, the page cache filling, a server's background work): run as blocks one after the
+    other, a path and its baseline would meet different loads and their ratio would carry the drift."""
+    samples: list[list[float]] = [[] for _ in trials]
+    for round_index in range(runs):
+        for step in range(len(trials)):
+            index = (round_index + step) % len(trials)
+            trial = trials[index]
+            if trial.before is not None:
+                trial.before()
+            samples[index].append(timed(trial.run))
+    return [statistics.median(times) for times in samples]
 
 
 def cpu_seconds(pid: int) -> float:

@@ -6,14 +6,13 @@ server in a process of its own."""
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import lakelog
 import pyarrow as pa
 
 from bench import data, grpc_baseline, server_host
 from bench.cluster import BenchCluster
-from bench.measure import Result, median_seconds, profile_if_missed, progress
+from bench.measure import Result, Trial, medians_in_turns, profile_if_missed, progress
 from bench.sizes import Sizes
 
 
@@ -24,40 +23,46 @@ def write(table: lakelog.Table, batches: list[pa.RecordBatch]) -> None:
 
 
 def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
+    """Both baselines and both flush modes run in turns; each lakelog run writes a new table and
+    the one before it is dropped, so the servers' disks hold one run's data whichever runs later."""
     records = sizes.produce_records
     batches = data.chunks(records)
     conf = cluster.conn.config
-
-    def baseline(append_to: Path | None) -> float:
-        with server_host.HostedBaseline(append_to=append_to) as server:
-            return median_seconds(
-                lambda: grpc_baseline.produce_all(
-                    server.address, batches, conf.get("client.writer.batch-size"), conf.get("client.writer.max-inflight")
-                ),
-                sizes.runs,
-            )
-
-    progress(f"produce: bare grpcio baseline, {records:,} records")
-    baseline_s = baseline(None)
-    progress("produce: grpcio baseline that appends each request to a file")
     appended = cluster.directory / "produce-baseline.log"
-    writing_baseline_s = baseline(appended)
-    appended.unlink()
     names = itertools.count()
-    results = []
-    seconds: dict[str, float] = {}
-    for key, mode, target in (("6a", "sync", None), ("6b", "async", 0.7)):
-        server = cluster.server if mode == "sync" else cluster.start_server(mode)
-        with cluster.connect(server=server) as conn:
-            tables: list[lakelog.Table] = []
-            progress(f"produce: lakelog writer, log.flush.mode={mode}")
-            produce_s = median_seconds(
-                lambda: write(tables[-1], batches),
-                sizes.runs,
-                before=lambda: tables.append(cluster.table(f"produce_{mode}_{next(names)}", conn=conn)),
+    current: dict[str, lakelog.Table] = {}
+
+    def baseline(server: server_host.HostedBaseline) -> Trial:
+        return Trial(
+            lambda: grpc_baseline.produce_all(
+                server.address, batches, conf.get("client.writer.batch-size"), conf.get("client.writer.max-inflight")
             )
-            seconds[mode] = produce_s
-            result = Result(
+        )
+
+    def new_table(mode: str, conn: lakelog.Connection) -> None:
+        if mode in current:
+            conn.admin.drop_table(current.pop(mode).path)
+        current[mode] = cluster.table(f"produce_{mode}_{next(names)}", conn=conn)
+
+    def writes(mode: str, conn: lakelog.Connection) -> Trial:
+        return Trial(lambda: write(current[mode], batches), before=lambda: new_table(mode, conn))
+
+    async_server = cluster.start_server("async")
+    progress(
+        f"produce: {records:,} records, in turns: a bare grpcio baseline, one that appends each request to a file, "
+        "the lakelog writer to a server in log.flush.mode=sync and to one in async"
+    )
+    with (
+        server_host.HostedBaseline() as bare,
+        server_host.HostedBaseline(append_to=appended) as writing,
+        cluster.connect(server=cluster.server) as sync_conn,
+        cluster.connect(server=async_server) as async_conn,
+    ):
+        baseline_s, writing_baseline_s, sync_s, async_s = medians_in_turns(
+            sizes.runs, baseline(bare), baseline(writing), writes("sync", sync_conn), writes("async", async_conn)
+        )
+        results = [
+            Result(
                 key, f"Produce: append_arrow, {mode} flush", records / produce_s, "records/s", records / baseline_s,
                 "bare grpcio server, same batches as Arrow IPC, same requests in flight", baseline_s / produce_s, target,
                 detail=f"{records:,} records in batches of {data.CHUNK_RECORDS:,}", tier=f"produce ({mode})",
@@ -70,13 +75,13 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
                 "In full runs the server's pwritev into the page cache takes the same requests 0.18-0.23 s of CPU in some "
                 "runs and 0.5-0.57 s in others, which moves this row most",
             )
-            if target is not None:
-                tables.append(cluster.table(f"produce_{mode}_{next(names)}", conn=conn))
-                profile_if_missed(result, lambda: write(tables[-1], batches))
-            for table in tables:
-                conn.admin.drop_table(table.path)
-            results.append(result)
-    async_s = seconds["async"]
+            for key, mode, produce_s, target in (("6a", "sync", sync_s, None), ("6b", "async", async_s, 0.7))
+        ]
+        new_table("async", async_conn)
+        profile_if_missed(results[1], lambda: write(current["async"], batches))
+        for mode, conn in (("sync", sync_conn), ("async", async_conn)):
+            conn.admin.drop_table(current.pop(mode).path)
+    appended.unlink()
     results.append(
         Result(
             "6c", "Produce: append_arrow, async flush, against a baseline that writes", records / async_s, "records/s",

@@ -13,7 +13,7 @@ import lakelog
 from bench import server_host
 from bench.cluster import REMOTE_PROPERTIES, BenchCluster
 from bench.grpc_baseline import decode
-from bench.measure import Result, median_seconds, profile_if_missed, progress
+from bench.measure import Result, Trial, medians_in_turns, profile_if_missed, progress
 from bench.scan import drain
 from bench.server_host import HostedServer
 from bench.sizes import Sizes
@@ -52,10 +52,10 @@ def _run(cluster: BenchCluster, sizes: Sizes, key: str, where: str, server: Host
         size = sum(info.size for info in fs.get_file_info(paths))
         in_flight = conn.config.get("client.scanner.remote-log.prefetch-num")
 
-        progress(f"remote tier ({where}): pyarrow baseline, {len(paths)} segments, {size / 1e6:,.0f} MB")
-        baseline_s = median_seconds(lambda: read_and_decode(fs, paths, in_flight), sizes.runs)
-        progress(f"remote tier ({where}): lakelog poll_arrow")
-        lakelog_s = median_seconds(lambda: drain(table, records), sizes.runs)
+        progress(f"remote tier ({where}): pyarrow baseline and lakelog poll_arrow in turns, {len(paths)} segments, {size / 1e6:,.0f} MB")
+        baseline_s, lakelog_s = medians_in_turns(
+            sizes.runs, Trial(lambda: read_and_decode(fs, paths, in_flight)), Trial(lambda: drain(table, records))
+        )
         result = Result(
             key, f"Remote tier ({where}): poll_arrow", records / lakelog_s, "records/s", records / baseline_s,
             f"pyarrow {type(fs).__name__} read + Arrow IPC decode, {in_flight} in flight", baseline_s / lakelog_s, 0.7,

@@ -10,7 +10,7 @@ from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from lakelog.metadata import TablePath
 
 from bench.cluster import DATABASE, BenchCluster
-from bench.measure import Result, median_seconds, profile_if_missed, progress
+from bench.measure import Result, Trial, medians_in_turns, profile_if_missed, progress
 from bench.sizes import Sizes
 
 
@@ -30,13 +30,14 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             if tiered != records:
                 raise RuntimeError(f"a tiering round tiered {tiered} records, not {records}")
 
-        progress(f"tiering: {sizes.runs} rounds of {records:,} new records each")
-        tier_s = median_seconds(tier_round, sizes.runs, before=produce)
+        produce()
+        tier_round()  # the rows the baseline appends; untimed, as the baseline's first append
         catalog = cluster.lake_catalog()
         rows = catalog.load_table(table.path).scan(limit=records).to_arrow()
         baseline = catalog.create_table(TablePath(DATABASE, "tiering_baseline"), table.info.schema)
-        progress(f"tiering: PyIceberg append of the same {rows.num_rows:,} rows from memory")
-        baseline_s = median_seconds(lambda: baseline.append(rows), sizes.runs)
+        baseline.append(rows)
+        progress(f"tiering: {sizes.runs} rounds of {records:,} new records each and PyIceberg appends of as many rows, in turns")
+        tier_s, baseline_s = medians_in_turns(sizes.runs, Trial(tier_round, before=produce), Trial(lambda: baseline.append(rows)))
         result = Result(
             "5", "Tiering: one round into Iceberg", records / tier_s, "records/s", records / baseline_s,
             "PyIceberg append of the same rows in memory", baseline_s / tier_s, 0.5,
