@@ -112,14 +112,23 @@ def _takeovers(cluster: BenchCluster, table: lakelog.Table, sizes: Sizes) -> lis
     admin = cluster.conn.admin
     try:
         for kill in range(sizes.group_kills):
-            described = _wait(lambda: _settled(admin.describe_group(group)), "three members share the buckets with commits")
+            live = {member.proc.pid for member in members}
+            described = _wait(lambda: _settled(admin.describe_group(group), live), "three members share the buckets with commits")
             victim = described.members[0]
-            pid = int(victim.client_id.rsplit("/", 1)[1])
+            pid = _pid(victim)
             before = admin.list_group_offsets(group, table.path)
             os.kill(pid, signal.SIGKILL)
             killed = time.monotonic()
             keys = [bucket.public_key() for bucket in victim.buckets]
-            _wait(lambda: all(admin.list_group_offsets(group, table.path).get(k, -1) > before.get(k, -1) for k in keys), "the buckets read again")
+
+            def taken_over() -> bool:
+                """The victim left the group and its buckets were read again: a commit it sent just
+                before the kill advances its buckets' offsets too, but it leaves them in its hands."""
+                if any(_pid(member) == pid for member in admin.describe_group(group).members):
+                    return False
+                return all(admin.list_group_offsets(group, table.path).get(k, -1) > before.get(k, -1) for k in keys)
+
+            _wait(taken_over, "the buckets read again")
             samples.append(time.monotonic() - killed)
             progress(f"groups: kill {kill + 1}: its buckets read again after {samples[-1]:.2f} s")
             members = [m for m in members if m.proc.pid != pid] + [Member(cluster.server.address, table.path, group, go)]
@@ -140,11 +149,18 @@ def _takeovers(cluster: BenchCluster, table: lakelog.Table, sizes: Sizes) -> lis
     ]
 
 
-def _settled(described: Any) -> Any:
-    """Three members with two buckets each, every bucket committed: ready for the next kill."""
+def _settled(described: Any, live: set[int]) -> Any:
+    """The three ``live`` member processes with two buckets each, every bucket committed: ready for
+    the next kill. A killed member stays in the group until its session times out."""
     held = [len(member.buckets) for member in described.members]
     committed = all(state.committed is not None for state in described.buckets)
-    return described if held == [2, 2, 2] and committed and len(described.buckets) == BUCKETS else None
+    ready = held == [2, 2, 2] and committed and len(described.buckets) == BUCKETS
+    return described if ready and {_pid(member) for member in described.members} == live else None
+
+
+def _pid(member: Any) -> int:
+    """The process of a group member: the last part of its client id."""
+    return int(member.client_id.rsplit("/", 1)[1])
 
 
 def _feed(table: lakelog.Table, stop: threading.Event) -> None:
