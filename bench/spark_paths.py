@@ -20,13 +20,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
 
 from bench.cluster import LAKE_PROPERTIES, S3_BUCKET, BenchCluster
 from bench.lake_tier import pyiceberg_scan
-from bench.measure import Result, median_seconds, progress
+from bench.measure import Result, Trial, medians_in_turns, progress
 from bench.server_host import HostedServer
 from bench.sizes import Sizes
 from lakelog.spark_runtime.connect_server import SparkConnectServer
@@ -39,17 +40,13 @@ CLUSTER_TIER = "lake write (standalone cluster)"
 
 CONNECT_CLIENT = textwrap.dedent(
     """
-    import json, statistics, sys, time
-    address, table, records, runs, master, s3 = sys.argv[1:]
+    import json, sys, time
+    address, table, records, master, s3 = sys.argv[1:]
     import lakelog
     from bench.scan import drain
 
     path = lakelog.TablePath(*table.split("."))
     config = {"client.lake.source": "iceberg", "lake.spark.master": master, **json.loads(s3)}
-
-    def scan():
-        with lakelog.connect(address, config) as conn:
-            drain(conn.get_table(path), int(records))
 
     # The new client's first scan, timed to its first records and on to its last: one scanner.
     began = time.perf_counter()
@@ -65,14 +62,58 @@ CONNECT_CLIENT = textwrap.dedent(
                 got += polled
                 assert time.perf_counter() - began < 600, f"only {got} of {records} records in 600 s"
             first_scan = time.perf_counter() - began
-    warm = []
-    for _ in range(int(runs)):
-        began = time.perf_counter()
-        scan()
-        warm.append(time.perf_counter() - began)
-    print(json.dumps({"first_records": first_records, "first_scan": first_scan, "warm": statistics.median(warm)}))
+    print(json.dumps({"first_records": first_records, "first_scan": first_scan}), flush=True)
+    for _ in sys.stdin:  # one warm scan, on a new connection, per line the benchmark sends
+        with lakelog.connect(address, config) as conn:
+            drain(conn.get_table(path), int(records))
+        print("scanned", flush=True)
     """
 )
+
+
+class ConnectClient:
+    """:data:`CONNECT_CLIENT` in a process of its own: its first scan on start, then a warm scan
+    whenever :meth:`scan` asks, so the benchmark can run them in turns with its baseline."""
+
+    def __init__(self, *args: str) -> None:
+        self._errors = tempfile.TemporaryFile("w+")  # a pipe nobody reads meanwhile could fill and stall it
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", CONNECT_CLIENT, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._errors, text=True, cwd=REPOSITORY, env=cluster_environment(),
+        )
+        self.first: dict[str, Any] = json.loads(self._answer())
+
+    def scan(self) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write("scan\n")
+        self._proc.stdin.flush()
+        self._answer()
+
+    def _answer(self) -> str:
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line:
+            self._proc.wait()
+            self._errors.seek(0)
+            raise RuntimeError(f"bench driver failed: {self._errors.read()[-2000:]}")
+        return line
+
+    def close(self) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        self._proc.wait(60)
+
+    def __enter__(self) -> "ConnectClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self.close()
+        else:
+            self._proc.kill()
+            self._proc.wait()
+        self._errors.close()
+
 
 TIERING_DRIVER = textwrap.dedent(
     """
@@ -132,13 +173,16 @@ def _connect_reads(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
     cluster.produce(table, records)
     cluster.only_in_lake(table)
     with SparkConnectServer(port=0, master="local[2]").start() as connect:
-        progress("spark: PyIceberg scan().to_arrow() baseline")
-        baseline_s = median_seconds(lambda: pyiceberg_scan(cluster, table.path), sizes.runs)
-        client = (CONNECT_CLIENT, cluster.server.address, str(table.path), str(records))
+        client = (cluster.server.address, str(table.path), str(records), connect.address, json.dumps(cluster.client_config()))
         progress("spark: the server's first client (its first lake read untimed for S1)")
-        earlier = _run_script(*client, "1", connect.address, json.dumps(cluster.client_config()))
-        progress("spark: a new client's first lake read through Spark Connect, then warm reads")
-        measured = _run_script(*client, str(sizes.runs), connect.address, json.dumps(cluster.client_config()))
+        with ConnectClient(*client) as earlier_client:
+            earlier = earlier_client.first
+        progress("spark: a new client's first lake read through Spark Connect, then warm reads in turns with PyIceberg's")
+        with ConnectClient(*client) as measured_client:
+            measured = measured_client.first
+            baseline_s, measured["warm"] = medians_in_turns(
+                sizes.runs, Trial(lambda: pyiceberg_scan(cluster, table.path)), Trial(measured_client.scan)
+            )
     cluster.drop(table)
     first = Result(
         "S1", "Spark Connect: first lake read of a new client", measured["first_records"], "s", None, "", measured["first_records"],
