@@ -12,10 +12,12 @@ watermark the server last gave) wait for new records in one long poll per server
 fetches and not in their places: however many buckets catch up, and in whatever order, a bucket
 with records (a remote or lake read just done, a new subscription) is fetched at once, never after
 the server's ``client.scanner.fetch.max-wait`` ends a poll. A fetch sent anyway carries the
-caught-up buckets too, as Kafka's fetch carries every partition. A bucket with a fetch in flight is never fetched again, an answer is kept
-only when it starts exactly where the bucket's buffered answers end, and one that no longer
-matches the bucket's position (re-subscribed meanwhile, or after a failed answer) is dropped, so
-no record is returned twice.
+caught-up buckets too, as Kafka's fetch carries every partition.
+
+A bucket with a fetch in flight is never fetched again, an answer is kept only when it starts
+exactly where the bucket's buffered answers end, and one that no longer matches the bucket's
+position (re-subscribed meanwhile, or after a failed answer) is dropped, so no record is returned
+twice.
 
 The fetcher also makes the readers of the tiers the client reads itself: an answer that points
 at remote log segments becomes a :class:`RemoteLogReader`, one that points at the lake (only when
@@ -175,7 +177,8 @@ class LogFetcher:
             if with_records:
                 fetches = self._free_fetches(node)
                 riding = idle[: MAX_BUCKETS * fetches - len(with_records)]
-                sends += [(node, group, self._max_bytes // self._fetches(node), False) for group in _split(with_records + riding, fetches)]
+                max_bytes = self._max_bytes // self._fetches(node)
+                sends += [(node, group, max_bytes, False) for group in _split(with_records + riding, fetches)]
             elif idle and node not in self._polling:
                 sends.append((node, idle, self._max_bytes // self._fetches(node), True))
         return sends
