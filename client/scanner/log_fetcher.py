@@ -225,11 +225,11 @@ class LogFetcher:
             for fetch, end in zip(completed, ends):
                 bucket = fetch.bucket
                 buffer.in_flight.discard(bucket)
-                if fetch.error is None and fetch.high_watermark >= 0:
-                    self._high_watermarks[bucket] = fetch.high_watermark
-                else:
-                    self._high_watermarks.pop(bucket, None)  # asked again as a bucket with records
                 position = buffer.positions.get(bucket)
+                if position is not None and fetch.error is None and fetch.high_watermark >= 0:
+                    self._high_watermarks[bucket] = fetch.high_watermark
+                else:  # unsubscribed (nothing kept for it), or asked again as a bucket with records
+                    self._high_watermarks.pop(bucket, None)
                 if position is None or buffer.next_fetch.get(bucket, position) != fetch.fetch_offset:
                     continue  # re-subscribed meanwhile
                 answers = buffer.completed.setdefault(bucket, [])
