@@ -10,6 +10,11 @@ path would delay every ``acks=all`` acknowledgement by it), and its
 high watermark, which this copy follows, and its local log start: this copy deletes the segments
 below it as the leader did once they were uploaded. A fetch from this copy's log end is also how
 the leader learns what this copy holds. The RPCs are behind :class:`LeaderLink` (gRPC in production).
+
+A fetch with nothing new waits at the leader for up to ``log.replica.fetch-wait``. A bucket followed
+meanwhile (a new table or partition, a leader that moved here) cuts that fetch short, and the next
+one carries it: a produce with ``acks=all`` to it waits for this copy, and would otherwise wait out
+a fetch of other buckets first.
 """
 
 from __future__ import annotations
@@ -66,7 +71,13 @@ class LeaderAnswer:
 
 
 class LeaderLink(Protocol):
-    def fetch(self, leader: ServerNode, follower_id: int, fetches: Sequence[FollowerFetch], max_wait_ms: int) -> list[LeaderAnswer]: ...
+    def fetch(
+        self, leader: ServerNode, follower_id: int, fetches: Sequence[FollowerFetch], max_wait_ms: int, wake: threading.Event
+    ) -> list[LeaderAnswer] | None:
+        """The leader's answers; None when ``wake`` was set before they came (the fetch is then
+        cancelled). The link sets ``wake`` itself when the answers arrive, so the fetcher waits on
+        that one event for both."""
+        ...
 
     def end_offset_for_epoch(self, leader: ServerNode, bucket: FollowedBucket, epoch: int) -> tuple[int, int]:
         """The largest epoch at or below ``epoch`` in the leader's log and where it ends there."""
@@ -99,20 +110,25 @@ class ReplicaFetcher:
         self._buckets: dict[tuple[int, int], FollowedBucket] = {}
         self._unchecked: set[tuple[int, int]] = set()  # not yet cut back to the leader's history
         self._stop = threading.Event()
-        self._wake = threading.Event()
+        self._wake = threading.Event()  # set by a bucket newly followed, by close() and by an answer's arrival
         self._failing = False
         self._flusher = ThreadPoolExecutor(1, thread_name_prefix=f"replica-flush-{leader.server_id}")
         self._thread = threading.Thread(target=self._run, name=f"replica-fetcher-{leader.server_id}", daemon=True)
         self._thread.start()
 
-    def follow(self, bucket: FollowedBucket) -> None:
+    def follow(self, buckets: Sequence[FollowedBucket]) -> None:
+        """Copy ``buckets`` too; one already copied under the same leader epoch stays as it is."""
         with self._lock:
-            known = self._buckets.get(bucket.key)
-            if known is not None and known.leader_epoch == bucket.leader_epoch and known.tablet is bucket.tablet:
-                return
-            self._buckets[bucket.key] = bucket
-            self._unchecked.add(bucket.key)
-        self._wake.set()
+            new = False
+            for bucket in buckets:
+                known = self._buckets.get(bucket.key)
+                if known is not None and known.leader_epoch == bucket.leader_epoch and known.tablet is bucket.tablet:
+                    continue
+                self._buckets[bucket.key] = bucket
+                self._unchecked.add(bucket.key)
+                new = True
+            if new:
+                self._wake.set()  # under the lock: a fetch's bucket set is taken, and the event cleared, under it too
 
     def unfollow(self, key: tuple[int, int]) -> None:
         with self._lock:
@@ -134,9 +150,9 @@ class ReplicaFetcher:
         while not self._stop.is_set():
             with self._lock:
                 buckets = dict(self._buckets)
+                self._wake.clear()
             if not buckets:
                 self._wake.wait(0.5)
-                self._wake.clear()
                 continue
             try:
                 self.fetch_once(buckets)
@@ -182,7 +198,9 @@ class ReplicaFetcher:
         if not buckets:
             return
         fetches = [FollowerFetch(b, b.tablet.log_end_offset) for b in buckets.values()]
-        answers = self._link.fetch(self.leader, self.server_id, fetches, self._max_wait_ms)
+        answers = self._link.fetch(self.leader, self.server_id, fetches, self._max_wait_ms, self._wake)
+        if answers is None:
+            return  # a bucket newly followed (or close()) cut the fetch short: the next one carries it
         if self._failing:
             log.info("fetching from leader %d at %s works again", self.leader.server_id, self.leader.address)
             self._failing = False
@@ -236,23 +254,28 @@ class FetcherPool:
         self._lock = threading.Lock()
         self._fetchers: dict[int, ReplicaFetcher] = {}
 
-    def follow(self, bucket: FollowedBucket, leader_id: int) -> None:
-        """Copy ``bucket`` from ``leader_id`` (and from no other leader)."""
-        node = self._nodes(leader_id)
-        with self._lock:
-            for server_id, fetcher in self._fetchers.items():
-                if server_id != leader_id:
-                    fetcher.unfollow(bucket.key)
-            fetcher = self._fetchers.get(leader_id)
-            if node is None:
-                log.warning("cannot copy %s: its leader, tablet server %d, is not known", bucket.tablet.name, leader_id)
-                return
-            if fetcher is None or fetcher.leader.address != node.address:
-                if fetcher is not None:
-                    fetcher.close()
-                fetcher = ReplicaFetcher(self._server_id, node, self._link, self._max_wait_ms, self._start_over, self._nodes)
-                self._fetchers[leader_id] = fetcher
-        fetcher.follow(bucket)
+    def follow(self, buckets: Sequence[tuple[FollowedBucket, int]]) -> None:
+        """Copy each bucket from the leader paired with it (and from no other leader)."""
+        by_leader: dict[int, list[FollowedBucket]] = {}
+        for bucket, leader_id in buckets:
+            by_leader.setdefault(leader_id, []).append(bucket)
+        for leader_id, group in by_leader.items():
+            node = self._nodes(leader_id)
+            with self._lock:
+                for server_id, fetcher in self._fetchers.items():
+                    if server_id != leader_id:
+                        for bucket in group:
+                            fetcher.unfollow(bucket.key)
+                fetcher = self._fetchers.get(leader_id)
+                if node is None:
+                    log.warning("cannot copy %s: their leader, tablet server %d, is not known", [b.tablet.name for b in group], leader_id)
+                    continue
+                if fetcher is None or fetcher.leader.address != node.address:
+                    if fetcher is not None:
+                        fetcher.close()
+                    fetcher = ReplicaFetcher(self._server_id, node, self._link, self._max_wait_ms, self._start_over, self._nodes)
+                    self._fetchers[leader_id] = fetcher
+            fetcher.follow(group)
 
     def unfollow(self, key: tuple[int, int]) -> None:
         with self._lock:

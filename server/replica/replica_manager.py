@@ -141,7 +141,7 @@ class ReplicaManager:
     ) -> None:
         self.server_id = server_id
         self.replication = replication or Replication(server_id, ReplicationConfig(), None)
-        self.replication.wake_followers = self.notify_high_watermark
+        self.replication.wake_polls = self.notify_high_watermark
         self._logs = logs
         self._remote = remote
         self.lake = LakeRanges()
@@ -202,9 +202,9 @@ class ReplicaManager:
                     tablets[bucket].wait_for_high_watermark(tablets[bucket].log_end_offset, FENCE_REPLICATION_WAIT_S, lambda: True)
             for bucket, tablet in tablets.items():
                 self.replication.lead(info, bucket, tablet, assignment.replicas.get(bucket))
-            for bucket in sorted(followed):
-                copy = self._logs.get_or_create(info.physical_id, bucket, info.label, partition_of)
-                self.replication.follow(info, bucket, copy, assignment.leaders[bucket], assignment.replicas[bucket])
+            copies = {bucket: self._logs.get_or_create(info.physical_id, bucket, info.label, partition_of) for bucket in sorted(followed)}
+            if copies:
+                self.replication.follow(info, copies, assignment.leaders, assignment.replicas)
             self._remote.lead(info, list(tablets.values()))
             if mine:
                 log.info("leading %s buckets %s", info.label, sorted(mine))

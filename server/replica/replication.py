@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
+from typing import Callable, Mapping
 
 from lakelog.config import Configuration
 from lakelog.errors import NotEnoughReplicasError, NotLeaderError, OffsetOutOfRangeError, RequestTimeoutError
@@ -67,8 +67,8 @@ class Replication:
         self, server_id: int, config: ReplicationConfig, fetchers: FetcherPool | None, clock_ms: Callable[[], float] = monotonic_ms
     ) -> None:
         self.server_id = server_id
-        # wake_followers(physical id, bucket): answer the bucket's follower fetches parked here now.
-        self.wake_followers: Callable[[int, int], None] = lambda physical_id, bucket: None
+        # wake_polls(physical id, bucket): the fetches parked here on the bucket read it again now.
+        self.wake_polls: Callable[[int, int], None] = lambda physical_id, bucket: None
         self.config = config
         self._fetchers = fetchers
         self._clock_ms = clock_ms
@@ -91,7 +91,7 @@ class Replication:
             tablet.on_append = None
             tablet.set_replica_limit(None)
             return
-        tablet.on_append = partial(self.wake_followers, *key)
+        tablet.on_append = partial(self.wake_polls, *key)
         with self._lock:
             known = self._leading.get(key)
             fresh = known is None or known[1].copies.leader_epoch != copies.leader_epoch
@@ -112,21 +112,30 @@ class Replication:
             )
         tablet.set_replica_limit(tracker.high_watermark_limit())
 
-    def follow(self, info: TableInfo, bucket: int, tablet: LogTablet, leader: int, copies: BucketReplicas) -> None:
-        key = (info.physical_id, bucket)
-        with self._lock:
-            self._leading.pop(key, None)
+    def follow(self, info: TableInfo, tablets: Mapping[int, LogTablet], leaders: Mapping[int, int], replicas: Mapping[int, BucketReplicas]) -> None:
+        """Copy each of ``tablets`` (by bucket) from its leader. They reach the fetchers together,
+        so a fetch waiting at a leader is cut short once for all of them, not once per bucket."""
+        for bucket in tablets:
+            key = (info.physical_id, bucket)
+            with self._lock:
+                self._leading.pop(key, None)
+            self.wake_polls(*key)  # polls parked here while this server led it answer "not leader" now
         if self._fetchers is None:
-            raise NotLeaderError(f"tablet server {self.server_id} cannot copy {info.label} bucket {bucket}: it runs no fetchers")
-        tablet.following = True
-        tablet.on_append = None
-        followed = FollowedBucket(info.physical_id, info.table_id, info.partition_id or 0, bucket, copies.leader_epoch, tablet)
-        self._fetchers.follow(followed, leader)
+            raise NotLeaderError(f"tablet server {self.server_id} cannot copy {info.label} buckets {sorted(tablets)}: it runs no fetchers")
+        followed = []
+        for bucket, tablet in tablets.items():
+            tablet.following = True
+            tablet.on_append = None
+            copy = FollowedBucket(info.physical_id, info.table_id, info.partition_id or 0, bucket, replicas[bucket].leader_epoch, tablet)
+            followed.append((copy, leaders[bucket]))
+        self._fetchers.follow(followed)
 
     def let_go(self, key: Key) -> None:
-        """Neither lead nor copy ``key`` any more (its table or partition was dropped)."""
+        """Neither lead nor copy ``key`` any more (its table or partition was dropped): polls
+        parked on it answer now, not when their wait ends."""
         with self._lock:
             self._leading.pop(key, None)
+        self.wake_polls(*key)
         if self._fetchers is not None:
             self._fetchers.unfollow(key)
 

@@ -37,7 +37,9 @@ class GrpcLeaderLink:
         self._lock = threading.Lock()
         self._raw_fetches: dict[str, grpc.UnaryUnaryMultiCallable] = {}  # by leader address
 
-    def fetch(self, leader: ServerNode, follower_id: int, fetches: Sequence[FollowerFetch], max_wait_ms: int) -> list[LeaderAnswer]:
+    def fetch(
+        self, leader: ServerNode, follower_id: int, fetches: Sequence[FollowerFetch], max_wait_ms: int, wake: threading.Event
+    ) -> list[LeaderAnswer] | None:
         by_table: dict[int, list[FollowerFetch]] = defaultdict(list)
         for fetch in fetches:
             by_table[fetch.bucket.table_id].append(fetch)
@@ -63,8 +65,23 @@ class GrpcLeaderLink:
                 for table_id, group in by_table.items()
             ],
         )
+        call = self._raw_fetch(leader).future(request, timeout=max_wait_ms / 1000 + 10)
+        cut_short = threading.Event()
+
+        def arrived(_: grpc.Future) -> None:
+            # A call cut short ends later, on a gRPC thread, when the fetcher may wait on its next
+            # call: that end must not cut the next one short too.
+            if not cut_short.is_set():
+                wake.set()
+
+        call.add_done_callback(arrived)
+        wake.wait()
+        if not call.done():
+            cut_short.set()
+            if call.cancel():
+                return None
         try:
-            response = parse_fetch_response(self._raw_fetch(leader)(request, timeout=max_wait_ms / 1000 + 10))
+            response = parse_fetch_response(call.result())
         except grpc.RpcError as exc:
             raise error_from_rpc(exc, f"leader {leader.server_id} at {leader.address}") from None
         physical = {(f.bucket.table_id, f.bucket.partition_id, f.bucket.bucket): f.bucket.key for f in fetches}

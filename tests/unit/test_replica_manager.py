@@ -5,6 +5,7 @@ tier that holds an offset, and errors name the bucket at fault without losing an
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Iterator
 
@@ -166,6 +167,27 @@ def test_a_dropped_table_forgets_its_logs_and_its_directory(tmpfs_path: Path, re
     assert not replicas.knows(7)
     assert not any((tmpfs_path / "log").rglob("*.log"))
     assert replicas.led_tables() == []
+
+
+def test_polls_parked_on_a_dropped_table_answer_at_once(replicas: ReplicaManager, coordinator: Coordinator) -> None:
+    lead(replicas, coordinator)
+    lead(replicas, coordinator, table_id=8)
+
+    async def walk() -> None:
+        dropped = asyncio.create_task(replicas.waiters.park([(7, 1)], replicas.waiters.arrivals(), 60))
+        kept = asyncio.create_task(replicas.waiters.park([(8, 1)], replicas.waiters.arrivals(), 60))
+        await asyncio.sleep(0)
+        assert replicas.waiters.parked == 2
+        del coordinator.assignments[7]
+        replicas.drop_tables([7])
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert dropped.done(), "a poll on the dropped table waited out its wait"
+        assert not kept.done() and replicas.waiters.parked == 1
+        kept.cancel()
+
+    asyncio.run(walk())
+    assert isinstance(fetch(replicas, 7, 1, 0).error, TableNotExistError), "what the woken poll reads again"
 
 
 def test_a_fenced_bucket_takes_no_writes_and_its_records_stay_readable(replicas: ReplicaManager, coordinator: Coordinator) -> None:
