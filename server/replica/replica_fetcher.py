@@ -14,13 +14,17 @@ the leader learns what this copy holds. The RPCs are behind :class:`LeaderLink` 
 A fetch with nothing new waits at the leader for up to ``log.replica.fetch-wait``. A bucket followed
 meanwhile (a new table or partition, a leader that moved here) cuts that fetch short, and the next
 one carries it: a produce with ``acks=all`` to it waits for this copy, and would otherwise wait out
-a fetch of other buckets first.
+a fetch of other buckets first. A bucket the leader refuses (it does not know yet that it leads
+that epoch, the table was dropped there first) sits out the fetches of the next
+:data:`REFUSED_BACKOFF_S` alone, as a Kafka fetcher delays a partition in error: the other buckets
+of that leader go on being copied at full speed.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
@@ -33,6 +37,7 @@ from lakelog.server.log.log_tablet import LogTablet
 log = logging.getLogger(__name__)
 
 BACKOFF_S = 0.2  # after a failed fetch: the leader may be gone, and the coordinator will say who leads
+REFUSED_BACKOFF_S = 0.05  # a bucket the leader refused is asked for again after this
 
 
 @dataclass(frozen=True)
@@ -95,11 +100,12 @@ class ReplicaFetcher:
         max_wait_ms: int,
         start_over: Callable[[FollowedBucket, int], None],
         resolve: Callable[[int], ServerNode | None],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``start_over(bucket, offset)``: empty this copy and restart it at ``offset``, the
         leader's earliest local offset (this copy is behind what the leader still keeps locally);
         ``resolve(server_id)``: the leader's address as the coordinator knows it now (a restarted
-        leader may listen elsewhere)."""
+        leader may listen elsewhere); ``clock``: seconds, for the refused buckets' backoff."""
         self.server_id = server_id
         self.leader = leader
         self._resolve = resolve
@@ -109,6 +115,8 @@ class ReplicaFetcher:
         self._lock = threading.Lock()
         self._buckets: dict[tuple[int, int], FollowedBucket] = {}
         self._unchecked: set[tuple[int, int]] = set()  # not yet cut back to the leader's history
+        self._refused_until: dict[tuple[int, int], float] = {}  # by the clock: not fetched before then
+        self._clock = clock
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by a bucket newly followed, by close() and by an answer's arrival
         self._failing = False
@@ -126,6 +134,7 @@ class ReplicaFetcher:
                     continue
                 self._buckets[bucket.key] = bucket
                 self._unchecked.add(bucket.key)
+                self._refused_until.pop(bucket.key, None)  # under a new epoch the leader may take it at once
                 new = True
             if new:
                 self._wake.set()  # under the lock: a fetch's bucket set is taken, and the event cleared, under it too
@@ -134,6 +143,7 @@ class ReplicaFetcher:
         with self._lock:
             self._buckets.pop(key, None)
             self._unchecked.discard(key)
+            self._refused_until.pop(key, None)
 
     @property
     def keys(self) -> set[tuple[int, int]]:
@@ -187,15 +197,19 @@ class ReplicaFetcher:
                 self._unchecked.discard(bucket.key)
 
     def fetch_once(self, buckets: dict[tuple[int, int], FollowedBucket]) -> None:
-        """One fetch of every bucket from its log end, and the answers appended; a bucket newly
-        followed is cut back to the leader's history first."""
+        """One fetch of every bucket from its log end (but those refused a moment ago), and the
+        answers appended; a bucket newly followed is cut back to the leader's history first."""
         with self._lock:
             unchecked = [buckets[key] for key in self._unchecked if key in buckets]
         for bucket in unchecked:
             self._cut_back(bucket)
+        now = self._clock()
         with self._lock:
-            buckets = {key: b for key, b in buckets.items() if key not in self._unchecked}
+            backed_off = [until for key, until in self._refused_until.items() if until > now and key in buckets]
+            buckets = {key: b for key, b in buckets.items() if key not in self._unchecked and self._refused_until.get(key, now) <= now}
         if not buckets:
+            if backed_off:
+                self._wake.wait(min(backed_off) - now)
             return
         fetches = [FollowerFetch(b, b.tablet.log_end_offset) for b in buckets.values()]
         answers = self._link.fetch(self.leader, self.server_id, fetches, self._max_wait_ms, self._wake)
@@ -204,7 +218,7 @@ class ReplicaFetcher:
         if self._failing:
             log.info("fetching from leader %d at %s works again", self.leader.server_id, self.leader.address)
             self._failing = False
-        refused = False
+        refused: list[tuple[int, int]] = []
         for answer in answers:
             bucket = buckets.get(answer.key)
             with self._lock:
@@ -214,7 +228,7 @@ class ReplicaFetcher:
             if isinstance(answer.error, OffsetOutOfRangeError) and answer.log_start_offset > bucket.tablet.log_end_offset:
                 self._start_over(bucket, answer.log_start_offset)
             elif answer.error is not None:
-                refused = True
+                refused.append(answer.key)
                 log.debug("leader %d refused %s: %s", self.leader.server_id, bucket.tablet.name, answer.error)
             else:
                 if answer.records:
@@ -223,8 +237,13 @@ class ReplicaFetcher:
                 bucket.tablet.follow_high_watermark(answer.high_watermark)
                 # The leader keeps locally only what remote storage does not hold yet, nor does this copy.
                 bucket.tablet.delete_segments_before(answer.log_start_offset)
-        if refused:  # e.g. the leader does not know yet it leads this epoch: ask again shortly, not at once
-            self._stop.wait(BACKOFF_S / 4)
+        until = self._clock() + REFUSED_BACKOFF_S
+        with self._lock:
+            for key in buckets:
+                self._refused_until.pop(key, None)
+            for key in refused:
+                if self._buckets.get(key) is buckets[key]:
+                    self._refused_until[key] = until
 
 
 def _settle(tablet: LogTablet) -> None:

@@ -1,21 +1,23 @@
 """A follower's fetcher (server/replica/replica_fetcher.py) against a fake leader link that holds a
 fetch with nothing new as a leader does, until the fetcher cuts it short: a bucket followed while
-such a fetch waits is copied without waiting for it, and close() does not wait for it either."""
+such a fetch waits is copied without waiting for it, close() does not wait for it either, and a
+bucket the leader refuses sits out a while alone (on a clock the test moves)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pytest
 
 from lakelog.cluster_state import ServerNode
+from lakelog.errors import NotLeaderError
 from lakelog.record.batch import encode_batch
 from lakelog.server.log.log_tablet import LogConfig, LogTablet
-from lakelog.server.replica.replica_fetcher import FollowedBucket, FollowerFetch, LeaderAnswer, ReplicaFetcher
+from lakelog.server.replica.replica_fetcher import REFUSED_BACKOFF_S, FollowedBucket, FollowerFetch, LeaderAnswer, ReplicaFetcher
 
 LEADER = ServerNode(1, "127.0.0.1", 1)
 HOLD_S = 60.0  # how long the fake leader holds a fetch with nothing new: far past any test's deadline
@@ -23,11 +25,13 @@ DEADLINE_S = 10.0
 
 
 class HoldingLeader:
-    """Answers a fetch at once when one of its buckets has records past the fetch offset, else
-    holds it until the fetcher's ``wake`` is set (then the fetch was cut short) or HOLD_S ends."""
+    """Answers a fetch at once when one of its buckets has records at the fetch offset or is
+    refused, else holds it until the fetcher's ``wake`` is set (then the fetch was cut short) or
+    HOLD_S ends."""
 
     def __init__(self) -> None:
-        self.records: dict[tuple[int, int], bytes] = {}
+        self.records: dict[tuple[int, int], dict[int, bytes]] = {}  # by bucket, by fetch offset
+        self.refused: set[tuple[int, int]] = set()
         self.fetched: list[list[tuple[int, int]]] = []
         self.cut_short = 0
         self.holding = threading.Event()
@@ -37,7 +41,7 @@ class HoldingLeader:
     ) -> list[LeaderAnswer] | None:
         self.fetched.append([f.bucket.key for f in fetches])
         answers = [self._answer(f) for f in fetches]
-        if any(answer.records for answer in answers):
+        if any(answer.records or answer.error for answer in answers):
             wake.set()
             return answers
         self.holding.set()
@@ -49,8 +53,10 @@ class HoldingLeader:
         return answers
 
     def _answer(self, fetch: FollowerFetch) -> LeaderAnswer:
-        records = self.records.get(fetch.bucket.key, b"") if fetch.fetch_offset == 0 else b""
-        return LeaderAnswer(fetch.bucket.key, records, high_watermark=0, log_start_offset=0)
+        key = fetch.bucket.key
+        if key in self.refused:
+            return LeaderAnswer(key, b"", 0, 0, error=NotLeaderError(f"tablet server 1 does not know yet it leads {key}"))
+        return LeaderAnswer(key, self.records.get(key, {}).get(fetch.fetch_offset, b""), high_watermark=0, log_start_offset=0)
 
     def end_offset_for_epoch(self, leader: ServerNode, bucket: FollowedBucket, epoch: int) -> tuple[int, int]:
         raise AssertionError("a copy without leader epochs is cut to its high watermark without asking")
@@ -68,31 +74,43 @@ def _followed(tablet: LogTablet, bucket: int) -> FollowedBucket:
     return FollowedBucket(physical_id=7, table_id=7, partition_id=0, bucket=bucket, leader_epoch=0, tablet=tablet)
 
 
-def _leader_batch(tmp_path: Path, rows: int) -> bytes:
-    """A batch as a leader stores it (offsets assigned) and hands it to its followers."""
+def _leader_batches(tmp_path: Path, *rows: int) -> dict[int, bytes]:
+    """Batches as a leader stores them (offsets assigned) and hands them to its followers, by the
+    offset a follower fetches each from."""
     leader = LogTablet.open(tmp_path / "leader", LogConfig(), 0, "leader")
     try:
-        leader.append(encode_batch(pa.record_batch({"id": pa.array(range(rows), pa.int64())}), schema_id=1))
-        read, _ = leader.read_for_follower(0, 1 << 20)
-        return bytes(read.records)
+        offsets = [leader.log_end_offset]
+        for count in rows:
+            leader.append(encode_batch(pa.record_batch({"id": pa.array(range(count), pa.int64())}), schema_id=1))
+            offsets.append(leader.log_end_offset)
+        # max_bytes 1: a read gives at least one whole batch, and here no more
+        return {start: bytes(leader.read_for_follower(start, 1)[0].records) for start in offsets[:-1]}
     finally:
         leader.close()
 
 
-def _until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
+def _until(condition: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while not condition():
         assert time.monotonic() < deadline, what
         time.sleep(0.005)
 
 
-def _fetcher(link: HoldingLeader) -> ReplicaFetcher:
-    return ReplicaFetcher(2, LEADER, link, 200, start_over=lambda bucket, offset: None, resolve=lambda server_id: LEADER)
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _fetcher(link: HoldingLeader, clock: Clock | None = None) -> ReplicaFetcher:
+    return ReplicaFetcher(2, LEADER, link, 200, lambda bucket, offset: None, lambda server_id: LEADER, clock or Clock())
 
 
 def test_buckets_followed_while_a_fetch_waits_are_copied_without_waiting_for_it(tmp_path: Path, tablets: dict[int, LogTablet]) -> None:
     link = HoldingLeader()
-    link.records[(7, 1)] = _leader_batch(tmp_path, 5)
+    link.records[(7, 1)] = _leader_batches(tmp_path, 5)
     fetcher = _fetcher(link)
     try:
         fetcher.follow([_followed(tablets[0], 0)])
@@ -125,5 +143,25 @@ def test_following_a_bucket_again_under_the_same_epoch_leaves_the_fetch_alone(ta
         fetcher.follow([_followed(tablets[0], 0)])  # what each LeaderAndIsr of the table repeats
         time.sleep(0.05)
         assert link.cut_short == 0 and link.holding.is_set() and len(link.fetched) == 1
+    finally:
+        fetcher.close()
+
+
+def test_a_refused_bucket_sits_out_a_while_alone_and_the_others_go_on(tmp_path: Path, tablets: dict[int, LogTablet]) -> None:
+    link = HoldingLeader()
+    link.refused.add((7, 0))
+    link.records[(7, 1)] = _leader_batches(tmp_path, 2, 3, 4)
+    clock = Clock()
+    fetcher = _fetcher(link, clock)
+    try:
+        fetcher.follow([_followed(tablets[0], 0), _followed(tablets[1], 1)])
+        _until(lambda: tablets[1].log_end_offset == 9 and link.holding.is_set(), "the bucket beside a refused one was not copied")
+        assert [sorted(keys) for keys in link.fetched] == [[(7, 0), (7, 1)], [(7, 1)], [(7, 1)], [(7, 1)]], (
+            "the refused bucket was asked for again before its backoff ended, or held the other back"
+        )
+        link.refused.clear()
+        clock.now += REFUSED_BACKOFF_S
+        fetcher.follow([_followed(tablets[2], 2)])  # cuts the held fetch short: the next one is planned on the moved clock
+        _until(lambda: [(7, 0), (7, 1), (7, 2)] in [sorted(keys) for keys in link.fetched], "the refused bucket was never asked for again")
     finally:
         fetcher.close()
