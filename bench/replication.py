@@ -2,6 +2,9 @@
 
 - Produce with ``acks=all`` into tables of replication factor 3, against the same records into
   tables of factor 1 on the same cluster: what keeping three copies in sync costs a writer.
+- The first ``acks=all`` produce to each new partition (created by that produce) of a factor-3
+  table, against factor 1: what starting to copy a bucket costs its first writer (the followers'
+  fetches waiting at the leader must take the new buckets in).
 - Failover: the leader of a factor-3 bucket is killed with SIGKILL; timed from the kill to the
   first produce acknowledged after it and to that record read back, over many kills (the killed
   server restarts and rejoins the in-sync set before the next one). The coordinator notices the
@@ -14,18 +17,22 @@ import itertools
 import os
 import signal
 import time
+from contextlib import ExitStack
 
 import lakelog
+import pyarrow as pa
 
 from bench import data
-from bench.cluster import BenchCluster
+from bench.cluster import DATABASE, BenchCluster
 from bench.measure import Result, Trial, cpu_seconds, medians_in_turns, percentile, progress
+from bench.partitions import DAY_COLUMN, SCHEMA as PARTITIONED_SCHEMA
 from bench.server_host import HostedServer
 from bench.sizes import Sizes
 
 TABLET_SERVERS = 3
 FACTORS = (1, 3)
 FAILOVER_TARGET_S = 10.0
+NEW_PARTITIONS = 20
 
 
 def write(table: lakelog.Table, batches: list) -> None:
@@ -38,7 +45,7 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
     servers = cluster.start_cluster("replication", TABLET_SERVERS)
     try:
         with cluster.connect(server=servers[0]) as conn:
-            return [_produce(cluster, conn, servers, sizes), *_failover(cluster, conn, servers, sizes)]
+            return [_produce(cluster, conn, servers, sizes), _new_partitions(conn), *_failover(cluster, conn, servers, sizes)]
     finally:
         for server in reversed(servers):
             server.stop()
@@ -84,6 +91,36 @@ def _produce(cluster: BenchCluster, conn: lakelog.Connection, servers: list[Host
         "bounds this one. Left: the follower fetch path's own cost (the leader's event loop answering, gRPC's copies "
         "into and out of each message), which a replication channel outside gRPC (sendfile from the segment, "
         "recv_into on the follower) would cut; on servers of their own, each follower's work runs on its own machine",
+    )
+
+
+def _new_partitions(conn: lakelog.Connection) -> Result:
+    """Each factor's writer creates a partition per produce (two records, flushed), the factors in
+    turns; the time of each append and flush, partition creation included for both."""
+    seconds: dict[int, list[float]] = {factor: [] for factor in FACTORS}
+    progress(f"replication: first acks=all produce to each of {NEW_PARTITIONS} new partitions, replication factor 1 and 3 in turns")
+    with ExitStack() as stack:
+        writers = {}
+        for factor in FACTORS:
+            path = lakelog.TablePath(DATABASE, f"new_partitions_{factor}")
+            descriptor = lakelog.TableDescriptor(PARTITIONED_SCHEMA, 2, {"table.replication.factor": str(factor)}, partition_keys=[DAY_COLUMN])
+            conn.admin.create_table(path, descriptor)
+            stack.callback(conn.admin.drop_table, path)
+            writers[factor] = stack.enter_context(conn.get_table(path).new_append().create_writer())
+        for n in range(NEW_PARTITIONS):
+            rows = data.rows(2 * n, 2)
+            batch = pa.RecordBatch.from_arrays([*rows.columns, pa.array([f"d{n:02d}"] * rows.num_rows)], schema=PARTITIONED_SCHEMA)
+            for factor in FACTORS if n % 2 else FACTORS[::-1]:
+                started = time.perf_counter()
+                writers[factor].append_arrow(batch)
+                writers[factor].flush()
+                seconds[factor].append(time.perf_counter() - started)
+    p50, p99 = ({factor: percentile(seconds[factor], q) * 1000 for factor in FACTORS} for q in (50, 99))
+    return Result(
+        "R3", "Produce: first acks=all produce to a new partition, factor 3, p50", p50[3], "ms", p50[1],
+        "replication factor 1 on the same cluster, in turns", p50[1] / p50[3], None,
+        detail=f"{NEW_PARTITIONS} partitions per factor, each created by its produce of 2 records (2 buckets); "
+        f"p99 factor 3 {p99[3]:.1f} ms, factor 1 {p99[1]:.1f} ms",
     )
 
 
