@@ -97,7 +97,8 @@ def write(
         f"in {elapsed_s / 60:.1f} min on {platform.node()} ({platform.machine()}, {_cpus()} CPUs), Python "
         f"{platform.python_version()}, pyarrow {pyarrow.__version__}, grpcio {grpc.__version__}, pyiceberg {pyiceberg.__version__}.",
         "Every throughput is the median of the runs; a ratio is lakelog over its baseline measured in the same run, "
-        "their runs in turns (row S3's two Spark drivers one after the other) (higher is better). Latencies are per call. Servers (lakelog's and the baselines') run in processes of "
+        "their runs in turns, except row S3's two Spark drivers, which run one after the other (higher is better). "
+        "Latencies are per call. Servers (lakelog's and the baselines') run in processes of "
         "their own (bench/server_host.py), as does moto's S3; the client is the benchmark's process.",
         "",
         f"Machine load (1/5/15 min averages) on {_cpus()} CPUs when the run started: {_load(load)}; when this report "

@@ -22,6 +22,7 @@ of that leader go on being copied at full speed.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -115,7 +116,8 @@ class ReplicaFetcher:
         self._lock = threading.Lock()
         self._buckets: dict[tuple[int, int], FollowedBucket] = {}
         self._unchecked: set[tuple[int, int]] = set()  # not yet cut back to the leader's history
-        self._refused_until: dict[tuple[int, int], float] = {}  # by the clock: not fetched before then
+        # by the clock: not fetched before then (a passed time is kept until the bucket is followed anew or let go)
+        self._refused_until: dict[tuple[int, int], float] = {}
         self._clock = clock
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by a bucket newly followed, by close() and by an answer's arrival
@@ -237,13 +239,10 @@ class ReplicaFetcher:
                 bucket.tablet.follow_high_watermark(answer.high_watermark)
                 # The leader keeps locally only what remote storage does not hold yet, nor does this copy.
                 bucket.tablet.delete_segments_before(answer.log_start_offset)
-        until = self._clock() + REFUSED_BACKOFF_S
-        with self._lock:
-            for key in buckets:
-                self._refused_until.pop(key, None)
-            for key in refused:
-                if self._buckets.get(key) is buckets[key]:
-                    self._refused_until[key] = until
+        if refused:
+            until = self._clock() + REFUSED_BACKOFF_S
+            with self._lock:
+                self._refused_until.update((key, until) for key in refused if self._buckets.get(key) is buckets[key])
 
 
 def _settle(tablet: LogTablet) -> None:
@@ -281,10 +280,9 @@ class FetcherPool:
         for leader_id, group in by_leader.items():
             node = self._nodes(leader_id)
             with self._lock:
-                for server_id, fetcher in self._fetchers.items():
-                    if server_id != leader_id:
-                        for bucket in group:
-                            fetcher.unfollow(bucket.key)
+                others = [fetcher for server_id, fetcher in self._fetchers.items() if server_id != leader_id]
+                for fetcher, bucket in itertools.product(others, group):
+                    fetcher.unfollow(bucket.key)
                 fetcher = self._fetchers.get(leader_id)
                 if node is None:
                     log.warning("cannot copy %s: their leader, tablet server %d, is not known", [b.tablet.name for b in group], leader_id)

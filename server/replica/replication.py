@@ -115,10 +115,11 @@ class Replication:
     def follow(self, info: TableInfo, tablets: Mapping[int, LogTablet], leaders: Mapping[int, int], replicas: Mapping[int, BucketReplicas]) -> None:
         """Copy each of ``tablets`` (by bucket) from its leader. They reach the fetchers together,
         so a fetch waiting at a leader is cut short once for all of them, not once per bucket."""
-        for bucket in tablets:
-            key = (info.physical_id, bucket)
-            with self._lock:
+        keys = [(info.physical_id, bucket) for bucket in tablets]
+        with self._lock:
+            for key in keys:
                 self._leading.pop(key, None)
+        for key in keys:
             self.wake_polls(*key)  # polls parked here while this server led it answer "not leader" now
         if self._fetchers is None:
             raise NotLeaderError(f"tablet server {self.server_id} cannot copy {info.label} buckets {sorted(tablets)}: it runs no fetchers")

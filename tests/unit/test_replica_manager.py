@@ -6,8 +6,9 @@ tier that holds an offset, and errors name the bucket at fault without losing an
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pytest
@@ -29,7 +30,7 @@ from lakelog.errors import (
     UnknownWriterError,
 )
 from lakelog.metadata import LakeBucketOffset, LakeSnapshot, OffsetSpec, PartitionInfo, TableInfo, TablePath
-from lakelog.cluster_state import BucketReplicas, LakeOffsets, TableAssignment
+from lakelog.cluster_state import BucketReplicas, LakeOffsets, ServerNode, TableAssignment
 from lakelog.record.batch import ATTR_PROJECTED, encode_batch, iter_headers
 from lakelog.record.meta_columns import with_meta_fields
 from lakelog.remote_fs import RemoteLocation
@@ -38,7 +39,9 @@ from lakelog.server.log.log_manager import LogManager
 from lakelog.server.log.log_tablet import LogConfig
 from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.remote.remote_storage import RemoteLogStorage
+from lakelog.server.replica.replica_fetcher import FetcherPool, FollowedBucket, FollowerFetch
 from lakelog.server.replica.replica_manager import BucketFetch, FetchParams, ReplicaManager
+from lakelog.server.replica.replication import Replication, ReplicationConfig
 from lakelog.write_fence import fenced_leader
 from tests.harness.clocks import FakeClock
 
@@ -188,6 +191,49 @@ def test_polls_parked_on_a_dropped_table_answer_at_once(replicas: ReplicaManager
 
     asyncio.run(walk())
     assert isinstance(fetch(replicas, 7, 1, 0).error, TableNotExistError), "what the woken poll reads again"
+
+
+class QuietLeader:
+    """A leader link whose fetches find nothing new: each waits until the fetcher cuts it short."""
+
+    def fetch(self, leader: ServerNode, follower_id: int, fetches: Sequence[FollowerFetch], max_wait_ms: int, wake: threading.Event) -> None:
+        wake.wait()
+
+    def end_offset_for_epoch(self, leader: ServerNode, bucket: FollowedBucket, epoch: int) -> tuple[int, int]:
+        return epoch, bucket.tablet.log_end_offset
+
+
+def test_polls_parked_on_a_bucket_the_server_stops_leading_answer_at_once(tmpfs_path: Path, coordinator: Coordinator, remote: RemoteLogManager) -> None:
+    fetchers = FetcherPool(SERVER, QuietLeader(), lambda server_id: ServerNode(server_id, "127.0.0.1", 1), 200, lambda bucket, offset: None)
+    logs = LogManager(tmpfs_path / "moving", LogConfig())
+    replicas = ReplicaManager(SERVER, logs, coordinator.resolve, remote, replication=Replication(SERVER, ReplicationConfig(), fetchers))
+    replicas.mark_ready()
+    info = TableInfo(7, ORDERS, SCHEMA, 1, 2, {})
+
+    def led_by(leader_of_0: int, epoch: int) -> TableAssignment:
+        copies = {b: BucketReplicas((SERVER, 2), (SERVER, 2), leader_epoch=epoch) for b in (0, 1)}
+        return coordinator.add(info, {0: leader_of_0, 1: SERVER}, copies)
+
+    async def walk() -> None:
+        moved = asyncio.create_task(replicas.waiters.park([(7, 0)], replicas.waiters.arrivals(), 60))
+        kept = asyncio.create_task(replicas.waiters.park([(7, 1)], replicas.waiters.arrivals(), 60))
+        await asyncio.sleep(0)
+        assert replicas.waiters.parked == 2
+        replicas.become_leader([led_by(2, epoch=2)])
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert moved.done(), "a poll on the bucket now led elsewhere waited out its wait"
+        assert not kept.done() and replicas.waiters.parked == 1
+        kept.cancel()
+
+    try:
+        replicas.become_leader([led_by(SERVER, epoch=1)])
+        asyncio.run(walk())
+        assert isinstance(fetch(replicas, 7, 0, 0).error, NotLeaderError), "what the woken poll reads again"
+    finally:
+        replicas.shutdown()
+        fetchers.close()
+        logs.close_all()
 
 
 def test_a_fenced_bucket_takes_no_writes_and_its_records_stay_readable(replicas: ReplicaManager, coordinator: Coordinator) -> None:
