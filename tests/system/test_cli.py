@@ -246,7 +246,10 @@ def test_describe_draws_each_buckets_tiers_to_scale(server_factory: Callable[...
     assert server.tablet is not None
     with lakelog.connect(server.address) as conn:
         table = create_table(conn, "bars", properties={**LAKE_TABLE, "table.log.tiered.local-segments": "1"})
-        produce_orders(table, 0, 8000)
+        # A request per 2,000 records: a segment rolls between appends, not inside one, so batches the
+        # sender gathered into one request would share one segment, and the last one is never uploaded.
+        for first in range(0, 8000, 2000):
+            produce_orders(table, first, 2000)
         assert server.tablet.remote.run_once().uploaded > 0
         conn.internal_admin.commit_lake_snapshot(table.path, LakeSnapshot(1, {0: LakeBucketOffset(0, 4000, 1)}))
         info = conn.admin.describe_buckets(table.path)[0]
