@@ -134,12 +134,16 @@ def read_whole_file(io: FileIO, file: FileRange, log_schema: pa.Schema, batch_ro
     with reading(file.path):
         with io.new_input(file.path).open() as stream:
             buffer = pa.BufferReader(stream.read())
-        metadata = pq.ParquetFile(buffer).metadata
+        # One reader for the footer and every row group: a reader per row group parses the footer and
+        # builds the Arrow schema again, about a fifth of what decoding a 200-row file costs.
+        parquet = pq.ParquetFile(buffer, page_checksum_verification=True)
+        metadata = parquet.metadata
+        columns = file_columns(parquet.schema_arrow.names, log_schema)
         batches: list[pa.RecordBatch] = []
         for unit in wanted_row_groups(file, metadata):
             # A row group of a few thousand rows costs less to decode than to hand to Arrow's pool.
             threads = metadata.row_group(unit.group).num_rows > POOLED_ROW_GROUP_ROWS
-            batches += decode_row_group(buffer, unit, log_schema, batch_rows, use_threads=threads)
+            batches += _log_batches(parquet.read_row_group(unit.group, columns=columns, use_threads=threads), file, log_schema, batch_rows)
         return batches
 
 
@@ -153,7 +157,8 @@ def row_group_reads(io: FileIO, file: FileRange) -> list[RowGroupRead]:
 
 def wanted_row_groups(file: FileRange, metadata: pq.FileMetaData) -> list[RowGroupRead]:
     """The row groups of ``file`` (whose footer is ``metadata``) that may hold an offset of its range."""
-    column = next((i for i in range(metadata.num_columns) if metadata.schema.column(i).path == OFFSET_COLUMN), None)
+    schema = metadata.schema
+    column = next((i for i, name in enumerate(schema.names) if name == OFFSET_COLUMN and schema.column(i).path == OFFSET_COLUMN), None)
     if column is None:
         raise LakeDataError(f"lake data file {file.path} has no {OFFSET_COLUMN} column")
     units = []

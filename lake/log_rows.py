@@ -26,13 +26,19 @@ def to_log_rows(lake_rows: pa.RecordBatch, log_schema: pa.Schema) -> pa.RecordBa
     """The columns of ``log_schema`` (projected columns plus the meta columns) out of a batch of
     lake rows; a table column the rows lack (added after they were tiered) reads null. Raises
     ArrowException (or KeyError for a missing meta column) when a value does not fit."""
+    held = {name: index for index, name in enumerate(lake_rows.schema.names)}  # looked up once, not per field
     columns = []
     for field in log_schema:
-        if field.name not in lake_rows.schema.names and field.name not in RESERVED_COLUMNS:
+        index = held.get(field.name)
+        if index is None:
+            if field.name in RESERVED_COLUMNS:
+                raise KeyError(field.name)
             columns.append(pa.nulls(lake_rows.num_rows, field.type))
             continue
-        column = lake_rows.column(field.name)
+        column = lake_rows.column(index)
         if field.name == TIMESTAMP_COLUMN:
             column = pc.divide(column.cast(pa.int64()), 1000)
-        columns.append(column.cast(field.type))
+        if column.type != field.type:  # most already have it: with many small files, each call counts
+            column = column.cast(field.type)
+        columns.append(column)
     return pa.RecordBatch.from_arrays(columns, schema=log_schema)

@@ -57,7 +57,9 @@ class LakeLogReader:
         self._where = where
         self._budget = budget
         self._on_ready = on_ready
-        self._queue: queue.Queue[pa.RecordBatch | LakelogError | _Finished] = queue.Queue(PREFETCH_BATCHES)
+        # A batch is queued with the bytes it holds against the budget: RecordBatch.nbytes walks every
+        # buffer (tens of microseconds), which a lake of small files would pay per batch again and again.
+        self._queue: queue.Queue[tuple[pa.RecordBatch, int] | LakelogError | _Finished] = queue.Queue(PREFETCH_BATCHES)
         self._stop = threading.Event()
         self._finished = False
         self._error: LakelogError | None = None
@@ -104,7 +106,7 @@ class LakeLogReader:
                 else:
                     self._budget.release(held)
                 pieces.append(batch)
-                consumed += batch.nbytes
+                consumed += held
                 rows += batch.num_rows
                 self.next_offset += batch.num_rows
         return pa.Table.from_batches(pieces, schema=self._out_schema)
@@ -116,10 +118,9 @@ class LakeLogReader:
             head, self._head = self._head, None
             return head, self._head_bytes
         try:
-            item = self._queue.get_nowait()
+            return self._queue.get_nowait()
         except queue.Empty:
             return None
-        return (item, item.nbytes) if isinstance(item, pa.RecordBatch) else item
 
     def close(self) -> None:
         """Stop the reader thread (it closes the LogSource's iterator on its way out) and free
@@ -136,8 +137,8 @@ class LakeLogReader:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(item, pa.RecordBatch):
-                self._budget.release(item.nbytes)
+            if isinstance(item, tuple):
+                self._budget.release(item[1])
 
     # the reader thread
 
@@ -208,9 +209,10 @@ class LakeLogReader:
         held = item.nbytes if isinstance(item, pa.RecordBatch) else 0
         if held and not self._budget.reserve(held, self._stop):
             return False
+        queued = (item, held) if isinstance(item, pa.RecordBatch) else item
         while not self._stop.is_set():
             try:
-                self._queue.put(item, timeout=_PUT_TIMEOUT_S)
+                self._queue.put(queued, timeout=_PUT_TIMEOUT_S)
             except queue.Full:
                 continue
             self._on_ready()
