@@ -42,7 +42,10 @@ WHY = {
     "(one polling thread decoding every answer) is not the bottleneck",
     "lake files": "the same records in more files: every file costs a manifest entry to plan, a footer to "
     "read and its own row-group reads, so when files hold only tens of rows the per-file cost, not the "
-    "records, sets the time",
+    "records, sets the time. Its floor here: pyarrow alone decodes one 200-row file of this table (13 zstd "
+    "column chunks) in about 0.5 ms of CPU, 0.3 ms of it zstd's setup per chunk (0.2 ms the same file "
+    "uncompressed), and polars, the quickest Parquet reader installable here, reads the 1,000 files in "
+    "0.15-0.19 s on both cores, two to three times lakelog's whole scan of the 10-file table",
     "record width": "records/s falls with width as the bytes per record grow; per batch costs (CRC, IPC "
     "framing, meta columns) are paid per record count, so bytes/s grows with width",
     "group members": "each member is a process that decodes its own buckets' answers, so members add client-side "
