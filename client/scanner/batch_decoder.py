@@ -22,18 +22,19 @@ from lakelog.schema_evolution import conform
 
 _META_COLUMNS = 3  # __bucket, __offset, __timestamp: the last fields of every output schema
 
-_ramp: pa.Array = pa.array([], pa.int64())
+_ramp: pa.Array = pa.array([], pa.int64())  # 1, 2, 3, ...
 _zeros: dict[pa.DataType, pa.Array] = {}
 
 
 def offsets_array(start: int, count: int) -> pa.Array:
-    """``start, start + 1, ...``: a slice of a cached ``0, 1, 2, ...`` plus ``start``, one vectorized
-    add, because building it from a Python ``range`` cost more than decoding the batch."""
+    """``start, start + 1, ...``: a slice of a cached ``1, 2, 3, ...`` plus ``start - 1``, one vectorized
+    add. The ramp is a cumulative sum of ones: built from a Python ``range``, it made a process's first
+    2 M-record answer 0.3 s slower to decode."""
     global _ramp
     ramp = _ramp
     if len(ramp) < count:
-        ramp = _ramp = pa.array(range(max(count, 2 * len(ramp))), pa.int64())
-    return pc.add(ramp.slice(0, count), pa.scalar(start, pa.int64()))
+        ramp = _ramp = pc.cumulative_sum(constant_array(1, max(count, 2 * len(ramp)), pa.int64()))
+    return pc.add(ramp.slice(0, count), pa.scalar(start - 1, pa.int64()))
 
 
 def constant_array(value: int, count: int, type: pa.DataType) -> pa.Array:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from lakelog.client.scanner.batch_decoder import decode_records
+from lakelog.client.scanner.batch_decoder import decode_records, offsets_array
 from lakelog.record.meta_columns import with_meta_fields
 from lakelog.errors import SchemaMismatchError
 from lakelog.record.batch import encode_batch
@@ -69,3 +69,8 @@ def test_dictionary_encoded_batches_decode_like_any_other() -> None:
 
     assert table.column("tag").to_pylist() == ["a", "b", "a"] * 2
     assert table.column("__offset").to_pylist() == list(range(6))
+
+
+def test_offset_ramps_of_any_start_and_length_as_the_cached_ramp_grows() -> None:
+    for start, count in ((0, 3), (41, 1), (7, 1000), (0, 0), (2**40, 5), (5, 3000)):
+        assert offsets_array(start, count).to_pylist() == list(range(start, start + count))
