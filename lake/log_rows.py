@@ -26,10 +26,10 @@ def to_log_rows(lake_rows: pa.RecordBatch, log_schema: pa.Schema) -> pa.RecordBa
     """The columns of ``log_schema`` (projected columns plus the meta columns) out of a batch of
     lake rows; a table column the rows lack (added after they were tiered) reads null. Raises
     ArrowException (or KeyError for a missing meta column) when a value does not fit."""
-    held = {name: index for index, name in enumerate(lake_rows.schema.names)}  # looked up once, not per field
+    index_of = {name: index for index, name in enumerate(lake_rows.schema.names)}  # looked up once, not per field
     columns = []
     for field in log_schema:
-        index = held.get(field.name)
+        index = index_of.get(field.name)
         if index is None:
             if field.name in RESERVED_COLUMNS:
                 raise KeyError(field.name)
