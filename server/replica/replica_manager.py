@@ -488,8 +488,20 @@ class ReplicaManager:
         """A follower's fetch: its progress counted, then the leader's batches past the high
         watermark, up to the end of one leader epoch. Below the local log start it is told where
         the local log starts (it copies from there: remote storage is not copied back)."""
-        self.replication.follower_fetched(info, request.bucket, follower_id, request.leader_epoch, request.fetch_offset, tablet)
-        read, epoch = tablet.read_for_follower(request.fetch_offset, min(request.max_bytes, budget) if budget > 0 else 0)
+        try:
+            self.replication.follower_fetched(info, request.bucket, follower_id, request.leader_epoch, request.fetch_offset, tablet)
+            read, epoch = tablet.read_for_follower(request.fetch_offset, min(request.max_bytes, budget) if budget > 0 else 0)
+        except OffsetOutOfRangeError as error:
+            # Answered with the local log start, not the earliest offset of any tier that a reader
+            # gets: a copy emptied (a wiped disk) starts over there, or it would ask for offset 0 forever.
+            if request.fetch_offset < error.earliest:
+                log.info(
+                    "follower %d of %s bucket %d fetches offset %d, below this log's start: it starts over at %d",
+                    follower_id, info.label, request.bucket, request.fetch_offset, error.earliest,
+                )
+            return BucketFetchResult(
+                request.table_id, request.bucket, high_watermark=tablet.high_watermark, log_start_offset=error.earliest, error=error
+            )
         return BucketFetchResult(
             request.table_id, request.bucket, read.records, read.high_watermark, read.log_start_offset,
             leader_epoch=epoch, starts_segment=read.starts_segment,

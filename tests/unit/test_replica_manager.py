@@ -412,6 +412,28 @@ def test_below_the_local_log_the_answer_is_where_the_remote_segment_lies(replica
     assert replicas.list_offset(7, 0, OffsetSpec.latest()).offset == 400
 
 
+def test_a_follower_below_the_local_log_is_told_where_the_local_log_starts(replicas: ReplicaManager, coordinator: Coordinator, remote: RemoteLogManager) -> None:
+    """A copy whose disk was wiped asks for offset 0: a reader there is pointed at the remote segment,
+    but a follower copies only the local log, so it must learn the local log start (the earliest
+    offset of any tier left it asking for offset 0 forever, out of the ISR)."""
+    info = TableInfo(7, ORDERS, SCHEMA, 1, 1, TIERED)
+    replicas.become_leader([coordinator.add(info, {0: SERVER}, {0: BucketReplicas((SERVER, 2), (SERVER, 2), leader_epoch=1)})])
+    for first in range(0, 400, 20):
+        replicas.produce(7, 0, batch(first, 20), acks=1)
+    replicas.read_fetch(FetchParams([BucketFetch(7, 0, 400, 1 << 20, leader_epoch=1)], follower_id=2))  # the copy has it all
+    assert remote.run_once().uploaded > 0
+    local_start = replicas.describe(7, 0).info.local_log_start_offset
+    assert local_start > 0
+
+    [answer] = replicas.read_fetch(FetchParams([BucketFetch(7, 0, 0, 1 << 20, leader_epoch=1)], follower_id=2))
+
+    assert isinstance(answer.error, OffsetOutOfRangeError) and answer.error.earliest == local_start
+    assert answer.log_start_offset == local_start and answer.records == b""
+    assert fetch(replicas, 7, 0, 0).remote_log_fetch_info is not None  # a reader is still sent to remote storage
+    [copied] = replicas.read_fetch(FetchParams([BucketFetch(7, 0, local_start, 1 << 20, leader_epoch=1)], follower_id=2))
+    assert copied.error is None and offsets_of(copied.records)[0][0] == local_start
+
+
 def test_what_only_the_lake_holds_is_answered_with_the_snapshot_for_a_lake_reader_alone(
     replicas: ReplicaManager, coordinator: Coordinator, remote: RemoteLogManager, clock: FakeClock
 ) -> None:
