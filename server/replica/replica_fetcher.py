@@ -188,15 +188,16 @@ class ReplicaFetcher:
         tablet = bucket.tablet
         mine = tablet.epochs.latest_epoch
         epoch, leader_end = (NO_EPOCH, -1) if mine == NO_EPOCH else self._link.end_offset_for_epoch(self.leader, bucket, mine)
-        if epoch == NO_EPOCH:
-            target = tablet.high_watermark
-        else:
-            target = min(leader_end, tablet.epochs.end_offset_for(epoch, tablet.log_end_offset)[1])
-        if target < tablet.log_end_offset:
-            tablet.truncate_to(target)
         with self._lock:
-            if self._buckets.get(bucket.key) is bucket:
-                self._unchecked.discard(bucket.key)
+            if self._buckets.get(bucket.key) is not bucket:
+                return  # led here, or followed anew, while the leader answered: not this copy to cut any more
+            if epoch == NO_EPOCH:
+                target = tablet.high_watermark
+            else:
+                target = min(leader_end, tablet.epochs.end_offset_for(epoch, tablet.log_end_offset)[1])
+            if target < tablet.log_end_offset:
+                tablet.truncate_to(target)
+            self._unchecked.discard(bucket.key)
 
     def fetch_once(self, buckets: dict[tuple[int, int], FollowedBucket]) -> None:
         """One fetch of every bucket from its log end (but those refused a moment ago), and the
@@ -223,10 +224,20 @@ class ReplicaFetcher:
         refused: list[tuple[int, int]] = []
         for answer in answers:
             bucket = buckets.get(answer.key)
+            if bucket is not None:
+                self._take(bucket, answer, refused)
+        if refused:
+            until = self._clock() + REFUSED_BACKOFF_S
             with self._lock:
-                current = self._buckets.get(answer.key)
-            if bucket is None or current is not bucket:
-                continue  # let go or followed under another epoch meanwhile
+                self._refused_until.update((key, until) for key in refused if self._buckets.get(key) is buckets[key])
+
+    def _take(self, bucket: FollowedBucket, answer: LeaderAnswer, refused: list[tuple[int, int]]) -> None:
+        """Apply the leader's answer to ``bucket``'s copy. Under the lock, and only while the bucket
+        is still followed as ``bucket``: :meth:`unfollow` (this server leads it now, or follows it
+        under another epoch) waits for a change in progress, and nothing changes the copy after it."""
+        with self._lock:
+            if self._buckets.get(answer.key) is not bucket:
+                return
             if isinstance(answer.error, OffsetOutOfRangeError) and answer.log_start_offset > bucket.tablet.log_end_offset:
                 self._start_over(bucket, answer.log_start_offset)
             elif answer.error is not None:
@@ -239,10 +250,6 @@ class ReplicaFetcher:
                 bucket.tablet.follow_high_watermark(answer.high_watermark)
                 # The leader keeps locally only what remote storage does not hold yet, nor does this copy.
                 bucket.tablet.delete_segments_before(answer.log_start_offset)
-        if refused:
-            until = self._clock() + REFUSED_BACKOFF_S
-            with self._lock:
-                self._refused_until.update((key, until) for key in refused if self._buckets.get(key) is buckets[key])
 
 
 def _settle(tablet: LogTablet) -> None:

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from lakelog.config import Configuration
 from lakelog.errors import NotEnoughReplicasError, NotLeaderError, OffsetOutOfRangeError, RequestTimeoutError
@@ -82,8 +82,7 @@ class Replication:
     def lead(self, info: TableInfo, bucket: int, tablet: LogTablet, copies: BucketReplicas | None) -> None:
         """This server leads ``bucket``; ``copies`` None or alone: no other replica counts."""
         key = (info.physical_id, bucket)
-        if self._fetchers is not None:
-            self._fetchers.unfollow(key)
+        self.stop_copying([key])
         tablet.following = False
         if copies is None or len(copies.replicas) == 1:
             with self._lock:
@@ -111,6 +110,13 @@ class Replication:
                 info.label, bucket, copies.leader_epoch, tablet.log_end_offset, copies.replicas, copies.isr,
             )
         tablet.set_replica_limit(tracker.high_watermark_limit())
+
+    def stop_copying(self, keys: Iterable[Key]) -> None:
+        """No fetcher changes these copies from now on: one changing a copy (appending, or cutting it
+        to a leader's history it asked for before a change of leader) finishes first."""
+        if self._fetchers is not None:
+            for key in keys:
+                self._fetchers.unfollow(key)
 
     def follow(self, info: TableInfo, tablets: Mapping[int, LogTablet], leaders: Mapping[int, int], replicas: Mapping[int, BucketReplicas]) -> None:
         """Copy each of ``tablets`` (by bucket) from its leader. They reach the fetchers together,

@@ -165,3 +165,38 @@ def test_a_refused_bucket_sits_out_a_while_alone_and_the_others_go_on(tmp_path: 
         _until(lambda: [(7, 0), (7, 1), (7, 2)] in [sorted(keys) for keys in link.fetched], "the refused bucket was never asked for again")
     finally:
         fetcher.close()
+
+
+class SlowEpochLeader(HoldingLeader):
+    """Answers where a leader epoch ends only when the test lets it: the answer of a leader asked
+    before this server's role changed."""
+
+    def __init__(self, epoch_end: tuple[int, int]) -> None:
+        super().__init__()
+        self.epoch_end = epoch_end
+        self.asked = threading.Event()
+        self.release = threading.Event()
+
+    def end_offset_for_epoch(self, leader: ServerNode, bucket: FollowedBucket, epoch: int) -> tuple[int, int]:
+        self.asked.set()
+        assert self.release.wait(DEADLINE_S), "the test never released the answer"
+        return self.epoch_end
+
+
+def test_a_copy_let_go_while_its_leader_answers_where_an_epoch_ends_is_not_cut(tablets: dict[int, LogTablet]) -> None:
+    """This server was told to follow, asked the leader where its epoch ends, and was made leader
+    before the answer came (the old leader paused): the late answer must not cut the log it now leads
+    and has acknowledged from (the replicated walk lost records that way)."""
+    tablet = tablets[0]
+    tablet.epochs.assign(1, 0)
+    tablet.append(encode_batch(pa.record_batch({"id": pa.array(range(10), pa.int64())}), schema_id=1))
+    link = SlowEpochLeader(epoch_end=(1, 4))
+    fetcher = _fetcher(link)
+    try:
+        fetcher.follow([_followed(tablet, 0)])
+        _until(link.asked.is_set, "the fetcher never asked where the copy's epoch ends")
+        fetcher.unfollow((7, 0))  # this server leads the bucket now
+        link.release.set()
+    finally:
+        fetcher.close()  # joins the fetcher's thread: whatever the answer made it do is done
+    assert tablet.log_end_offset == 10
