@@ -54,7 +54,8 @@ def replica_cluster(root: Path) -> ReplicaCluster:
 class ReplicaWalk(Walk):
     cluster: ReplicaCluster  # type: ignore[assignment]
     step_weights: ClassVar[dict[str, float]] = STEP_WEIGHTS
-    replay_test: ClassVar[str] = "tests/system/test_random_walk.py -k replicated (LAKELOG_REPLICA_WALK_SEEDS)"
+    replay_test: ClassVar[str] = "tests/system/test_random_walk.py -k replicated"
+    replay_variables: ClassVar[tuple[str, str]] = ("LAKELOG_REPLICA_WALK_SEEDS", "LAKELOG_REPLICA_WALK_STEPS")
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)

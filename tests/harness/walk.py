@@ -89,7 +89,8 @@ class Walk:
     partitioned: PartitionedTables = field(init=False)
     # The walk's steps (name -> weight) and the test that replays a seed.
     step_weights: ClassVar[dict[str, float]] = STEP_WEIGHTS
-    replay_test: ClassVar[str] = "tests/system/test_random_walk.py"
+    replay_test: ClassVar[str] = "tests/system/test_random_walk.py -k 'not replicated'"
+    replay_variables: ClassVar[tuple[str, str]] = ("LAKELOG_WALK_SEEDS", "LAKELOG_WALK_STEPS")  # seeds, steps
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -143,7 +144,7 @@ class Walk:
         steps = "\n".join(self.history[-40:])
         return (
             f"random walk seed {self.seed} failed at step {len(self.history) - 1}: {type(exc).__name__}: {exc}\n"
-            f"replay: LAKELOG_WALK_SEEDS={self.seed} LAKELOG_WALK_STEPS={self.steps} "
+            f"replay: {self.replay_variables[0]}={self.seed} {self.replay_variables[1]}={self.steps} "
             f".venv/bin/pytest {self.replay_test}\nlast steps:\n{steps}"
         )
 

@@ -2,9 +2,9 @@
 processes (tests/harness/replica_walk.py).
 
 CI runs seeds 1-20; ``LAKELOG_WALK_SEEDS`` (a count like ``1000``, seeds like ``7,42`` or a range like
-``78-1000``) and ``LAKELOG_WALK_STEPS`` choose the long mode. The replicated walk runs seeds 1-3 in
-CI; ``LAKELOG_REPLICA_WALK_SEEDS`` and ``LAKELOG_REPLICA_WALK_STEPS`` do the same for it. A
-failure prints the seed and the steps to replay it.
+``78-1000``) and ``LAKELOG_WALK_STEPS`` choose the long mode. The replicated walk runs seeds 1-7, 50
+steps each, in CI; ``LAKELOG_REPLICA_WALK_SEEDS`` and ``LAKELOG_REPLICA_WALK_STEPS`` do the same for
+it. A failure prints the seed and the steps to replay it.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from tests.harness.walk import Walk
 
 QUICK_SEEDS = range(1, 21)
 QUICK_STEPS = 200
-REPLICATED_QUICK_SEEDS = range(1, 4)
-REPLICATED_QUICK_STEPS = 25
+REPLICATED_QUICK_SEEDS = range(1, 8)
+REPLICATED_QUICK_STEPS = 50
 
 
 def seeds_from_environment(variable: str = "LAKELOG_WALK_SEEDS") -> list[int]:
