@@ -188,8 +188,8 @@ class ReplicaManager:
             followed = {
                 b for b, copies in assignment.replicas.items() if self.server_id in copies.replicas and b not in mine and b in assignment.leaders
             }
-            # Copying stops before a bucket counts as led here: a fetcher still cutting the copy to an
-            # old leader's history (asked before this change) would cut what this leader appends.
+            # Copying stops before a bucket counts as led here: a fetcher may still be cutting the copy
+            # to an old leader's history, and that cut would take back what this leader appends.
             self.replication.stop_copying((info.physical_id, bucket) for bucket in mine)
             with self._lock:
                 self._tables[info.physical_id] = info
