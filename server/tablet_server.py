@@ -54,7 +54,7 @@ class TabletServerRole:
         self._leader_link = GrpcLeaderLink(conf, cluster_secret)
         self._nodes: dict[int, ServerNode] = {}
         self._nodes_asked = float("-inf")
-        fetchers = FetcherPool(self.server_id, self._leader_link, self._node, config.fetch_wait_ms, lambda bucket, offset: bucket.tablet.restart_at(offset))
+        fetchers = FetcherPool(self.server_id, self._leader_link, self._node, config.fetch_wait_ms, lambda bucket, offset, writers: bucket.tablet.restart_at(offset, writers))
         self.replicas = ReplicaManager(
             self.server_id, self.logs, self._resolve, self.remote, conf.get("server.fetch.max-parked-polls"),
             Replication(self.server_id, config, fetchers),

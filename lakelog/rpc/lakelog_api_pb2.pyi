@@ -400,7 +400,7 @@ class PbFetchLogRespForTable(_message.Message):
     def __init__(self, table_id: _Optional[int] = ..., buckets_resp: _Optional[_Iterable[_Union[PbFetchLogRespForBucket, _Mapping]]] = ...) -> None: ...
 
 class PbFetchLogRespForBucket(_message.Message):
-    __slots__ = ("partition_id", "bucket_id", "error_code", "error_message", "high_watermark", "log_start_offset", "remote_log_fetch_info", "records", "lake_log_fetch_info", "fetch_offset", "leader_epoch", "starts_segment")
+    __slots__ = ("partition_id", "bucket_id", "error_code", "error_message", "high_watermark", "log_start_offset", "remote_log_fetch_info", "records", "lake_log_fetch_info", "fetch_offset", "leader_epoch", "starts_segment", "writer_state")
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -413,6 +413,7 @@ class PbFetchLogRespForBucket(_message.Message):
     FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     STARTS_SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    WRITER_STATE_FIELD_NUMBER: _ClassVar[int]
     partition_id: int
     bucket_id: int
     error_code: int
@@ -425,7 +426,8 @@ class PbFetchLogRespForBucket(_message.Message):
     fetch_offset: int
     leader_epoch: int
     starts_segment: bool
-    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., remote_log_fetch_info: _Optional[_Union[PbRemoteLogFetchInfo, _Mapping]] = ..., records: _Optional[bytes] = ..., lake_log_fetch_info: _Optional[_Union[PbLakeLogFetchInfo, _Mapping]] = ..., fetch_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., starts_segment: _Optional[bool] = ...) -> None: ...
+    writer_state: bytes
+    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., remote_log_fetch_info: _Optional[_Union[PbRemoteLogFetchInfo, _Mapping]] = ..., records: _Optional[bytes] = ..., lake_log_fetch_info: _Optional[_Union[PbLakeLogFetchInfo, _Mapping]] = ..., fetch_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., starts_segment: _Optional[bool] = ..., writer_state: _Optional[bytes] = ...) -> None: ...
 
 class PbRemoteLogFetchInfo(_message.Message):
     __slots__ = ("remote_log_tablet_dir", "partition_name", "remote_log_segments", "first_start_pos")

@@ -4,8 +4,8 @@ kept, where the log starts, and what is set aside.
 Every segment is opened; the rolled ones are checked cheaply and the active one fully (unless the
 last shutdown was clean). Only the active segment's torn tail is ever cut: a damaged rolled segment
 is quarantined, its offsets served from remote storage if uploaded, else failing by name. The
-writers' state is rebuilt from the batch headers on the way, and what survives is flushed, so the
-high watermark may cover all of it.
+writers' state is rebuilt on the way: their snapshot as of the first segment, then the batch
+headers; and what survives is flushed, so the high watermark may cover all of it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from lakelog.errors import CorruptRecordError
 from lakelog.server.log.durable_files import fsync_directory
 from lakelog.server.log.quarantine import QuarantinedRange, find_holes
 from lakelog.server.log.segment import LogSegment
+from lakelog.server.log.writer_snapshot import restore_writer_snapshot
 from lakelog.server.log.writer_state import WriterState
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class LogLoader:
         # A crash inside delete_segments_before can leave segments the checkpoint already dropped.
         while len(segments) > 1 and segments[1].base_offset <= start:
             segments.pop(0).delete()
+        restore_writer_snapshot(self.directory, segments[0].base_offset if segments else start, self._writers, self.name)
         segments = [segment for segment in segments[:-1] if self._rolled_segment_intact(segment)] + segments[-1:]
         truncated = 0
         if segments:

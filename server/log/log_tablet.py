@@ -40,6 +40,13 @@ from lakelog.server.log.log_loader import CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_
 from lakelog.server.log.quarantine import QuarantinedRange
 from lakelog.server.log.segment import LogSegment
 from lakelog.server.log.sequence_waits import SequenceWaits
+from lakelog.server.log.writer_snapshot import (
+    adopt_writer_snapshot,
+    encode_writer_snapshot,
+    remove_writer_snapshots,
+    restore_writer_snapshot,
+    save_writer_snapshot,
+)
 from lakelog.server.log.writer_state import WriterBatches, WriterState
 
 logger = logging.getLogger(__name__)
@@ -413,13 +420,16 @@ class LogTablet:
         logger.warning("%s: truncated from offset %d to %d to match its leader's log", self.name, before, end)
         return end
 
-    def restart_at(self, offset: int) -> None:
+    def restart_at(self, offset: int, writer_state: bytes = b"") -> None:
         """Empty this copy and start it again at ``offset``: a follower behind what its leader still
-        keeps locally copies from there (what remote storage holds is not copied back)."""
+        keeps locally copies from there (what remote storage holds is not copied back).
+        ``writer_state``: the leader's idempotent writers as of ``offset`` (a writer snapshot)."""
         with self._lock:
             self._check_open()
             for segment in self._segments:
                 segment.delete()
+            remove_writer_snapshots(self.directory)
+            adopt_writer_snapshot(self.directory, offset, writer_state, self.name)
             self._log_start_offset = offset
             self._write_log_start_offset()
             self._holes = ()
@@ -429,10 +439,19 @@ class LogTablet:
             self.epochs.clear()
         logger.warning("%s: emptied and restarted at offset %d, its leader's earliest local offset", self.name, offset)
 
+    def writers_at_log_start(self) -> tuple[int, bytes]:
+        """The local log start and the idempotent writers' state as of it (a writer snapshot), for
+        a follower that starts over there."""
+        with self._lock:
+            self._check_open()
+            start = self._log_start_offset
+            return start, encode_writer_snapshot(start, self._writers.entries_before(start))
+
     def _reset_after_cut(self, segments: tuple[LogSegment, ...]) -> None:
         """State derived from the segments, after the log was cut back. Lock held."""
         self._segments = segments
         self._writers = WriterState(self.name, self.config.writer_expiration_ms)
+        restore_writer_snapshot(self.directory, segments[0].base_offset, self._writers, self.name)
         for segment in segments:
             self._writers.replay(header for _, header in segment.iter_batches())
         end = self._end_mark()
@@ -764,12 +783,17 @@ class LogTablet:
             if not doomed:
                 return 0
             self._segments = self._segments[len(doomed) :]
+            first = self._segments[0].base_offset
+            # The writers of the doomed segments outlive them: kept as of the first segment left,
+            # before anything goes (see writer_snapshot for the order).
+            save_writer_snapshot(self.directory, first, self._writers.entries_before(first))
             gone = [hole for hole in self._holes if hole.end <= offset]
             self._holes = self._holes[len(gone) :]
-            self._log_start_offset = min([self._segments[0].base_offset, *(hole.start for hole in self._holes)])
+            self._log_start_offset = min([first, *(hole.start for hole in self._holes)])
             self._write_log_start_offset()
             for segment in doomed:
                 segment.delete()
+            remove_writer_snapshots(self.directory, keep=first)
             for hole in gone:
                 if hole.path is not None:
                     hole.path.unlink(missing_ok=True)

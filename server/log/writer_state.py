@@ -13,10 +13,10 @@ in sequence order whatever order the requests arrive in.
 
 A writer is forgotten once it has appended nothing for ``server.writer-id.expiration-time`` (as
 Kafka's ``producer.id.expiration.ms``): by age, never by a count that other clients could push.
-The state is not a file of its own: every batch header carries its writer, epoch and sequence, so a
-restart rebuilds it by reading the headers of the local segments (recovery replays them, segment
-by segment), each writer's age from its last batch's commit timestamp. A writer whose batches all
-left the local log (uploaded and cleaned) is forgotten too and accepted again from any sequence.
+Every batch header carries its writer, epoch and sequence, so a restart rebuilds the state by
+reading the headers of the local segments (recovery replays them, segment by segment), each
+writer's age from its last batch's commit timestamp. What lies below the local log start is kept
+in a snapshot (:mod:`~lakelog.server.log.writer_snapshot`), restored before the segments replay.
 """
 
 from __future__ import annotations
@@ -42,6 +42,15 @@ class AppendedBatch:
     next_offset: int
     commit_timestamp: int
     crc: int
+
+
+@dataclass(frozen=True, slots=True)
+class WriterEntry:
+    """One writer as a snapshot keeps it: its epoch and last batches, oldest first."""
+
+    writer_id: int
+    epoch: int
+    batches: tuple[AppendedBatch, ...]
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,22 @@ class WriterState:
         for header in headers:
             if header.writer_id != NO_WRITER:
                 self._remember(header.writer_id, header.writer_epoch, [header])
+
+    def entries_before(self, offset: int) -> list[WriterEntry]:
+        """The state as of ``offset``: each writer's batches that end at or below it, least recently
+        appending first; a writer with none there is left out (the log from ``offset`` on has it)."""
+        entries = []
+        for writer_id, writer in self._writers.items():
+            below = tuple(batch for batch in writer.batches if batch.next_offset <= offset)
+            if below:
+                entries.append(WriterEntry(writer_id, writer.epoch, below))
+        return entries
+
+    def restore(self, entries: Iterable[WriterEntry]) -> None:
+        """Take ``entries`` (from :meth:`entries_before`) as the state before what is replayed next."""
+        for entry in entries:
+            writer = self._writers[entry.writer_id] = _Writer(entry.epoch)
+            writer.batches.extend(entry.batches)
 
     def check(self, batches: WriterBatches, pipelined: bool = False) -> Duplicate | None:
         """The original offsets if ``batches`` were appended already, None if they are the next

@@ -74,6 +74,7 @@ class LeaderAnswer:
     leader_epoch: int = NO_EPOCH  # the epoch the records were appended in
     starts_segment: bool = False  # the records begin a segment of the leader's log
     error: LakelogError | None = None
+    writer_state: bytes = b""  # with an answer to start over: the writers as of log_start_offset
 
 
 class LeaderLink(Protocol):
@@ -99,12 +100,13 @@ class ReplicaFetcher:
         leader: ServerNode,
         link: LeaderLink,
         max_wait_ms: int,
-        start_over: Callable[[FollowedBucket, int], None],
+        start_over: Callable[[FollowedBucket, int, bytes], None],
         resolve: Callable[[int], ServerNode | None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``start_over(bucket, offset)``: empty this copy and restart it at ``offset``, the
-        leader's earliest local offset (this copy is behind what the leader still keeps locally);
+        """``start_over(bucket, offset, writer_state)``: empty this copy and restart it at
+        ``offset``, the leader's earliest local offset (this copy is behind what the leader still
+        keeps locally), with the leader's writers as of there;
         ``resolve(server_id)``: the leader's address as the coordinator knows it now (a restarted
         leader may listen elsewhere); ``clock``: seconds, for the refused buckets' backoff."""
         self.server_id = server_id
@@ -239,7 +241,7 @@ class ReplicaFetcher:
             if self._buckets.get(answer.key) is not bucket:
                 return
             if isinstance(answer.error, OffsetOutOfRangeError) and answer.log_start_offset > bucket.tablet.log_end_offset:
-                self._start_over(bucket, answer.log_start_offset)
+                self._start_over(bucket, answer.log_start_offset, answer.writer_state)
             elif answer.error is not None:
                 refused.append(answer.key)
                 log.debug("leader %d refused %s: %s", self.leader.server_id, bucket.tablet.name, answer.error)
@@ -269,7 +271,7 @@ class FetcherPool:
         link: LeaderLink,
         nodes: Callable[[int], ServerNode | None],
         max_wait_ms: int,
-        start_over: Callable[[FollowedBucket, int], None],
+        start_over: Callable[[FollowedBucket, int, bytes], None],
     ) -> None:
         self._server_id = server_id
         self._link = link

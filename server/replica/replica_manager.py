@@ -127,6 +127,7 @@ class BucketFetchResult:
     lake_log_fetch_info: LakeLogFetchInfo | None = None
     leader_epoch: int = -1  # to a follower: the epoch its records were appended in
     starts_segment: bool = False  # to a follower: its records begin a segment of the leader's log
+    writer_state: bytes = b""  # to a follower that starts over: the writers as of log_start_offset
 
 
 class ReplicaManager:
@@ -496,14 +497,18 @@ class ReplicaManager:
             read, epoch = tablet.read_for_follower(request.fetch_offset, min(request.max_bytes, budget) if budget > 0 else 0)
         except OffsetOutOfRangeError as error:
             # Answered with the local log start, not the earliest offset of any tier that a reader
-            # gets: a copy emptied (a wiped disk) starts over there, or it would ask for offset 0 forever.
+            # gets: a copy emptied (a wiped disk) starts over there, or it would ask for offset 0
+            # forever; with the writers as of there, which the records it copies cannot tell it.
+            start, writers = error.earliest, b""
             if request.fetch_offset < error.earliest:
+                start, writers = tablet.writers_at_log_start()
                 log.info(
                     "follower %d of %s bucket %d fetches offset %d, below this log's start: it starts over at %d",
-                    follower_id, info.label, request.bucket, request.fetch_offset, error.earliest,
+                    follower_id, info.label, request.bucket, request.fetch_offset, start,
                 )
             return BucketFetchResult(
-                request.table_id, request.bucket, high_watermark=tablet.high_watermark, log_start_offset=error.earliest, error=error
+                request.table_id, request.bucket, high_watermark=tablet.high_watermark, log_start_offset=start, error=error,
+                writer_state=writers,
             )
         return BucketFetchResult(
             request.table_id, request.bucket, read.records, read.high_watermark, read.log_start_offset,

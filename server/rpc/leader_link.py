@@ -91,7 +91,9 @@ class GrpcLeaderLink:
             if key is None:
                 continue
             error = error_from_code(b.error_code, b.error_message) if b.error_code else None
-            answers.append(LeaderAnswer(key, records, b.high_watermark, b.log_start_offset, b.leader_epoch, b.starts_segment, error))
+            answers.append(
+                LeaderAnswer(key, records, b.high_watermark, b.log_start_offset, b.leader_epoch, b.starts_segment, error, b.writer_state)
+            )
         return answers
 
     def end_offset_for_epoch(self, leader: ServerNode, bucket: FollowedBucket, epoch: int) -> tuple[int, int]:

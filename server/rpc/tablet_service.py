@@ -233,6 +233,7 @@ class TabletService(TabletServiceServicer):
                 lake_log_fetch_info=codec.lake_fetch_info_to_pb(result.lake_log_fetch_info),
                 leader_epoch=result.leader_epoch,
                 starts_segment=result.starts_segment,
+                writer_state=result.writer_state,
             )
             answers.append((table.table_id, answer, result.records))
         return answers

@@ -81,6 +81,10 @@ class ReplicaCluster:
         process.args[index] = str(port)
         process.ready = lambda: port_open(port)
 
+    def tablet_address(self, server_id: int) -> str:
+        process = self.tablets[server_id]
+        return f"127.0.0.1:{process.args[process.args.index('--port') + 1]}"
+
     def start_tablet(self, server_id: int) -> None:
         marker = f"tablet server {server_id} registered"
         before = self.coordinator.log_path.read_text().count(marker) if self.coordinator.log_path.exists() else 0

@@ -16,12 +16,15 @@ import signal
 import statistics
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 import lakelog
+from lakelog.record.batch import encode_batch
+from tests.harness.raw_client import RawClient
 from tests.harness.replica_cluster import ReplicaCluster
 from tests.harness.tables import create_table, order_rows, scan_all
 from tests.harness.waiting import wait_until
@@ -213,6 +216,38 @@ def test_a_wiped_server_copies_its_buckets_back_and_then_alone_serves_everything
     assert wait_until(lambda: (i := in_sync_or_alone(cluster, path)) and i.leader == wiped, "the rebuilt server leads")
     figures = check(read_log(cluster, path, acknowledged_end(producer)), producer, reader)
     assert (figures["lost"], figures["reused"], figures["taken_back"]) == (0, 0, 0), figures
+
+
+def test_a_server_rebuilt_from_its_leaders_local_log_knows_a_writer_whose_batches_left_it(tmp_path: Path) -> None:
+    """A writer's batch uploaded and deleted locally, a follower's disk wiped: it copies from the
+    leader's local log start, below which the writer's batch lies. Once it leads alone, the writer
+    resending that batch (its answer lost) gets its original offsets; nothing is appended twice."""
+    small_segments = {"log.segment.max-bytes": "16kb", "remote.log.task-interval": "200ms"}
+    with ReplicaCluster(tmp_path, tablet_settings=small_segments) as cluster, cluster.connect() as conn:
+        table = create_table(conn, properties={**FACTOR_3, "table.log.tiered.local-segments": "1"})
+        leader = wait_until(lambda: in_sync(cluster, table.path), "all in sync").leader
+        with closing(RawClient(cluster.address)) as to_coordinator, closing(RawClient(cluster.tablet_address(leader))) as to_leader:
+            identity = to_coordinator.init_writer()
+            original = encode_batch(order_rows(0, 3), 1, writer=(identity.writer_id, 0, 0))
+            assert to_leader.produce(table.info.table_id, [original], identity.token).error_code == 0
+        writer = table.new_append().create_writer()
+        for start in range(3, 3000, 100):
+            writer.append_arrow(order_rows(start, 100))
+            writer.flush()
+        wait_until(lambda: (i := in_sync(cluster, table.path)) and i.local_log_start_offset > 3, "the writer's batch left the local logs")
+        wiped = next(s for s in (1, 2, 3) if s != leader)
+        cluster.tablets[wiped].stop()
+        cluster.wipe(wiped)
+        cluster.start_tablet(wiped)
+        wait_until(lambda: in_sync(cluster, table.path), "the wiped server back in the ISR", 120)
+        for other in (1, 2, 3):
+            if other != wiped:
+                cluster.tablets[other].signal(signal.SIGKILL)
+        wait_until(lambda: (i := in_sync_or_alone(cluster, table.path)) and i.leader == wiped, "the rebuilt server leads")
+        with closing(RawClient(cluster.tablet_address(wiped))) as to_rebuilt:
+            resent = to_rebuilt.produce(table.info.table_id, [original], identity.token)
+        assert (resent.error_code, resent.base_offset) == (0, 0), "the resent batch was appended again"
+        assert conn.admin.list_offsets(table.path, spec=lakelog.OffsetSpec.latest()) == {0: 3003}
 
 
 def in_sync_or_alone(cluster: ReplicaCluster, path: lakelog.TablePath) -> lakelog.BucketInfo | None:

@@ -14,9 +14,11 @@ import pyarrow as pa
 import pytest
 
 from lakelog.cluster_state import ServerNode
-from lakelog.errors import NotLeaderError
+from lakelog.errors import NotLeaderError, OffsetOutOfRangeError
 from lakelog.record.batch import encode_batch
 from lakelog.server.log.log_tablet import LogConfig, LogTablet
+from lakelog.server.log.writer_snapshot import encode_writer_snapshot
+from lakelog.server.log.writer_state import AppendedBatch, WriterEntry
 from lakelog.server.replica.replica_fetcher import REFUSED_BACKOFF_S, FollowedBucket, FollowerFetch, LeaderAnswer, ReplicaFetcher
 
 LEADER = ServerNode(1, "127.0.0.1", 1)
@@ -32,6 +34,7 @@ class HoldingLeader:
     def __init__(self) -> None:
         self.records: dict[tuple[int, int], dict[int, bytes]] = {}  # by bucket, by fetch offset
         self.refused: set[tuple[int, int]] = set()
+        self.started_over: dict[tuple[int, int], LeaderAnswer] = {}  # answered once, below the local log start
         self.fetched: list[list[tuple[int, int]]] = []
         self.cut_short = 0
         self.holding = threading.Event()
@@ -54,6 +57,8 @@ class HoldingLeader:
 
     def _answer(self, fetch: FollowerFetch) -> LeaderAnswer:
         key = fetch.bucket.key
+        if key in self.started_over:
+            return self.started_over.pop(key)
         if key in self.refused:
             return LeaderAnswer(key, b"", 0, 0, error=NotLeaderError(f"tablet server 1 does not know yet it leads {key}"))
         return LeaderAnswer(key, self.records.get(key, {}).get(fetch.fetch_offset, b""), high_watermark=0, log_start_offset=0)
@@ -104,8 +109,33 @@ class Clock:
         return self.now
 
 
-def _fetcher(link: HoldingLeader, clock: Clock | None = None) -> ReplicaFetcher:
-    return ReplicaFetcher(2, LEADER, link, 200, lambda bucket, offset: None, lambda server_id: LEADER, clock or Clock())
+def _fetcher(
+    link: HoldingLeader, clock: Clock | None = None, start_over: Callable[[FollowedBucket, int, bytes], None] = lambda *_: None
+) -> ReplicaFetcher:
+    return ReplicaFetcher(2, LEADER, link, 200, start_over, lambda server_id: LEADER, clock or Clock())
+
+
+def test_a_copy_below_the_leaders_local_log_starts_over_there_with_the_leaders_writers(tablets: dict[int, LogTablet]) -> None:
+    link = HoldingLeader()
+    writers = encode_writer_snapshot(40, [WriterEntry(42, 0, (AppendedBatch(0, 0, 20, 1, 0xABC),))])
+    link.started_over[(7, 0)] = LeaderAnswer(
+        (7, 0), b"", 60, 40, error=OffsetOutOfRangeError(0, 0, 40), writer_state=writers
+    )
+    started: list[tuple[int, int, bytes]] = []
+
+    def start_over(bucket: FollowedBucket, offset: int, state: bytes) -> None:
+        started.append((bucket.bucket, offset, state))
+        bucket.tablet.restart_at(offset, state)
+
+    fetcher = _fetcher(link, start_over=start_over)
+    try:
+        fetcher.follow([_followed(tablets[0], 0)])
+        _until(lambda: started != [], "the copy never started over")
+        assert started == [(0, 40, writers)]
+        assert (tablets[0].log_start_offset, tablets[0].log_end_offset) == (40, 40)
+        assert tablets[0].writers_at_log_start() == (40, writers)
+    finally:
+        fetcher.close()
 
 
 def test_buckets_followed_while_a_fetch_waits_are_copied_without_waiting_for_it(tmp_path: Path, tablets: dict[int, LogTablet]) -> None:

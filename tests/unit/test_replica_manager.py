@@ -37,6 +37,7 @@ from lakelog.remote_fs import RemoteLocation
 from lakelog.security.writer_tokens import WriterTokens, new_writer_key
 from lakelog.server.log.log_manager import LogManager
 from lakelog.server.log.log_tablet import LogConfig
+from lakelog.server.log.writer_snapshot import decode_writer_snapshot
 from lakelog.server.remote.remote_log_manager import RemoteLogManager
 from lakelog.server.remote.remote_storage import RemoteLogStorage
 from lakelog.server.replica.replica_fetcher import FetcherPool, FollowedBucket, FollowerFetch
@@ -204,7 +205,7 @@ class QuietLeader:
 
 
 def test_polls_parked_on_a_bucket_the_server_stops_leading_answer_at_once(tmpfs_path: Path, coordinator: Coordinator, remote: RemoteLogManager) -> None:
-    fetchers = FetcherPool(SERVER, QuietLeader(), lambda server_id: ServerNode(server_id, "127.0.0.1", 1), 200, lambda bucket, offset: None)
+    fetchers = FetcherPool(SERVER, QuietLeader(), lambda server_id: ServerNode(server_id, "127.0.0.1", 1), 200, lambda bucket, offset, writers: None)
     logs = LogManager(tmpfs_path / "moving", LogConfig())
     replicas = ReplicaManager(SERVER, logs, coordinator.resolve, remote, replication=Replication(SERVER, ReplicationConfig(), fetchers))
     replicas.mark_ready()
@@ -415,10 +416,13 @@ def test_below_the_local_log_the_answer_is_where_the_remote_segment_lies(replica
 def test_a_follower_below_the_local_log_is_told_where_the_local_log_starts(replicas: ReplicaManager, coordinator: Coordinator, remote: RemoteLogManager) -> None:
     """A copy whose disk was wiped asks for offset 0: a reader there is pointed at the remote segment,
     but a follower copies only the local log, so it must learn the local log start (the earliest
-    offset of any tier left it asking for offset 0 forever, out of the ISR)."""
+    offset of any tier left it asking for offset 0 forever, out of the ISR), and the idempotent
+    writers whose batches lie below it."""
     info = TableInfo(7, ORDERS, SCHEMA, 1, 1, TIERED)
     replicas.become_leader([coordinator.add(info, {0: SERVER}, {0: BucketReplicas((SERVER, 2), (SERVER, 2), leader_epoch=1)})])
-    for first in range(0, 400, 20):
+    replicas.writer_tokens = tokens = WriterTokens(new_writer_key())
+    replicas.produce(7, 0, batch(0, 20, writer=(42, 0, 0)), caller="alice", writer_token=tokens.issue(42, "alice"), acks=1)
+    for first in range(20, 400, 20):
         replicas.produce(7, 0, batch(first, 20), acks=1)
     replicas.read_fetch(FetchParams([BucketFetch(7, 0, 400, 1 << 20, leader_epoch=1)], follower_id=2))  # the copy has it all
     assert remote.run_once().uploaded > 0
@@ -429,6 +433,8 @@ def test_a_follower_below_the_local_log_is_told_where_the_local_log_starts(repli
 
     assert isinstance(answer.error, OffsetOutOfRangeError) and answer.error.earliest == local_start
     assert answer.log_start_offset == local_start and answer.records == b""
+    at, [writer] = decode_writer_snapshot(answer.writer_state, "the answer")
+    assert (at, writer.writer_id, [(b.sequence, b.base_offset, b.next_offset) for b in writer.batches]) == (local_start, 42, [(0, 0, 20)])
     assert fetch(replicas, 7, 0, 0).remote_log_fetch_info is not None  # a reader is still sent to remote storage
     [copied] = replicas.read_fetch(FetchParams([BucketFetch(7, 0, local_start, 1 << 20, leader_epoch=1)], follower_id=2))
     assert copied.error is None and offsets_of(copied.records)[0][0] == local_start

@@ -130,3 +130,91 @@ def test_a_request_ahead_is_refused_at_once_when_every_place_to_wait_is_taken(tm
     waits.leave()
     assert log.log_end_offset == 5
     log.close()
+
+
+def _leaves_the_local_log(log: LogTablet, writer: tuple[int, int, int]) -> int:
+    """Append ``writer``'s batch, roll, append another writer's, and delete the first segment by
+    retention: the writer's only batch has left the local log. Returns where the batch landed."""
+    landed = log.append(writer_batch(0, 3, writer)).base_offset
+    log.roll()
+    log.append(writer_batch(3, 2, (99, 0, 0)))
+    assert log.delete_segments_before(3) == 1
+    return landed
+
+
+def test_a_writer_whose_batches_left_the_local_log_is_still_recognised_after_a_restart(tmp_path: Path) -> None:
+    log = LogTablet.open(tmp_path, LogConfig(), 0, NAME)
+    landed = _leaves_the_local_log(log, (7, 0, 0))
+    assert log.log_start_offset == 3
+    resent = log.append(writer_batch(0, 3, (7, 0, 0)))
+    assert resent.duplicate and resent.base_offset == landed
+    log.close()
+    reopened = LogTablet.open(tmp_path, LogConfig(), 0, NAME)  # the headers alone no longer hold writer 7
+    resent = reopened.append(writer_batch(0, 3, (7, 0, 0)))
+    assert resent.duplicate and resent.base_offset == landed
+    with pytest.raises(WriterSequenceConflictError, match=r"writer 7 epoch 0 sequence 0 was appended at offsets \[0, 3\)"):
+        reopened.append(writer_batch(100, 3, (7, 0, 0)))
+    with pytest.raises(OutOfOrderSequenceError, match="expected 1"):
+        reopened.append(writer_batch(5, 1, (7, 0, 2)))
+    assert reopened.log_end_offset == 5
+    reopened.close()
+
+
+def test_a_copy_started_over_at_its_leaders_log_start_recognises_the_leaders_writers(tmp_path: Path) -> None:
+    leader = LogTablet.open(tmp_path / "leader", LogConfig(), 0, NAME)
+    landed = _leaves_the_local_log(leader, (7, 0, 0))
+    start, writers = leader.writers_at_log_start()
+    copy = LogTablet.open(tmp_path / "copy", LogConfig(), 0, NAME)
+    copy.restart_at(start, writers)
+    read, epoch = leader.read_for_follower(start, 1 << 20)
+    copy.append_as_follower(read.records, epoch, read.starts_segment)
+    assert (copy.log_start_offset, copy.log_end_offset) == (3, 5)
+    resent = copy.append(writer_batch(0, 3, (7, 0, 0)))  # the copy leads now; the writer retries
+    assert resent.duplicate and resent.base_offset == landed
+    copy.close()
+    reopened = LogTablet.open(tmp_path / "copy", LogConfig(), 0, NAME)
+    assert reopened.append(writer_batch(0, 3, (7, 0, 0))).duplicate
+    reopened.close()
+    leader.close()
+
+
+def test_a_damaged_writer_snapshot_is_set_aside_and_the_log_opens_with_what_its_segments_hold(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = LogTablet.open(tmp_path, LogConfig(), 0, NAME)
+    _leaves_the_local_log(log, (7, 0, 0))
+    log.close()
+    (snapshot,) = tmp_path.glob("*.writers")
+    data = bytearray(snapshot.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    snapshot.write_bytes(bytes(data))
+    reopened = LogTablet.open(tmp_path, LogConfig(), 0, NAME)
+    assert f"{NAME} ({snapshot}): the writer state snapshot" in caplog.text and "fails its CRC" in caplog.text
+    assert reopened.append(writer_batch(3, 2, (99, 0, 0))).duplicate  # the segments' writers are known
+    assert not reopened.append(writer_batch(0, 3, (7, 0, 0))).duplicate  # writer 7 is new again
+    reopened.close()
+
+
+def test_a_writer_snapshot_of_segments_that_are_gone_or_never_went_is_removed(tmp_path: Path) -> None:
+    log = LogTablet.open(tmp_path, LogConfig(), 0, NAME)
+    _leaves_the_local_log(log, (7, 0, 0))
+    log.close()
+    (kept,) = tmp_path.glob("*.writers")
+    stale = tmp_path / f"{1:020d}.writers"  # as left by a crash before retention moved the log start
+    stale.write_bytes(kept.read_bytes())
+    reopened = LogTablet.open(tmp_path, LogConfig(), 0, NAME)
+    assert sorted(tmp_path.glob("*.writers")) == [kept]
+    assert reopened.append(writer_batch(0, 3, (7, 0, 0))).duplicate
+    reopened.close()
+
+
+def test_a_damaged_writer_snapshot_from_the_leader_is_not_kept(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    leader = LogTablet.open(tmp_path / "leader", LogConfig(), 0, NAME)
+    _leaves_the_local_log(leader, (7, 0, 0))
+    start, writers = leader.writers_at_log_start()
+    copy = LogTablet.open(tmp_path / "copy", LogConfig(), 0, NAME)
+    copy.restart_at(start, writers[:-1] + bytes([writers[-1] ^ 0xFF]))
+    assert f"{NAME}: the leader's writers: the writer state snapshot" in caplog.text
+    assert (copy.log_start_offset, list((tmp_path / "copy").glob("*.writers"))) == (3, [])
+    copy.close()
+    leader.close()
