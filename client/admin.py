@@ -191,7 +191,8 @@ class Admin:
     ) -> T:
         """``log(info)`` asked of the table's or partition's leaders, or, for a partition held by the
         lake only (also one dropped while asked), ``lake(info, its lake range per bucket, the lake
-        snapshot's id)`` (a partition dropped empty before any tiering round: empty ranges, id -1)."""
+        snapshot's id)`` (a partition dropped empty before any tiering round: empty ranges, id -1). A
+        partition's id is cached by name: a leader that no longer knows it makes the name looked up again."""
         info, lake_only = self._log_set(path, partition_name)
         if not lake_only:
             try:
@@ -199,9 +200,12 @@ class Admin:
             except (PartitionNotExistError, TableNotExistError):
                 if partition_name is None:
                     raise
+                cached = info
                 info, lake_only = self._log_set(path, partition_name, refresh=True)
                 if not lake_only:
-                    raise
+                    if info.partition_id == cached.partition_id:
+                        raise
+                    return log(info)  # dropped and created again under this name since it was cached
         try:
             snapshot = self.get_lake_snapshot(path)
         except LakeSnapshotNotExistError:

@@ -253,6 +253,20 @@ def test_dropping_a_partition_deletes_its_local_log(server: ServerProcess, conn:
     assert sum(conn.admin.list_offsets(PATH, partition_name="gone").values()) == 7
 
 
+def test_a_partition_dropped_and_created_again_is_asked_under_its_new_id(server: ServerProcess, conn: lakelog.Connection) -> None:
+    """The admin caches a partition's id by name; once the name means a new partition, the first
+    leader that no longer knows the old id makes it look the name up again."""
+    _partitioned(conn)
+    first = conn.admin.create_partition(PATH, {"dt": "again"})
+    assert conn.admin.list_offsets(PATH, partition_name="again") == {0: 0, 1: 0}
+    conn.admin.drop_partition(PATH, {"dt": "again"})
+    assert conn.admin.create_partition(PATH, {"dt": "again"}) != first
+    with lakelog.connect(server.address) as other, other.get_table(PATH).new_append().create_writer() as writer:
+        writer.append_arrow(_rows("again", 0, 7))
+    assert sum(conn.admin.list_offsets(PATH, partition_name="again").values()) == 7
+    assert sum(info.high_watermark for info in conn.admin.describe_buckets(PATH, partition_name="again").values()) == 7
+
+
 def _poll_until(scanner: object, expected: int, timeout_s: float = 60.0) -> list[lakelog.ScanRecord]:
     import time
 
