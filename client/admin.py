@@ -166,7 +166,7 @@ class Admin:
     def _log_set(self, path: TablePath, partition_name: str | None, refresh: bool = False) -> tuple[TableInfo, bool]:
         """The table's info, or with ``partition_name`` that partition's (a partitioned table's
         buckets are its partitions'), and whether it is held by the lake only (its log dropped)."""
-        info = self._metadata.table(path)
+        info = self._metadata.table(path, refresh)
         if partition_name is None:
             if info.partitioned:
                 raise InvalidPartitionError(f"table {path} is partitioned by {list(info.partition_keys)}: name a partition")
@@ -191,19 +191,17 @@ class Admin:
     ) -> T:
         """``log(info)`` asked of the table's or partition's leaders, or, for a partition held by the
         lake only (also one dropped while asked), ``lake(info, its lake range per bucket, the lake
-        snapshot's id)`` (a partition dropped empty before any tiering round: empty ranges, id -1). A
-        partition's id is cached by name: a leader that no longer knows it makes the name looked up again."""
+        snapshot's id)`` (a partition dropped empty before any tiering round: empty ranges, id -1). Ids
+        are cached by name: a leader that no longer knows one makes the name looked up again."""
         info, lake_only = self._log_set(path, partition_name)
         if not lake_only:
             try:
                 return log(info)
             except (PartitionNotExistError, TableNotExistError):
-                if partition_name is None:
-                    raise
                 cached = info
                 info, lake_only = self._log_set(path, partition_name, refresh=True)
                 if not lake_only:
-                    if info.partition_id == cached.partition_id:
+                    if info.physical_id == cached.physical_id:
                         raise
                     return log(info)  # dropped and created again under this name since it was cached
         try:

@@ -48,7 +48,9 @@ class Connection:
         self._sender = Sender(self._tablets, self._router, self.config.get("client.writer.max-inflight"), self.config.get("client.writer.acks"))
 
     def get_table(self, path: TablePath) -> Table:
-        return Table(self._router.metadata.table(path), self._tablets, self._router, self.admin, self.internal_admin, self.config, self._sender, self._lake)
+        """A handle on the table at ``path`` now, looked up on the coordinator (as Fluss's
+        ``getTable``): a handle taken before the table was dropped keeps naming the dropped one."""
+        return Table(self._router.metadata.table(path, refresh=True), self._tablets, self._router, self.admin, self.internal_admin, self.config, self._sender, self._lake)
 
     def open_barrier_hold(self, timeout_ms: int | None = None) -> BarrierHold:
         """A barrier hold on every tablet server (see :mod:`lakelog.client.barrier_hold`): writers

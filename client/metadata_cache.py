@@ -40,11 +40,14 @@ class MetadataCache:
                     self._partitions.setdefault(info.table_id, {})[info.partition_name] = info
         return [assignment.info for assignment in metadata.tables]
 
-    def table(self, path: TablePath) -> TableInfo:
-        with self._lock:
-            table_id = self._ids.get(path)
-            if table_id is not None:
-                return self._tables[table_id]
+    def table(self, path: TablePath, refresh: bool = False) -> TableInfo:
+        """The table at ``path`` as last loaded (``refresh``: loaded now, so a table dropped and
+        created again under its path is found under its new id)."""
+        if not refresh:
+            with self._lock:
+                table_id = self._ids.get(path)
+                if table_id is not None:
+                    return self._tables[table_id]
         return self._load(self._coordinator.get_metadata(paths=[path]))[0]
 
     def refresh(self, table_id: int) -> TableInfo:

@@ -165,3 +165,30 @@ def test_a_poll_with_nothing_subscribed_says_what_is_missing(conn: lakelog.Conne
         scanner.poll(timeout_ms=10)
     scanner.subscribe(1, 0)
     assert len(scanner.poll(timeout_ms=10)) == 0
+
+
+def test_a_table_dropped_and_created_again_by_another_client_is_found_under_its_new_id(server: ServerProcess) -> None:
+    """Ids are cached by name. A new handle looks the name up again, the admin asks again once a
+    leader no longer knows the cached id, and a handle taken before the drop keeps naming the
+    dropped table."""
+    with lakelog.connect(server.address) as mine, lakelog.connect(server.address) as other:
+        before = create_table(mine)
+        with before.new_append().create_writer() as writer:
+            writer.append_arrow(order_rows(0, 5))
+        assert mine.admin.list_offsets(before.path) == {0: 5}
+        other.admin.drop_table(before.path)
+        with create_table(other).new_append().create_writer() as writer:
+            writer.append_arrow(order_rows(100, 3))
+        assert mine.admin.list_offsets(before.path) == {0: 3}
+        assert mine.admin.describe_buckets(before.path)[0].high_watermark == 3
+        after = mine.get_table(before.path)
+        assert after.info.table_id != before.info.table_id
+        with after.new_append().create_writer() as writer:
+            writer.append_arrow(order_rows(103, 2))
+        scanner = after.new_scan().create_log_scanner()
+        scanner.subscribe_from_beginning()
+        assert scan_all(scanner, 5).column("id").to_pylist() == [100, 101, 102, 103, 104]
+        stale = before.new_scan().create_log_scanner()
+        stale.subscribe_from_beginning()
+        with pytest.raises(lakelog.TableNotExistError, match=f"id {before.info.table_id}"):
+            stale.poll_arrow(timeout_ms=5000)
