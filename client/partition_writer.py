@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -82,7 +83,7 @@ class PartitionedAppendWriter:
         before it are sent first."""
         partition = self.partition_info(self.row_partition(row))
         self._raise_error()
-        with self._drain_lock:
+        with self._drain_lock, self._dropped_partitions_forgotten():
             self._drain_locked()
             self._writer.append_row_to(partition, row, bucket)
         self._writer.serve_acks()
@@ -95,7 +96,7 @@ class PartitionedAppendWriter:
         codes, indexes = self._partition_codes(self._row_names(table).combine_chunks())
         self._raise_error()
         if bucket is not None:  # pinned: sent as given, after what was handed in before it
-            with self._drain_lock:
+            with self._drain_lock, self._dropped_partitions_forgotten():
                 self._drain_locked()
                 self._split_to_partitions([table], [codes], set(indexes), bucket)
             self._writer.serve_acks()
@@ -111,7 +112,8 @@ class PartitionedAppendWriter:
             pending.size += table.nbytes
             full = pending.size >= self._batch_bytes * len(pending.partitions)
         if full:
-            self._drain()
+            with self._dropped_partitions_forgotten():
+                self._drain()
         elif first:
             self._writer.send_soon()  # the sender learns when these rows' linger ends
         self._writer.serve_acks()
@@ -119,11 +121,13 @@ class PartitionedAppendWriter:
     def flush(self) -> None:
         """Send what was handed in and wait until every partition's rows are acknowledged; raise the first failure."""
         self.send_all()
-        self._writer.flush()
+        with self._dropped_partitions_forgotten():
+            self._writer.flush()
 
     def send_all(self) -> None:
         """A flush's start: what was handed in goes to the writer (a failure to split it is raised)."""
-        self._drain()
+        with self._dropped_partitions_forgotten():
+            self._drain()
         self._raise_error()
 
     @property
@@ -145,6 +149,19 @@ class PartitionedAppendWriter:
     def delivery_stats(self) -> DeliveryStats:
         """Requests and batches resent, and batches given up on, so far (every partition's)."""
         return self._writer.delivery_stats
+
+    @contextmanager
+    def _dropped_partitions_forgotten(self) -> Iterator[None]:
+        """Rows failed for a partition dropped meanwhile (``PartitionNotExistError``, raised on):
+        the partitions are looked up again by the next rows, so those of a name dropped and
+        created again go to the new partition, and a name dropped for good creates it again (if
+        allowed) or fails by name."""
+        try:
+            yield
+        except PartitionNotExistError:
+            with self._lock:
+                self._partitions.clear()
+            raise
 
     def _drain(self) -> None:
         with self._drain_lock:
@@ -173,7 +190,7 @@ class PartitionedAppendWriter:
             split = split_rows(rest, codes[0] if len(codes) == 1 else pa.chunked_array(codes).combine_chunks())
             pieces = [(index, self._with_keys(rows, self._names[index])) for index, rows in split]
         for index, rows in pieces:
-            self._writer.append_table_to(self._partitions[self._names[index]], rows, bucket, wait)
+            self._writer.append_table_to(self.partition_info(self._names[index]), rows, bucket, wait)
 
     def _with_keys(self, rows: pa.Table, name: str) -> pa.Table:
         """``rows`` of partition ``name`` with its key columns back in their places of the schema."""

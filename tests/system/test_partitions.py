@@ -267,6 +267,28 @@ def test_a_partition_dropped_and_created_again_is_asked_under_its_new_id(server:
     assert sum(info.high_watermark for info in conn.admin.describe_buckets(PATH, partition_name="again").values()) == 7
 
 
+def test_a_writer_whose_partition_another_client_dropped_and_created_again_writes_to_the_new_one(
+    server: ServerProcess, conn: lakelog.Connection
+) -> None:
+    """Rows already on their way to the dropped partition fail by name (they are not moved to
+    another partition); the writer looks its partitions up again, so the next rows of that name go
+    to the new partition."""
+    writer = _partitioned(conn, buckets=1).new_append().create_writer()
+    writer.append_arrow(_rows("d1", 0, 5))
+    writer.flush()
+    with lakelog.connect(server.address) as other:
+        other.admin.drop_partition(PATH, {"dt": "d1"})
+        other.admin.create_partition(PATH, {"dt": "d1"})
+    writer.append_arrow(_rows("d1", 5, 3))
+    with pytest.raises(lakelog.PartitionNotExistError, match="no partition with id"):
+        writer.flush()
+    writer.append_arrow(_rows("d1", 8, 2))
+    writer.close()
+    scanner = conn.get_table(PATH).new_scan().create_log_scanner()
+    scanner.subscribe_from_beginning()
+    assert sorted(record.row["id"] for record in _poll_until(scanner, 2)) == [8, 9]
+
+
 def _poll_until(scanner: object, expected: int, timeout_s: float = 60.0) -> list[lakelog.ScanRecord]:
     import time
 

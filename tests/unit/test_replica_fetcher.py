@@ -124,8 +124,8 @@ def test_a_copy_below_the_leaders_local_log_starts_over_there_with_the_leaders_w
     started: list[tuple[int, int, bytes]] = []
 
     def start_over(bucket: FollowedBucket, offset: int, state: bytes) -> None:
-        started.append((bucket.bucket, offset, state))
         bucket.tablet.restart_at(offset, state)
+        started.append((bucket.bucket, offset, state))
 
     fetcher = _fetcher(link, start_over=start_over)
     try:
