@@ -16,7 +16,7 @@ from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.client.metadata_cache import MetadataCache
 from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
 from lakelog.client.rpc.leader_router import LeaderRouter
-from lakelog.client.rpc.retry_policy import RetryPolicy
+from lakelog.client.rpc.retry_policy import TRANSPORT_ERRORS, RetryPolicy
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 from lakelog.client.sender import Sender
 from lakelog.client.table import Table
@@ -48,9 +48,17 @@ class Connection:
         self._sender = Sender(self._tablets, self._router, self.config.get("client.writer.max-inflight"), self.config.get("client.writer.acks"))
 
     def get_table(self, path: TablePath) -> Table:
-        """A handle on the table at ``path`` now, looked up on the coordinator (as Fluss's
-        ``getTable``): a handle taken before the table was dropped keeps naming the dropped one."""
-        return Table(self._router.metadata.table(path, refresh=True), self._tablets, self._router, self.admin, self.internal_admin, self.config, self._sender, self._lake)
+        """A handle on the table at ``path``, looked up on the coordinator (as Fluss's
+        ``getTable``), so a table dropped and created again is found under its new id; while the
+        coordinator cannot be reached, the table as this connection last knew it (a connection
+        that knew nothing of it waits for the coordinator as any lookup does). A handle taken
+        before its table was dropped keeps naming the dropped one."""
+        metadata = self._router.metadata
+        try:
+            info = metadata.table(path, refresh=True)
+        except TRANSPORT_ERRORS:
+            info = self._router.call(lambda: metadata.table(path), f"look up table {path}", resend_safe=True)
+        return Table(info, self._tablets, self._router, self.admin, self.internal_admin, self.config, self._sender, self._lake)
 
     def open_barrier_hold(self, timeout_ms: int | None = None) -> BarrierHold:
         """A barrier hold on every tablet server (see :mod:`lakelog.client.barrier_hold`): writers

@@ -27,6 +27,7 @@ from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.server.server_process import ServerProcess
 from lakelog.client.rpc.retry_policy import RetryPolicy
+from tests.harness.server_roles import coordinator_apart, tablet_server
 from tests.harness.tables import create_table, order_rows, scan_all
 
 
@@ -192,3 +193,24 @@ def test_a_table_dropped_and_created_again_by_another_client_is_found_under_its_
         stale.subscribe_from_beginning()
         with pytest.raises(lakelog.TableNotExistError, match=f"id {before.info.table_id}"):
             stale.poll_arrow(timeout_ms=5000)
+
+
+def test_a_table_handle_is_had_from_what_the_connection_knows_while_the_coordinator_is_down(tmp_path: Path) -> None:
+    coordinator = coordinator_apart(tmp_path)
+    tablet = tablet_server(tmp_path, coordinator, 1)
+    try:
+        with lakelog.connect(coordinator.address, {"client.request-timeout": "2s"}) as conn:
+            table = create_table(conn)
+            with table.new_append().create_writer() as writer:
+                writer.append_arrow(order_rows(0, 4))
+            coordinator.stop(0)
+            again = conn.get_table(table.path)
+            assert again.info.table_id == table.info.table_id
+            scanner = again.new_scan().create_log_scanner()
+            scanner.subscribe_from_beginning()
+            assert scan_all(scanner, 4).column("id").to_pylist() == [0, 1, 2, 3]
+            with pytest.raises(ServerUnreachableError, match="coordinator"):
+                conn.get_table(lakelog.TablePath("shop", "never_created"))
+    finally:
+        tablet.stop(0)
+        coordinator.stop(0)
