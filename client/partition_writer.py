@@ -96,7 +96,7 @@ class PartitionedAppendWriter:
         codes, indexes = self._partition_codes(self._row_names(table).combine_chunks())
         self._raise_error()
         if bucket is not None:  # pinned: sent as given, after what was handed in before it
-            with self._drain_lock, self._dropped_partitions_forgotten():
+            with self._drain_lock:
                 self._drain_locked()
                 self._split_to_partitions([table], [codes], set(indexes), bucket)
             self._writer.serve_acks()
@@ -112,8 +112,7 @@ class PartitionedAppendWriter:
             pending.size += table.nbytes
             full = pending.size >= self._batch_bytes * len(pending.partitions)
         if full:
-            with self._dropped_partitions_forgotten():
-                self._drain()
+            self._drain()
         elif first:
             self._writer.send_soon()  # the sender learns when these rows' linger ends
         self._writer.serve_acks()
@@ -126,8 +125,7 @@ class PartitionedAppendWriter:
 
     def send_all(self) -> None:
         """A flush's start: what was handed in goes to the writer (a failure to split it is raised)."""
-        with self._dropped_partitions_forgotten():
-            self._drain()
+        self._drain()
         self._raise_error()
 
     @property
@@ -189,8 +187,9 @@ class PartitionedAppendWriter:
             rest = table.drop_columns(self._info.partition_keys)
             split = split_rows(rest, codes[0] if len(codes) == 1 else pa.chunked_array(codes).combine_chunks())
             pieces = [(index, self._with_keys(rows, self._names[index])) for index, rows in split]
-        for index, rows in pieces:
-            self._writer.append_table_to(self.partition_info(self._names[index]), rows, bucket, wait)
+        with self._dropped_partitions_forgotten():
+            for index, rows in pieces:
+                self._writer.append_table_to(self.partition_info(self._names[index]), rows, bucket, wait)
 
     def _with_keys(self, rows: pa.Table, name: str) -> pa.Table:
         """``rows`` of partition ``name`` with its key columns back in their places of the schema."""

@@ -85,9 +85,7 @@ def save_writer_snapshot(directory: Path, offset: int, writers: Sequence[WriterE
 def restore_writer_snapshot(directory: Path, offset: int, state: WriterState, name: str) -> None:
     """Restore into ``state`` the snapshot as of ``offset``, where the log's first segment starts;
     any other snapshot file is stale (its segments went, or never came after a crash) and goes."""
-    for path in directory.glob(f"*{SUFFIX}"):
-        if path.stem != f"{offset:020d}":
-            path.unlink()
+    remove_writer_snapshots(directory, keep=offset)
     try:
         data = _path(directory, offset).read_bytes()
     except FileNotFoundError:
