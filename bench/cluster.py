@@ -118,10 +118,14 @@ class BenchCluster:
         self.segment_bytes = segment_bytes
         self.s3 = MotoServer()
         self._servers: list[HostedServer] = []
-        self.server = self.start_server("sync")
-        self.conn = lakelog.connect(self.server.address, self.client_config())
-        self.conn.admin.create_database(DATABASE, ignore_if_exists=True)
         self._spark: Any = None
+        try:  # a server that cannot start must not leave S3 and the servers before it running
+            self.server = self.start_server("sync")
+            self.conn = lakelog.connect(self.server.address, self.client_config())
+            self.conn.admin.create_database(DATABASE, ignore_if_exists=True)
+        except BaseException:
+            self._stop_processes()
+            raise
 
     def start_cluster(self, name: str, tablet_servers: int, extra: dict[str, Any] | None = None) -> list[HostedServer]:
         """A coordinator, then ``tablet_servers`` tablet servers (ids 1, 2, ...) registered with it,
@@ -251,6 +255,10 @@ class BenchCluster:
                 self._spark.stop()
             except Exception as exc:  # noqa: BLE001 - a JVM already gone must not lose the run's report
                 progress(f"Spark did not stop cleanly: {type(exc).__name__}")
+        self._stop_processes()
+
+    def _stop_processes(self) -> None:
+        """The servers, then S3; the cluster's directory goes with them."""
         for server in reversed(self._servers):
             server.stop()
         self.s3.stop()
