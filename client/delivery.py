@@ -104,10 +104,11 @@ class Delivery:
 
     def gave_up(self, table: str, bucket: int, batches: list[rb.EncodedBatch], error: LakelogError, attempts: int) -> LakelogError:
         """The error a failed request reaches ``flush()`` with: a retriable one that ran out of time
-        becomes a :class:`DeliveryTimeoutError` naming the table (or partition), the bucket and the records lost."""
+        becomes a :class:`DeliveryTimeoutError` naming the table (or partition), the bucket and the
+        records lost; any other names the table's bucket if the server's message does not."""
         self.stats.failed_batches += len(batches)
         if not self._retried(error):
-            return error
+            return error.naming(f"{table} bucket {bucket}")
         records = sum(rb.read_header(data).record_count for data in batches)
         return DeliveryTimeoutError(
             f"{records} record(s) of {table} bucket {bucket} were not delivered within "

@@ -37,6 +37,18 @@ class LakelogError(Exception):
         super().__init__(message)
         self.message = message
 
+    def naming(self, subject: str) -> "LakelogError":
+        """This error with ``subject`` (a table's bucket, say) in front of its message when the
+        message does not name it: a server that knows a table only by an id it no longer holds
+        can say only "no table or partition has id 7", and the user wrote to a name."""
+        if subject in self.message:
+            return self
+        named = type(self).__new__(type(self))
+        named.__dict__.update(self.__dict__)
+        named.message = cut_message(f"{subject}: {self.message}")
+        named.args = (named.message,)
+        return named
+
 
 class NetworkError(LakelogError):
     """A server could not be reached or the connection broke."""

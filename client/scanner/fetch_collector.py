@@ -225,7 +225,7 @@ class FetchCollector:
         delay = self._router.retry_delay_s(error, attempt, resend_safe=True, table_id=self._fetcher.info(bucket).physical_id)
         if delay is None:
             # A storage outage is the caller's to see (and to retry); leader moves and restarts are ours.
-            raise error
+            raise error.naming(self._fetcher.where(bucket))
         if not attempt:
             log.info("fetch of %s failed, retrying until it works: %s", self._fetcher.where(bucket), error)
         with buffer.cond:
