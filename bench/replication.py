@@ -86,11 +86,15 @@ def _produce(cluster: BenchCluster, conn: lakelog.Connection, servers: list[Host
         f"factor 1 {cpu[1][0]:.2f} + {cpu[1][1]:.2f} s, factor 3 {cpu[3][0]:.2f} + {cpu[3][1]:.2f} s",
         tier="produce (factor 3)",
         next_step="factor 3 is bound by CPU: the three tablet servers and the writer share this machine's 2 cores, and "
-        "factor 3 appends every record three times (each copy received, checked and written into the page cache; "
-        "the page-cache writes alone are a quarter of all CPU samples in perf) and sends it twice; the detail gives the CPU of both runs, whose ratio "
-        "bounds this one. Left: the follower fetch path's own cost (the leader's event loop answering, gRPC's copies "
-        "into and out of each message), which a replication channel outside gRPC (sendfile from the segment, "
-        "recv_into on the follower) would cut; on servers of their own, each follower's work runs on its own machine",
+        "factor 3 appends every record three times (each copy received, checked and written into the page cache) and "
+        "sends it twice; the detail gives the CPU of both runs, whose ratio bounds this one. In perf the page-cache "
+        "copy under pwritev is 36-44% of the servers' CPU at factor 3 (18% at factor 1): it runs at 0.4-1.6 GB/s in "
+        "the servers against 3.9-4.0 GB/s for the same writes in a script of its own (new files, freed cache, fsync or "
+        "pread beside it alike), a cost of this machine's memory that factor 3 pays three times; fresh pages zeroed for "
+        "the leader's pread and join of each follower answer are another 5-9%. Left: the follower fetch path's own "
+        "cost (gRPC's copies into and out of each message), which a replication channel outside gRPC (sendfile from "
+        "the segment, recv_into on the follower) would cut; on servers of their own, each follower's work runs on its "
+        "own machine",
     )
 
 
