@@ -39,12 +39,13 @@ from lakelog.metadata import (
     partition_name,
     partition_spec,
 )
+from lakelog.cluster_state import ServerNode
 from lakelog.client.group.group_admin import GroupAdmin
 from lakelog.client.lake.lake_sources import LakeSources
 from lakelog.log_source import LogSource, LookupContext
 from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
 from lakelog.client.rpc.leader_router import LeaderRouter
-from lakelog.client.rpc.messages import BucketRepair
+from lakelog.client.rpc.messages import BucketRepair, ListedOffset
 from lakelog.client.rpc.tablet_gateway import TabletGateway
 
 T = TypeVar("T")
@@ -226,21 +227,10 @@ class Admin:
         chosen = spec or OffsetSpec.latest()
 
         def log(info: TableInfo) -> dict[int, int]:
-            source = self._lake.log_source(info) if self._lake is not None and chosen.type != OffsetType.LATEST else None
-            listed = self._router.call_leaders(
-                info,
-                buckets,
-                lambda node, group: self._tablets.list_offsets(
-                    node, info.table_id, group, chosen, source is not None, info.partition_id or 0
-                ),
-                "list offsets",
-            )
-            offsets = {}
-            for item in listed:
-                offsets[item.bucket] = item.offset
-                if source is not None and item.lake_snapshot_id >= 0:
-                    offsets[item.bucket] = lake_offset(source, info, item.bucket, chosen.ms, item.lake_snapshot_id)
-            return dict(sorted(offsets.items()))
+            listed = self._log_offsets([info], buckets, chosen)[info.physical_id]
+            if isinstance(listed, LakelogError):
+                raise listed
+            return listed
 
         def lake(info: TableInfo, ranges: dict[int, LakeBucketOffset], snapshot_id: int) -> dict[int, int]:
             wanted = _buckets(info, buckets)
@@ -252,6 +242,67 @@ class Admin:
             return {b: _lake_offset_or_end(source, info, b, chosen.ms, snapshot_id, ranges[b]) for b in wanted}
 
         return self._per_bucket(path, partition_name, log, lake)
+
+    def list_partitions_offsets(
+        self, partitions: Sequence[TableInfo], buckets: Iterable[int] | None = None, spec: OffsetSpec | None = None
+    ) -> dict[int, dict[int, int] | None]:
+        """:meth:`list_offsets` of each of ``partitions`` (partitions of one table that have a
+        log, as the metadata lists them) in one ListOffsets per leader for all of them, not one per
+        partition: per partition id, its offsets, or None when it was dropped since it was listed."""
+        listed = self._log_offsets(partitions, buckets, spec or OffsetSpec.latest()) if partitions else {}
+        offsets: dict[int, dict[int, int] | None] = {}
+        for info in partitions:
+            assert info.partition_id is not None
+            found = listed[info.physical_id]
+            if isinstance(found, (PartitionNotExistError, TableNotExistError)):
+                offsets[info.partition_id] = None
+            elif isinstance(found, LakelogError):
+                raise found
+            else:
+                offsets[info.partition_id] = found
+        return offsets
+
+    def _log_offsets(
+        self, infos: Sequence[TableInfo], buckets: Iterable[int] | None, spec: OffsetSpec
+    ) -> dict[int, dict[int, int] | LakelogError]:
+        """Per physical id of ``infos`` (a table, or partitions of one table), the offsets ``spec``
+        names from their leaders, or the error one of its buckets answered. With the table's
+        LogSource the earliest offset counts the lake, and a timestamp the lake holds is resolved
+        there. A leader too old to know ``partitions_req`` answers the first partition of its
+        request alone: the partitions it left out are asked one by one."""
+        table = infos[0]
+        source = self._lake.log_source(table) if self._lake is not None and spec.type != OffsetType.LATEST else None
+        wanted = None if buckets is None else sorted(set(buckets))
+
+        def send(node: ServerNode, groups: list[tuple[TableInfo, list[int]]]) -> list[ListedOffset]:
+            listed = self._tablets.list_offsets(node, table.table_id, [(i.partition_id or 0, b) for i, b in groups], spec, source is not None)
+            # A moved leader or a server not ready yet: the whole lookup is tried again.
+            retry = next((item.error for item in listed if item.error and self._router.policy.should_retry(item.error, True)), None)
+            if retry is not None:
+                raise retry
+            return listed
+
+        by_partition = {info.partition_id or 0: info for info in infos}
+        found: dict[int, dict[int, int] | LakelogError] = {info.physical_id: {} for info in infos}
+        for item in self._router.call_leaders(infos, wanted, send, "list offsets"):
+            info = by_partition.get(item.partition_id)
+            offsets = found[info.physical_id] if info is not None else None
+            if not isinstance(offsets, dict):  # an answer for a partition not asked, or one that failed already
+                continue
+            if item.error is not None:
+                found[info.physical_id] = item.error
+            elif source is not None and item.lake_snapshot_id >= 0:
+                offsets[item.bucket] = lake_offset(source, info, item.bucket, spec.ms, item.lake_snapshot_id)
+            else:
+                offsets[item.bucket] = item.offset
+        for info in infos:
+            offsets = found[info.physical_id]
+            if isinstance(offsets, dict):
+                if len(infos) > 1 and len(offsets) < (info.buckets if wanted is None else len(wanted)):
+                    found[info.physical_id] = self._log_offsets([info], wanted, spec)[info.physical_id]
+                else:
+                    found[info.physical_id] = dict(sorted(offsets.items()))
+        return found
 
     def describe_buckets(self, path: TablePath, partition_name: str | None = None) -> dict[int, BucketInfo]:
         """Every bucket (of the partition ``partition_name`` of a partitioned table), also when some
@@ -354,14 +405,11 @@ class Admin:
     def _log_ends(self, path: TablePath) -> dict[LakeBucketKey, int]:
         """The high watermarks keyed as lake snapshots key buckets: per bucket, or per
         ``(partition_id, bucket)`` of every partition that still has a log."""
-        if not self._metadata.table(path).partitioned:
+        info = self._metadata.table(path)
+        if not info.partitioned:
             return dict(self.list_offsets(path))
-        return {
-            (partition.partition_id, bucket): hw
-            for partition in self.list_partition_infos(path)
-            if not partition.lake_only
-            for bucket, hw in self.list_offsets(path, partition_name=partition.partition_name).items()
-        }
+        listed = self.list_partitions_offsets(list(self._metadata.partitions(info, refresh=True).values()))
+        return {(partition_id, bucket): hw for partition_id, offsets in listed.items() if offsets for bucket, hw in offsets.items()}
 
     def get_lake_config(self) -> LakeConfig:
         """The cluster's lake format and catalog properties, without secrets."""

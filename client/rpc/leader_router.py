@@ -14,11 +14,11 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from typing import Callable, Iterable, Sequence, TypeVar
+from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 from lakelog.errors import LakelogError, UnknownBucketError
 from lakelog.cluster_state import ServerNode
-from lakelog.metadata import TableInfo
+from lakelog.metadata import MAX_BUCKETS, TableInfo
 from lakelog.client.metadata_cache import MetadataCache
 from lakelog.client.rpc.retry_policy import RetryPolicy
 
@@ -70,19 +70,26 @@ class LeaderRouter:
 
     def call_leaders(
         self,
-        info: TableInfo,
+        infos: Sequence[TableInfo],
         buckets: Iterable[int] | None,
-        send: Callable[[ServerNode, list[int]], list[T]],
+        send: Callable[[ServerNode, list[tuple[TableInfo, list[int]]]], list[T]],
         what: str,
     ) -> list[T]:
-        """One ``send`` per leader of ``buckets`` (None: all), answers concatenated; retried as a
-        whole (these are lookups, safe to resend)."""
+        """``buckets`` (None: all) of each of ``infos`` (a table, or partitions of one table) asked
+        of their leaders: one ``send`` per leader for every info it leads buckets of, each naming at
+        most ``MAX_BUCKETS`` buckets; answers concatenated, retried as a whole (these are lookups,
+        safe to resend)."""
         wanted = None if buckets is None else list(buckets)
 
         def attempt() -> list[T]:
-            return [answer for node, group in self.by_leader(info, wanted).items() for answer in send(node, group)]
+            by_node: dict[ServerNode, list[tuple[TableInfo, list[int]]]] = defaultdict(list)
+            for info in infos:
+                for node, group in self.by_leader(info, wanted).items():
+                    by_node[node].append((info, group))
+            return [answer for node, groups in by_node.items() for chunk in _within_limit(groups) for answer in send(node, chunk)]
 
-        return self.call(attempt, f"{what} of {info.label}", resend_safe=True, tables=[info.physical_id])
+        label = infos[0].label if len(infos) == 1 else f"{len(infos)} partitions of {infos[0].path}"
+        return self.call(attempt, f"{what} of {label}", resend_safe=True, tables=[info.physical_id for info in infos])
 
     def retry_delay_s(self, error: LakelogError, attempt: int, resend_safe: bool, table_id: int) -> float | None:
         """For a caller with requests in flight: the wait before resending after ``error`` (None:
@@ -122,3 +129,18 @@ class LeaderRouter:
             log.debug("metadata refresh of table id %d failed: %s", table_id, error)
         with self._lock:
             self._refreshed_at[table_id] = time.monotonic()
+
+
+def _within_limit(groups: list[tuple[TableInfo, list[int]]]) -> Iterator[list[tuple[TableInfo, list[int]]]]:
+    """``groups`` in runs of at most ``MAX_BUCKETS`` buckets: what a server takes in one request
+    (one group never has more, a table having at most that many buckets)."""
+    run: list[tuple[TableInfo, list[int]]] = []
+    size = 0
+    for info, group in groups:
+        if run and size + len(group) > MAX_BUCKETS:
+            yield run
+            run, size = [], 0
+        run.append((info, group))
+        size += len(group)
+    if run:
+        yield run

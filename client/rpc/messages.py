@@ -97,9 +97,13 @@ class BucketRepair:
 
 @dataclass(frozen=True)
 class ListedOffset:
-    """A ListOffsets answer for one bucket; ``lake_snapshot_id`` >= 0 says the lake must resolve it."""
+    """A ListOffsets answer for one bucket (of partition ``partition_id``, 0 for a table's own
+    buckets); ``lake_snapshot_id`` >= 0 says the lake must resolve it; ``error``: what the server
+    answered instead of an offset."""
 
     bucket: int
     offset: int
     lake_snapshot_id: int = -1
+    partition_id: int = 0
+    error: LakelogError | None = None
 

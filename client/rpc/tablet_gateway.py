@@ -6,7 +6,7 @@ flight); their answers come back through a callback, already converted.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import grpc
 
@@ -61,7 +61,7 @@ def _target(node: ServerNode) -> str:
     return f"tablet server {node.address}"
 
 
-def _raise_bucket_error(item: pb.PbListOffsetsRespForBucket | pb.PbLogBucketInfo) -> None:
+def _raise_bucket_error(item: pb.PbLogBucketInfo) -> None:
     if item.error_code:
         raise error_from_code(item.error_code, item.error_message)
 
@@ -148,8 +148,12 @@ class TabletGateway:
         self._edge.call_async(fetch_log, request, _target(node), timeout_s, _fetched(fetch.enable_lake), on_done)
 
     def list_offsets(
-        self, node: ServerNode, table_id: int, buckets: list[int], spec: OffsetSpec, enable_lake: bool, partition_id: int = 0
+        self, node: ServerNode, table_id: int, partitions: Sequence[tuple[int, list[int]]], spec: OffsetSpec, enable_lake: bool
     ) -> list[ListedOffset]:
+        """Offsets of ``(partition id, buckets)`` pairs of one table (partition id 0: the table's own
+        buckets) in one request: the first pair as the request's own, the others as
+        ``partitions_req``. A bucket's error comes back in its answer, for the caller to weigh."""
+        (partition_id, buckets), *more = partitions
         request = pb.ListOffsetsRequest(
             follower_server_id=-1,
             offset_type=int(spec.type),
@@ -158,12 +162,18 @@ class TabletGateway:
             bucket_id=buckets,
             start_timestamp=spec.ms,
             enable_lake=enable_lake,
+            partitions_req=[pb.PbListOffsetsReqForPartition(partition_id=p, bucket_id=b) for p, b in more],
         )
-        listed = []
-        for item in self._edge.call(self._stub(node).ListOffsets, request, _target(node)).buckets_resp:
-            _raise_bucket_error(item)
-            listed.append(ListedOffset(item.bucket_id, item.offset, item.lake_snapshot_id))
-        return listed
+        return [
+            ListedOffset(
+                item.bucket_id,
+                item.offset,
+                item.lake_snapshot_id,
+                item.partition_id or partition_id,
+                error_from_code(item.error_code, item.error_message) if item.error_code else None,
+            )
+            for item in self._edge.call(self._stub(node).ListOffsets, request, _target(node)).buckets_resp
+        ]
 
     def describe_log_buckets(
         self, node: ServerNode, table_id: int, buckets: list[int], partition_id: int = 0

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Mapping
 
 import pyarrow as pa
@@ -33,7 +32,6 @@ from lakelog.errors import (
     InvalidTimestampError,
     OffsetOutOfRangeError,
     PartitionNotExistError,
-    TableNotExistError,
     UnknownBucketError,
 )
 from lakelog.metadata import LakeSnapshot, OffsetSpec, OffsetType, TableInfo
@@ -54,8 +52,6 @@ log = logging.getLogger(__name__)
 
 # The longest a poll waits on the buffer before it looks at its deadline (and for new partitions) again.
 IDLE_WAIT_S = 0.2
-# The most offset lookups a subscription of many partitions has in flight at once.
-LISTING_THREADS = 8
 
 
 class LogScanner(PolledScanner):
@@ -173,21 +169,12 @@ class LogScanner(PolledScanner):
         self._discovered_at = time.monotonic()
 
     def _subscribe_partitions(self, partitions: list[TableInfo], spec: OffsetSpec, buckets: list[int]) -> None:
-        """Subscribe partitions read from the log. Their offsets are listed in parallel (a lookup
-        per partition and leader): a table of 30 partitions subscribes in a few round trips, not 30."""
-
-        def listed(partition: TableInfo) -> dict[int, int] | None:
-            try:
-                return self._admin.list_offsets(partition.path, buckets, spec, partition.partition_name or None)
-            except (PartitionNotExistError, TableNotExistError):
-                return None
-
-        if not partitions:
-            return
-        with ThreadPoolExecutor(max_workers=min(LISTING_THREADS, len(partitions)), thread_name_prefix="lakelog-subscribe") as pool:
-            answers = list(pool.map(listed, partitions))
-        for partition, offsets in zip(partitions, answers):
+        """Subscribe partitions read from the log, their offsets listed together: a table of 30
+        partitions subscribes in one lookup per leader, not 30."""
+        listed = self._admin.list_partitions_offsets(partitions, buckets, spec)
+        for partition in partitions:
             assert partition.partition_id is not None
+            offsets = listed[partition.partition_id]
             if offsets is None:
                 self._dropped(partition.partition_id, "it was dropped before it was read")
                 continue

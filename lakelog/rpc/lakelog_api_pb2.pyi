@@ -464,7 +464,7 @@ class PbLakeLogFetchInfo(_message.Message):
     def __init__(self, snapshot_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ...) -> None: ...
 
 class ListOffsetsRequest(_message.Message):
-    __slots__ = ("follower_server_id", "offset_type", "table_id", "partition_id", "bucket_id", "start_timestamp", "enable_lake")
+    __slots__ = ("follower_server_id", "offset_type", "table_id", "partition_id", "bucket_id", "start_timestamp", "enable_lake", "partitions_req")
     FOLLOWER_SERVER_ID_FIELD_NUMBER: _ClassVar[int]
     OFFSET_TYPE_FIELD_NUMBER: _ClassVar[int]
     TABLE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -472,6 +472,7 @@ class ListOffsetsRequest(_message.Message):
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
     START_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     ENABLE_LAKE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_REQ_FIELD_NUMBER: _ClassVar[int]
     follower_server_id: int
     offset_type: OffsetType
     table_id: int
@@ -479,7 +480,16 @@ class ListOffsetsRequest(_message.Message):
     bucket_id: _containers.RepeatedScalarFieldContainer[int]
     start_timestamp: int
     enable_lake: bool
-    def __init__(self, follower_server_id: _Optional[int] = ..., offset_type: _Optional[_Union[OffsetType, str]] = ..., table_id: _Optional[int] = ..., partition_id: _Optional[int] = ..., bucket_id: _Optional[_Iterable[int]] = ..., start_timestamp: _Optional[int] = ..., enable_lake: _Optional[bool] = ...) -> None: ...
+    partitions_req: _containers.RepeatedCompositeFieldContainer[PbListOffsetsReqForPartition]
+    def __init__(self, follower_server_id: _Optional[int] = ..., offset_type: _Optional[_Union[OffsetType, str]] = ..., table_id: _Optional[int] = ..., partition_id: _Optional[int] = ..., bucket_id: _Optional[_Iterable[int]] = ..., start_timestamp: _Optional[int] = ..., enable_lake: _Optional[bool] = ..., partitions_req: _Optional[_Iterable[_Union[PbListOffsetsReqForPartition, _Mapping]]] = ...) -> None: ...
+
+class PbListOffsetsReqForPartition(_message.Message):
+    __slots__ = ("partition_id", "bucket_id")
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
+    partition_id: int
+    bucket_id: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition_id: _Optional[int] = ..., bucket_id: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ListOffsetsResponse(_message.Message):
     __slots__ = ("buckets_resp",)
@@ -488,18 +498,20 @@ class ListOffsetsResponse(_message.Message):
     def __init__(self, buckets_resp: _Optional[_Iterable[_Union[PbListOffsetsRespForBucket, _Mapping]]] = ...) -> None: ...
 
 class PbListOffsetsRespForBucket(_message.Message):
-    __slots__ = ("bucket_id", "error_code", "error_message", "offset", "lake_snapshot_id")
+    __slots__ = ("bucket_id", "error_code", "error_message", "offset", "lake_snapshot_id", "partition_id")
     BUCKET_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     LAKE_SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     bucket_id: int
     error_code: int
     error_message: str
     offset: int
     lake_snapshot_id: int
-    def __init__(self, bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., offset: _Optional[int] = ..., lake_snapshot_id: _Optional[int] = ...) -> None: ...
+    partition_id: int
+    def __init__(self, bucket_id: _Optional[int] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., offset: _Optional[int] = ..., lake_snapshot_id: _Optional[int] = ..., partition_id: _Optional[int] = ...) -> None: ...
 
 class DescribeLogBucketsRequest(_message.Message):
     __slots__ = ("table_id", "bucket_id", "partition_id")

@@ -240,26 +240,30 @@ class TabletService(TabletServiceServicer):
 
     @rpc_method
     def ListOffsets(self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext) -> pb.ListOffsetsResponse:
-        _check_bucket_count("ListOffsets", len(request.bucket_id))
+        asked = [(request.partition_id, request.bucket_id), *((p.partition_id, p.bucket_id) for p in request.partitions_req)]
+        _check_bucket_count("ListOffsets", sum(len(buckets) for _, buckets in asked))
         self._replicas.check_ready()
         if request.offset_type not in tuple(OffsetType):
             raise InvalidRequestError(f"unknown offset_type {request.offset_type}")
         spec = OffsetSpec(OffsetType(request.offset_type), request.start_timestamp)
         responses = []
-        for bucket in request.bucket_id:
-            try:
-                physical_id = self._replicas.physical_id(request.table_id, request.partition_id)
-                answer = self._replicas.list_offset(physical_id, bucket, spec, request.enable_lake)
-                responses.append(
-                    pb.PbListOffsetsRespForBucket(
-                        bucket_id=bucket, offset=answer.offset, lake_snapshot_id=answer.lake_snapshot_id
+        for partition_id, buckets in asked:
+            for bucket in buckets:
+                try:
+                    physical_id = self._replicas.physical_id(request.table_id, partition_id)
+                    answer = self._replicas.list_offset(physical_id, bucket, spec, request.enable_lake)
+                    responses.append(
+                        pb.PbListOffsetsRespForBucket(
+                            bucket_id=bucket, offset=answer.offset, lake_snapshot_id=answer.lake_snapshot_id, partition_id=partition_id
+                        )
                     )
-                )
-            except LakelogError as error:
-                self.metrics.count_error("ListOffsets", error)
-                responses.append(
-                    pb.PbListOffsetsRespForBucket(bucket_id=bucket, error_code=error.code, error_message=error.message)
-                )
+                except LakelogError as error:
+                    self.metrics.count_error("ListOffsets", error)
+                    responses.append(
+                        pb.PbListOffsetsRespForBucket(
+                            bucket_id=bucket, error_code=error.code, error_message=error.message, partition_id=partition_id
+                        )
+                    )
         return pb.ListOffsetsResponse(buckets_resp=responses)
 
     @rpc_method

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+import grpc
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute in the tests below
 import pyarrow.fs as pafs
@@ -18,9 +19,13 @@ import pytest
 
 import lakelog
 from lakelog.client.rpc.coordinator_gateway import CoordinatorGateway
+from lakelog.errors import PartitionNotExistError
+from lakelog.rpc import lakelog_api_pb2 as pb
+from lakelog.rpc.lakelog_api_pb2_grpc import TabletServiceStub
 from lakelog.rpc.rpc_edge import RpcEdge
 from lakelog.server.server_process import ServerProcess
 from tests.harness.remote_tier import Remote
+from tests.harness.metrics_scrape import Scrape
 from tests.harness.s3 import MotoS3
 from tests.harness.server_subprocess import ServerSubprocess
 from tests.harness.waiting import wait_until
@@ -334,6 +339,73 @@ def test_scan_from_beginning_reads_every_partition_now_and_later_and_ends_droppe
             ids_in_log_order.setdefault((r.partition_id, r.bucket), []).append(r.row["id"])
         assert all(found == sorted(found) for found in ids_in_log_order.values())  # appended order kept
         assert {pid for pid, _ in positions} == {ids["d2"], ids["d3"]}
+
+
+def test_a_scan_of_many_partitions_lists_their_offsets_in_one_call_per_leader(server_factory: Callable[..., ServerProcess]) -> None:
+    server = server_factory(**{"metrics.port": 0})
+    days = [f"d{n:02d}" for n in range(12)]
+    with lakelog.connect(server.address) as conn:
+        table = _partitioned(conn, buckets=2)
+        acks: list[lakelog.AppendAck] = []
+        with table.new_append().create_writer(on_ack=acks.append) as writer:
+            writer.append_arrow(pa.concat_tables([_rows(day, 100 * n, n + 1) for n, day in enumerate(days)]))
+        with table.new_append().create_writer(on_ack=acks.append) as writer:  # later: a timestamp between the two
+            writer.append_arrow(pa.concat_tables([_rows(day, 100 * n + 50, 2) for n, day in enumerate(days)]))
+        calls = lambda: Scrape(server)("lakelog_rpc_duration_seconds_count", method="ListOffsets")  # noqa: E731
+        before = calls()
+        with table.new_scan().create_log_scanner() as scanner:
+            scanner.subscribe_from_beginning()
+            assert calls() == before + 1
+            got = _poll_until(scanner, sum(n + 3 for n in range(len(days))))
+        assert sorted(r.row["id"] for r in got) == sorted(i for n in range(len(days)) for i in [*range(100 * n, 101 * n + 1), 100 * n + 50, 100 * n + 51])
+
+        # The same answers as asking partition by partition, for every kind of offset.
+        infos = [table.info.for_partition(p) for p in conn.admin.list_partition_infos(PATH)]
+        ids = {info.partition_name: info.partition_id for info in infos}
+        second = max(ack.commit_timestamp for ack in acks)
+        for spec in (lakelog.OffsetSpec.earliest(), lakelog.OffsetSpec.latest(), lakelog.OffsetSpec.timestamp(second)):
+            one_by_one = {ids[day]: conn.admin.list_offsets(PATH, spec=spec, partition_name=day) for day in days}
+            assert conn.admin.list_partitions_offsets(infos, spec=spec) == one_by_one
+        assert conn.admin.list_partitions_offsets(infos, [1], lakelog.OffsetSpec.latest()) == {
+            ids[day]: {1: conn.admin.list_offsets(PATH, [1], partition_name=day)[1]} for day in days
+        }
+        # A partition dropped since it was listed answers None; the others still answer.
+        conn.admin.drop_partition(PATH, {"dt": "d03"})
+        listed = conn.admin.list_partitions_offsets(infos)
+        assert listed[ids["d03"]] is None
+        assert sum(sum(offsets.values()) for offsets in listed.values() if offsets) == sum(n + 3 for n in range(len(days))) - 6
+
+
+def test_a_list_offsets_request_names_each_answers_partition_and_a_missing_one_is_refused_alone(
+    server: ServerProcess, conn: lakelog.Connection
+) -> None:
+    table = _partitioned(conn, buckets=2)
+    with table.new_append().create_writer() as writer:
+        writer.append_arrow(pa.concat_tables([_rows("a", 0, 3), _rows("b", 3, 5)]))
+    ids = {p.partition_name: p.partition_id for p in conn.admin.list_partition_infos(PATH)}
+    request = pb.ListOffsetsRequest(
+        offset_type=pb.LATEST,
+        table_id=table.info.table_id,
+        partition_id=ids["a"],
+        bucket_id=[0, 1],
+        partitions_req=[
+            pb.PbListOffsetsReqForPartition(partition_id=999, bucket_id=[0]),
+            pb.PbListOffsetsReqForPartition(partition_id=ids["b"], bucket_id=[0, 1]),
+        ],
+    )
+    with grpc.insecure_channel(server.address) as channel:
+        answers = TabletServiceStub(channel).ListOffsets(request).buckets_resp
+    assert [(a.partition_id, a.bucket_id) for a in answers] == [(ids["a"], 0), (ids["a"], 1), (999, 0), (ids["b"], 0), (ids["b"], 1)]
+    assert [a.error_code for a in answers] == [0, 0, PartitionNotExistError.code, 0, 0]
+    assert "999" in answers[2].error_message
+    assert sum(a.offset for a in answers[:2]) == 3 and sum(a.offset for a in answers[3:]) == 5
+    too_many = pb.ListOffsetsRequest(
+        offset_type=pb.LATEST, table_id=table.info.table_id,
+        partitions_req=[pb.PbListOffsetsReqForPartition(partition_id=ids["a"], bucket_id=[0] * 600) for _ in range(2)],
+    )
+    with grpc.insecure_channel(server.address) as channel, pytest.raises(grpc.RpcError) as refused:
+        TabletServiceStub(channel).ListOffsets(too_many)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "1200 buckets" in str(refused.value.details())
 
 
 def test_subscribe_one_partition_and_the_columnar_form(server: ServerProcess, conn: lakelog.Connection) -> None:

@@ -4,12 +4,15 @@ long the client waits, how a poll's record cap is shared, and how much a scanner
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
+from lakelog.client.admin import Admin
+from lakelog.client.rpc.messages import ListedOffset
 from lakelog.client.bucket_assigner import BucketAssigner, murmur3_32, split_rows
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.retry_policy import RetryPolicy
@@ -21,6 +24,7 @@ from lakelog.errors import (
     NetworkError,
     NotEnoughReplicasError,
     NotLeaderError,
+    PartitionNotExistError,
     RemoteStorageError,
     RequestTimeoutError,
     SchemaMismatchError,
@@ -29,7 +33,7 @@ from lakelog.errors import (
     TableNotExistError,
     UnknownBucketError,
 )
-from lakelog.metadata import TableInfo, TablePath
+from lakelog.metadata import MAX_BUCKETS, PartitionInfo, TableInfo, TablePath
 from lakelog.cluster_state import ServerNode
 
 # ---------------------------------------------------------------- buckets
@@ -217,16 +221,85 @@ def test_buckets_are_grouped_by_their_leader_and_a_bucket_the_table_lacks_is_ref
         router.by_leader(INFO, [4])
 
 
+def _recording(sent: list[tuple[int, list[tuple[int | None, list[int]]]]]) -> Any:
+    """A send that records what each leader was asked and answers ``(partition, bucket)`` pairs."""
+
+    def send(node: ServerNode, groups: list[tuple[TableInfo, list[int]]]) -> list[tuple[int | None, int]]:
+        sent.append((node.server_id, [(info.partition_id, buckets) for info, buckets in groups]))
+        return [(info.partition_id, b) for info, buckets in groups for b in buckets]
+
+    return send
+
+
 def test_one_send_per_leader_and_the_answers_joined() -> None:
     router = _router(Leaders({0: 1, 1: 2, 2: 1, 3: 2}))
-    sent: list[tuple[int, list[int]]] = []
+    sent: list[tuple[int, list[tuple[int | None, list[int]]]]] = []
+    assert sorted(router.call_leaders([INFO], None, _recording(sent), "ListOffsets")) == [(None, b) for b in range(4)]
+    assert sorted(sent) == [(1, [(None, [0, 2])]), (2, [(None, [1, 3])])]
 
-    def send(node: ServerNode, buckets: list[int]) -> list[str]:
-        sent.append((node.server_id, buckets))
-        return [f"b{b}" for b in buckets]
 
-    assert sorted(router.call_leaders(INFO, None, send, "ListOffsets")) == ["b0", "b1", "b2", "b3"]
-    assert sorted(sent) == [(1, [0, 2]), (2, [1, 3])]
+def test_partitions_of_a_table_are_asked_of_each_leader_in_one_send() -> None:
+    router = _router(Leaders({0: 1, 1: 2, 2: 1, 3: 2}))
+    partitions = [INFO.for_partition(PartitionInfo(p, f"day=d{p}")) for p in (11, 12, 13)]
+    sent: list[tuple[int, list[tuple[int | None, list[int]]]]] = []
+    answers = router.call_leaders(partitions, [3, 0], _recording(sent), "ListOffsets")
+    assert sorted(answers) == [(p, b) for p in (11, 12, 13) for b in (0, 3)]
+    assert sorted(sent) == [(1, [(11, [0]), (12, [0]), (13, [0])]), (2, [(11, [3]), (12, [3]), (13, [3])])]
+
+
+def test_a_leader_of_more_buckets_than_a_request_may_name_is_sent_several_requests() -> None:
+    wide = dataclasses.replace(INFO, buckets=400)
+    router = _router(Leaders({b: 1 for b in range(400)}))
+    partitions = [wide.for_partition(PartitionInfo(p, f"day=d{p}")) for p in (11, 12, 13)]
+    sent: list[tuple[int, list[tuple[int | None, list[int]]]]] = []
+    assert len(router.call_leaders(partitions, None, _recording(sent), "ListOffsets")) == 1200
+    assert [[(p, len(buckets)) for p, buckets in groups] for _, groups in sent] == [[(11, 400), (12, 400)], [(13, 400)]]
+    assert all(sum(len(buckets) for _, buckets in groups) <= MAX_BUCKETS for _, groups in sent)
+
+
+class Tablets:
+    """Tablet servers at the gateway seam: bucket b of partition p is at offset 10p + b, unless
+    ``errors`` holds what ``(p, b)`` answers (popped: a retry finds it gone). ``old``: a server that
+    predates ``partitions_req``, answering the first partition of each request alone."""
+
+    def __init__(self, old: bool = False, errors: dict[tuple[int, int], LakelogError] | None = None) -> None:
+        self.old = old
+        self.errors = errors or {}
+        self.asked: list[list[int]] = []
+
+    def list_offsets(self, node: ServerNode, table_id: int, partitions: list[tuple[int, list[int]]], spec: Any, lake: bool) -> list[ListedOffset]:
+        self.asked.append([p for p, _ in partitions])
+        answered = partitions[:1] if self.old else partitions
+        return [ListedOffset(b, 10 * p + b, partition_id=p, error=self.errors.pop((p, b), None)) for p, buckets in answered for b in buckets]
+
+
+def _partitions_admin(tablets: Tablets) -> tuple[Admin, list[TableInfo]]:
+    two = dataclasses.replace(INFO, buckets=2)
+    return Admin(None, tablets, _router(Leaders({0: 1, 1: 2}))), [two.for_partition(PartitionInfo(p, f"day=d{p}")) for p in (11, 12, 13)]  # type: ignore[arg-type]
+
+
+def test_partitions_are_listed_in_one_request_per_leader() -> None:
+    tablets = Tablets()
+    admin, partitions = _partitions_admin(tablets)
+    assert admin.list_partitions_offsets(partitions) == {p: {0: 10 * p, 1: 10 * p + 1} for p in (11, 12, 13)}
+    assert tablets.asked == [[11, 12, 13], [11, 12, 13]]
+
+
+def test_partitions_a_server_too_old_to_list_together_are_asked_one_by_one() -> None:
+    tablets = Tablets(old=True)
+    admin, partitions = _partitions_admin(tablets)
+    assert admin.list_partitions_offsets(partitions) == {p: {0: 10 * p, 1: 10 * p + 1} for p in (11, 12, 13)}
+    assert sorted(tablets.asked) == [[11, 12, 13], [11, 12, 13], [12], [12], [13], [13]]
+
+
+def test_a_dropped_partition_lists_as_none_a_moved_leader_is_retried_and_other_errors_raise() -> None:
+    tablets = Tablets(errors={(12, 1): PartitionNotExistError("no partition 12"), (13, 0): NotLeaderError("moved")})
+    admin, partitions = _partitions_admin(tablets)
+    assert admin.list_partitions_offsets(partitions) == {11: {0: 110, 1: 111}, 12: None, 13: {0: 130, 1: 131}}
+    assert len(tablets.asked) > 2  # the lookup was asked again after the leader moved
+    admin, partitions = _partitions_admin(Tablets(errors={(11, 0): SchemaMismatchError("broken")}))
+    with pytest.raises(SchemaMismatchError, match="broken"):
+        admin.list_partitions_offsets(partitions)
 
 
 def test_a_caller_with_requests_in_flight_is_told_when_to_resend_or_not_at_all() -> None:

@@ -69,6 +69,9 @@ class FakeCluster:
     def list_offsets(self, path: TablePath, buckets: list[int], spec: OffsetSpec, partition_name: str | None) -> dict[int, int]:
         return {bucket: 0 for bucket in buckets}
 
+    def list_partitions_offsets(self, partitions: list[TableInfo], buckets: list[int], spec: OffsetSpec) -> dict[int, dict[int, int] | None]:
+        return {p.partition_id: {bucket: 0 for bucket in buckets} for p in partitions if p.partition_id is not None}
+
     # the tablet servers
 
     def append(self, partition_id: int | None, bucket: int, count: int) -> None:
