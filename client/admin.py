@@ -227,7 +227,7 @@ class Admin:
         chosen = spec or OffsetSpec.latest()
 
         def log(info: TableInfo) -> dict[int, int]:
-            listed = self._log_offsets([info], buckets, chosen)[info.physical_id]
+            listed = self._log_offsets([info], buckets, chosen)[info.partition_id or 0]
             if isinstance(listed, LakelogError):
                 raise listed
             return listed
@@ -249,24 +249,23 @@ class Admin:
         """:meth:`list_offsets` of each of ``partitions`` (partitions of one table that have a
         log, as the metadata lists them) in one ListOffsets per leader for all of them, not one per
         partition: per partition id, its offsets, or None when it was dropped since it was listed."""
-        listed = self._log_offsets(partitions, buckets, spec or OffsetSpec.latest()) if partitions else {}
+        if not partitions:
+            return {}
         offsets: dict[int, dict[int, int] | None] = {}
-        for info in partitions:
-            assert info.partition_id is not None
-            found = listed[info.physical_id]
+        for partition_id, found in self._log_offsets(partitions, buckets, spec or OffsetSpec.latest()).items():
             if isinstance(found, (PartitionNotExistError, TableNotExistError)):
-                offsets[info.partition_id] = None
+                offsets[partition_id] = None
             elif isinstance(found, LakelogError):
                 raise found
             else:
-                offsets[info.partition_id] = found
+                offsets[partition_id] = found
         return offsets
 
     def _log_offsets(
         self, infos: Sequence[TableInfo], buckets: Iterable[int] | None, spec: OffsetSpec
     ) -> dict[int, dict[int, int] | LakelogError]:
-        """Per physical id of ``infos`` (a table, or partitions of one table), the offsets ``spec``
-        names from their leaders, or the error one of its buckets answered. With the table's
+        """Per partition id of ``infos`` (0 for a table's own buckets), the offsets ``spec`` names
+        from their leaders, or the error one of its buckets answered. With the table's
         LogSource the earliest offset counts the lake, and a timestamp the lake holds is resolved
         there. A leader too old to know ``partitions_req`` answers the first partition of its
         request alone: the partitions it left out are asked one by one."""
@@ -282,27 +281,23 @@ class Admin:
                 raise retry
             return listed
 
-        by_partition = {info.partition_id or 0: info for info in infos}
-        found: dict[int, dict[int, int] | LakelogError] = {info.physical_id: {} for info in infos}
+        by_key = {info.partition_id or 0: info for info in infos}
+        found: dict[int, dict[int, int] | LakelogError] = {key: {} for key in by_key}
         for item in self._router.call_leaders(infos, wanted, send, "list offsets"):
-            info = by_partition.get(item.partition_id)
-            offsets = found[info.physical_id] if info is not None else None
-            if not isinstance(offsets, dict):  # an answer for a partition not asked, or one that failed already
+            offsets = found.get(item.partition_id)
+            if not isinstance(offsets, dict):  # a partition not asked, or one that failed already
                 continue
             if item.error is not None:
-                found[info.physical_id] = item.error
+                found[item.partition_id] = item.error
             elif source is not None and item.lake_snapshot_id >= 0:
-                offsets[item.bucket] = lake_offset(source, info, item.bucket, spec.ms, item.lake_snapshot_id)
+                offsets[item.bucket] = lake_offset(source, by_key[item.partition_id], item.bucket, spec.ms, item.lake_snapshot_id)
             else:
                 offsets[item.bucket] = item.offset
-        for info in infos:
-            offsets = found[info.physical_id]
-            if isinstance(offsets, dict):
-                if len(infos) > 1 and len(offsets) < (info.buckets if wanted is None else len(wanted)):
-                    found[info.physical_id] = self._log_offsets([info], wanted, spec)[info.physical_id]
-                else:
-                    found[info.physical_id] = dict(sorted(offsets.items()))
-        return found
+        if len(infos) > 1:
+            expected = table.buckets if wanted is None else len(wanted)
+            for key in [key for key, offsets in found.items() if isinstance(offsets, dict) and len(offsets) < expected]:
+                found.update(self._log_offsets([by_key[key]], wanted, spec))
+        return {key: dict(sorted(offsets.items())) if isinstance(offsets, dict) else offsets for key, offsets in found.items()}
 
     def describe_buckets(self, path: TablePath, partition_name: str | None = None) -> dict[int, BucketInfo]:
         """Every bucket (of the partition ``partition_name`` of a partitioned table), also when some
