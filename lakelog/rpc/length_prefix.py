@@ -21,6 +21,16 @@ def varint(value: int) -> bytes:
     return bytes(out)
 
 
+def varint_size(value: int) -> int:
+    """The bytes :func:`varint` writes for ``value``, without writing them."""
+    return max(value.bit_length() + 6, 7) // 7
+
+
 def length_prefix(field: int, length: int) -> bytes:
     """The tag and length that come before ``length`` bytes of field number ``field``."""
     return varint(field << 3 | _LENGTH_DELIMITED) + varint(length)
+
+
+def length_prefix_size(field: int, length: int) -> int:
+    """The bytes :func:`length_prefix` writes, without writing them."""
+    return varint_size(field << 3 | _LENGTH_DELIMITED) + varint_size(length)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from lakelog.rpc import lakelog_api_pb2 as pb
-from lakelog.rpc.length_prefix import length_prefix as _prefix
+from lakelog.rpc.length_prefix import length_prefix as _prefix, length_prefix_size as _prefix_size
 
 _TABLES_FIELD = pb.FetchLogResponse.DESCRIPTOR.fields_by_name["tables_resp"].number
 _BUCKETS_FIELD = pb.PbFetchLogRespForTable.DESCRIPTOR.fields_by_name["buckets_resp"].number
@@ -37,19 +37,42 @@ def _padding(size: int) -> bytes:
     return _prefix(PADDING_FIELD, size - _PADDING_OVERHEAD) + bytes(size - _PADDING_OVERHEAD) if size else b""
 
 
-@dataclass
+def _padding_to_align(start: int) -> int:
+    """The padding (0, or 3 to 10 bytes) that moves ``start`` onto :data:`RECORDS_ALIGNMENT`."""
+    short = -start % RECORDS_ALIGNMENT
+    return short if short == 0 or short >= _PADDING_OVERHEAD else short + RECORDS_ALIGNMENT
+
+
+@dataclass(slots=True)
 class _Bucket:
+    """One bucket's answer, sized in integers: placing the records runs over every bucket a few
+    times per answer, so nothing is serialized until the layout is settled."""
+
     meta: bytes
     records: bytes | bytearray | memoryview
+    records_prefix: bytes = b""
     padding: int = 0
 
-    def body(self) -> list[bytes]:
-        if not self.records:
-            return [self.meta]
-        return [self.meta, _padding(self.padding), _prefix(_RECORDS_FIELD, len(self.records)), self.records]
+    def __post_init__(self) -> None:
+        if self.records:
+            self.records_prefix = _prefix(_RECORDS_FIELD, len(self.records))
 
     def size(self) -> int:
-        return sum(len(part) for part in self.body())
+        return len(self.meta) + self.padding + len(self.records_prefix) + len(self.records)
+
+    def body(self) -> list[bytes | bytearray | memoryview]:
+        if not self.records:
+            return [self.meta]
+        return [self.meta, _padding(self.padding), self.records_prefix, self.records]
+
+
+@dataclass(slots=True)
+class _Table:
+    meta: bytes
+    answers: list[_Bucket]
+
+    def size(self) -> int:
+        return len(self.meta) + sum(_prefix_size(_BUCKETS_FIELD, size) + size for size in map(_Bucket.size, self.answers))
 
 
 def encode_fetch_response(buckets: Iterable[tuple[int, pb.PbFetchLogRespForBucket, bytes | bytearray | memoryview]]) -> bytes:
@@ -58,38 +81,32 @@ def encode_fetch_response(buckets: Iterable[tuple[int, pb.PbFetchLogRespForBucke
     by_table: dict[int, list[_Bucket]] = {}
     for table_id, answer, records in buckets:
         by_table.setdefault(table_id, []).append(_Bucket(answer.SerializeToString(), records))
-    tables = [(pb.PbFetchLogRespForTable(table_id=table_id).SerializeToString(), answers) for table_id, answers in by_table.items()]
+    tables = [_Table(pb.PbFetchLogRespForTable(table_id=table_id).SerializeToString(), answers) for table_id, answers in by_table.items()]
     # Padding changes sizes, and sizes the varints before it: a few passes settle every offset.
     while _place_records(tables):
         pass
-    out: list[bytes] = []
-    for meta, answers in tables:
-        out.append(_prefix(_TABLES_FIELD, _table_size(meta, answers)))
-        out.append(meta)
-        for answer in answers:
+    out: list[bytes | bytearray | memoryview] = []
+    for table in tables:
+        out.append(_prefix(_TABLES_FIELD, table.size()))
+        out.append(table.meta)
+        for answer in table.answers:
             out.append(_prefix(_BUCKETS_FIELD, answer.size()))
             out.extend(answer.body())
     return b"".join(out)
 
 
-def _table_size(meta: bytes, answers: list[_Bucket]) -> int:
-    return len(meta) + sum(len(_prefix(_BUCKETS_FIELD, size)) + size for size in map(_Bucket.size, answers))
-
-
-def _place_records(tables: list[tuple[bytes, list[_Bucket]]]) -> bool:
+def _place_records(tables: list[_Table]) -> bool:
     """Set each bucket's padding so its records start on :data:`RECORDS_ALIGNMENT` with the
     sizes as they are now; True when any padding changed (and the layout must be checked again)."""
     changed = False
     position = 0
-    for meta, answers in tables:
-        position += len(_prefix(_TABLES_FIELD, _table_size(meta, answers))) + len(meta)
-        for answer in answers:
-            size = answer.size()
-            position += len(_prefix(_BUCKETS_FIELD, size))
+    for table in tables:
+        position += _prefix_size(_TABLES_FIELD, table.size()) + len(table.meta)
+        for answer in table.answers:
+            position += _prefix_size(_BUCKETS_FIELD, answer.size())
             if answer.records:
-                start = position + len(answer.meta) + len(_prefix(_RECORDS_FIELD, len(answer.records)))
-                needed = next(p for p in (0, *range(_PADDING_OVERHEAD, _PADDING_OVERHEAD + RECORDS_ALIGNMENT)) if (start + p) % RECORDS_ALIGNMENT == 0)
+                needed = _padding_to_align(position + len(answer.meta) + len(answer.records_prefix))
                 if needed != answer.padding:
                     answer.padding, changed = needed, True
-            position += size
+            position += answer.size()
     return changed
