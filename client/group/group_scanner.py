@@ -25,9 +25,6 @@ from lakelog.client.table_bucket import TableBucket
 
 log = logging.getLogger(__name__)
 
-RESET_SPECS = {"earliest": OffsetSpec.earliest(), "latest": OffsetSpec.latest()}
-
-
 class GroupLogScanner(LogScanner):
     def __init__(
         self,
@@ -145,45 +142,51 @@ class GroupLogScanner(LogScanner):
         self._group.owned(self._owned)
 
     def _start(self, added: set[GroupBucket]) -> None:
+        """Start each bucket at its committed offset when a tier still holds it, else by the reset
+        policy (logged)."""
         committed = self._committed_offsets()
+        earliest, latest = self._bounds(added)
         starts: dict[GroupBucket, int] = {}
-        for partition_id in sorted({key.partition_id for key in added}):
-            keys = sorted(key for key in added if key.partition_id == partition_id)
-            starts.update(self._starts(partition_id, keys, committed))
-        for key, offset in sorted(starts.items()):
+        for key in sorted(added):
+            offset = committed.get(key)
+            if offset is not None and earliest[key] <= offset <= latest[key]:
+                starts[key] = offset
+                continue
+            why = "it has no committed offset" if offset is None else f"its committed offset {offset} is outside [{earliest[key]}, {latest[key]}]"
+            if self._reset == "error":
+                raise OffsetOutOfRangeError(
+                    key.bucket, -1 if offset is None else offset, earliest[key],
+                    f"group {self._group.group_id}: {key} cannot start: {why} (client.scanner.group.reset=error)",
+                )
+            starts[key] = earliest[key] if self._reset == "earliest" else latest[key]
+            log.info("group %s: %s starts at %d (%s): %s", self._group.group_id, key, starts[key], self._reset, why)
+        for key, offset in starts.items():
             self._subscribe_held(key.partition_id, key.bucket, offset)
             self._owned.add(key)
             self._last_commit[key] = offset
-        log.info("group %s: took %s", self._group.group_id, ", ".join(f"{key} at {offset}" for key, offset in sorted(starts.items())))
+        log.info("group %s: took %s", self._group.group_id, ", ".join(f"{key} at {offset}" for key, offset in starts.items()))
 
-    def _starts(self, partition_id: int, keys: list[GroupBucket], committed: dict[GroupBucket, int]) -> dict[GroupBucket, int]:
-        """Where each bucket starts: its committed offset when a tier still holds it, else by the
-        reset policy (logged)."""
-        partition = self._partition_name(partition_id)
-        buckets = [key.bucket for key in keys]
-        earliest = self._admin.list_offsets(self._info.path, buckets, OffsetSpec.earliest(), partition)
-        latest = self._admin.list_offsets(self._info.path, buckets, OffsetSpec.latest(), partition)
-        starts = {}
-        reset: dict[GroupBucket, str] = {}
-        for key in keys:
-            offset = committed.get(key)
-            if offset is not None and earliest[key.bucket] <= offset <= latest[key.bucket]:
-                starts[key] = offset
-                continue
-            why = "it has no committed offset" if offset is None else f"its committed offset {offset} is outside [{earliest[key.bucket]}, {latest[key.bucket]}]"
-            if self._reset == "error":
-                raise OffsetOutOfRangeError(
-                    key.bucket, -1 if offset is None else offset, earliest[key.bucket],
-                    f"group {self._group.group_id}: {key} cannot start: {why} (client.scanner.group.reset=error)",
-                )
-            reset[key] = why
-        if reset:
-            spec = RESET_SPECS[self._reset]
-            moved = self._admin.list_offsets(self._info.path, [key.bucket for key in reset], spec, partition)
-            for key, why in reset.items():
-                starts[key] = moved[key.bucket]
-                log.info("group %s: %s starts at %d (%s): %s", self._group.group_id, key, moved[key.bucket], self._reset, why)
-        return starts
+    def _bounds(self, keys: set[GroupBucket]) -> tuple[dict[GroupBucket, int], dict[GroupBucket, int]]:
+        """Each bucket's earliest and latest offsets. The partitions with a log are asked together,
+        one ListOffsets per leader for each end, however many partitions a rebalance hands over; a
+        partition held by the lake only (or dropped since it was listed) is asked by its name."""
+        ends = (OffsetSpec.earliest(), OffsetSpec.latest())
+        buckets = sorted({key.bucket for key in keys})
+        wanted = {key.partition_id for key in keys}
+        found: dict[int, tuple[dict[int, int], dict[int, int]]] = {}
+        if not self._partitioned:
+            early, late = (self._admin.list_offsets(self._info.path, buckets, spec) for spec in ends)
+            found[0] = early, late
+        else:
+            logs = [info for info in self._metadata.partitions(self._info, refresh=True).values() if info.partition_id in wanted]
+            listed = [self._admin.list_partitions_offsets(logs, buckets, spec) for spec in ends]
+            for partition_id in sorted(wanted):
+                early_log, late_log = (answer.get(partition_id) for answer in listed)
+                if early_log is None or late_log is None:
+                    name = self._partition_name(partition_id)
+                    early_log, late_log = (self._admin.list_offsets(self._info.path, buckets, spec, name) for spec in ends)
+                found[partition_id] = early_log, late_log
+        return {key: found[key.partition_id][0][key.bucket] for key in keys}, {key: found[key.partition_id][1][key.bucket] for key in keys}
 
     def _partition_name(self, partition_id: int) -> str | None:
         if not partition_id:

@@ -11,6 +11,7 @@ import logging
 import urllib.request
 from typing import Any, Callable
 
+import pyarrow as pa
 import pytest
 
 import lakelog
@@ -190,6 +191,37 @@ def test_a_committed_offset_no_tier_holds_any_more_starts_by_the_reset_policy(
         with pytest.raises(lakelog.OffsetOutOfRangeError, match=f"group older: table .* bucket 0 cannot start: its committed offset 0 is outside \\[{earliest}, 20000\\]"):
             wait_until(lambda: scanner.poll(timeout_ms=100) and False, "the poll raises")
         scanner.close()
+
+
+def test_a_member_given_many_partitions_lists_their_offsets_in_one_call_per_leader_and_end(
+    server_factory: Callable[..., ServerProcess],
+) -> None:
+    """A rebalance that hands over the buckets of 12 partitions asks their earliest and latest
+    offsets in two ListOffsets in all, whether the buckets start at commits or by the reset policy."""
+    server = server_factory(**{"metrics.port": 0})
+    schema = pa.schema([("id", pa.int64()), ("dt", pa.string())])
+    days = [f"d{n:02d}" for n in range(12)]
+
+    def write(start: int) -> None:
+        ids = range(start, start + 10 * len(days))
+        with table.new_append().create_writer() as writer:
+            writer.append_arrow(pa.table({"id": list(ids), "dt": [days[i % len(days)] for i in ids]}, schema=schema))
+
+    with lakelog.connect(server.address, FAST) as conn:
+        conn.admin.create_database("shop", ignore_if_exists=True)
+        conn.admin.create_table(PATH, lakelog.TableDescriptor(schema, 2, partition_keys=["dt"], bucket_keys=["id"]))
+        table = conn.get_table(PATH)
+        write(0)
+        committed = conn.admin.reset_group_offsets("resumed", PATH, spec=lakelog.OffsetSpec.latest())
+        assert len(committed) == 2 * len(days)
+        write(1000)
+        calls = lambda: Scrape(server)("lakelog_rpc_duration_seconds_count", method="ListOffsets")  # noqa: E731
+        for group, expected in (("resumed", set(range(1000, 1120))), ("fresh", set(range(120)) | set(range(1000, 1120)))):
+            before = calls()
+            scanner = table.new_scan().create_log_scanner(group=group)
+            assert {r.row["id"] for r in poll_all([scanner], len(expected))} == expected
+            assert calls() == before + 2, f"group {group}: one ListOffsets per end, not per partition"
+            scanner.close()
 
 
 def test_the_asyncio_scanner_joins_a_group_commits_and_leaves(server: ServerProcess) -> None:

@@ -187,3 +187,17 @@ def test_a_stream_reads_every_partition_with_offsets_per_partition_and_bucket(
         for pid in partitioned.ids.values()
         for bucket in range(BUCKETS)
     }
+
+
+def test_a_consumer_group_reads_every_partition_the_lake_only_one_from_the_lake(partitioned: PartitionedLog) -> None:
+    """The group hands out the buckets of every partition, the one only the lake holds included;
+    its member starts those in the lake, the others where the log holds them."""
+    with lakelog.connect(partitioned.server.address, {"client.lake.source": "iceberg-arrow"}) as conn:
+        with conn.get_table(PATH).new_scan().create_log_scanner(group="whole-history") as scanner:
+            got = scan_exactly(scanner, partitioned.truth.num_rows).sort_by(ORDER)
+            tiers = scanner.records_by_tier()
+            assert set(scanner.assignment()) == {
+                (partition_id, bucket) for partition_id in partitioned.ids.values() for bucket in range(BUCKETS)
+            }
+    assert got.select(partitioned.truth.column_names).equals(partitioned.truth)
+    assert all(tiers.get(tier, 0) > 0 for tier in ("lake", "remote", "local")), tiers
