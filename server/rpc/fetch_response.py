@@ -16,7 +16,7 @@ records to put them there. The bytes are exactly a ``FetchLogResponse``, unknown
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from lakelog.rpc import lakelog_api_pb2 as pb
@@ -50,7 +50,7 @@ class _Bucket:
 
     meta: bytes
     records: bytes | bytearray | memoryview
-    records_prefix: bytes = b""
+    records_prefix: bytes = field(init=False, default=b"")
     padding: int = 0
 
     def __post_init__(self) -> None:
