@@ -73,7 +73,11 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
                 "when the call is created) and the server 0.24-0.28 s (parsing, CRC and batch checks, pwritev), where "
                 "the bare baseline only acknowledges; row 6c compares with a baseline that writes each request to a file. "
                 "In full runs the server's pwritev into the page cache takes the same requests 0.18-0.23 s of CPU in some "
-                "runs and 0.5-0.57 s in others, which moves this row most",
+                "runs and 0.5-0.57 s in others, which moves this row most. That spread is this machine's memory: its virtio "
+                "balloon reports free pages to the host, and a page the guest hands out again after it was reported faults "
+                "on the host (1 GB written into new page cache with dd took 2.1-2.3 s when its pages had been free for 8 s, "
+                "0.19-0.26 s when they were freed a moment before); with 1.5 GB of page cache freed just before each "
+                "lakelog run, 6b measured 0.60-0.64 against 0.53-0.56 without, in the same setup",
             )
             for key, mode, produce_s, target in (("6a", "sync", sync_s, None), ("6b", "async", async_s, 0.7))
         ]

@@ -91,7 +91,11 @@ def _produce(cluster: BenchCluster, conn: lakelog.Connection, servers: list[Host
         "copy under pwritev is 36-44% of the servers' CPU at factor 3 (18% at factor 1): it runs at 0.4-1.6 GB/s in "
         "the servers against 3.9-4.0 GB/s for the same writes in a script of its own (new files, freed cache, fsync or "
         "pread beside it alike), a cost of this machine's memory that factor 3 pays three times; fresh pages zeroed for "
-        "the leader's pread and join of each follower answer are another 5-9%. Left: the follower fetch path's own "
+        "the leader's pread and join of each follower answer are another 5-9%. The slow copy is this machine's memory: its "
+        "virtio balloon reports free pages to the host, so a page-cache page the guest hands out again faults on the host "
+        "(1 GB into new page cache with dd: 2.1-2.3 s after its pages were free for 8 s, 0.19-0.26 s right after they were "
+        "freed); but with 1.5 GB of page cache freed just before each run R1 measured 0.33-0.40 against 0.36-0.40 without "
+        "(the servers' CPU at factor 3 1.12-1.18 s against 1.23-1.42 s), so the copies' own CPU is most of it. Left: the follower fetch path's own "
         "cost (gRPC's copies into and out of each message), which a replication channel outside gRPC (sendfile from "
         "the segment, recv_into on the follower) would cut; on servers of their own, each follower's work runs on its "
         "own machine",
