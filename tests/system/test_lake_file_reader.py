@@ -15,11 +15,15 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
+from lakelog.config import Configuration
 from lakelog.errors import LakeDataError
+from lakelog.lake.iceberg_arrow_log_source import IcebergArrowLogSource
 from lakelog.lake.iceberg_file_reader import FileRange, read_lake_file, read_lake_files
 from lakelog.lake import spark_file_task
 from lakelog.lake.fetched_row_groups import FilePieces, decode_fetched
 from lakelog.lake.spark_file_task import DAMAGED_GROUP, FOOTER_GROUP, PIECE_BYTES, FilePart, LakeRead, fetch_parts_in_task, plan_parts
+from lakelog.lake_config import LakeConfig
+from lakelog.metadata import TableInfo, TablePath
 from lakelog.record.meta_columns import with_meta_fields
 from tests.harness.lake_files import lake_file
 
@@ -68,6 +72,22 @@ def test_small_files_are_read_whole_once_each_and_ahead_of_the_consumer(tmp_path
     again = list(read_lake_files(unsized, [FileRange(r.path, r.start, r.end) for r in ranges], LOG_SCHEMA, 100, workers=3))
     assert pa.Table.from_batches(again, schema=LOG_SCHEMA).equals(table)
     assert len(unsized.opened) == 40 + 40 * 4
+
+
+class _LakeTable:
+    """The one attribute of a PyIceberg table that reading planned files uses: its FileIO."""
+
+    io = PyArrowFileIO()
+
+
+def test_the_iceberg_arrow_source_hands_small_files_on_in_combined_batches(tmp_path: Path) -> None:
+    paths = [lake_file(tmp_path / f"small-{n}.parquet", n * 200, 200, 200) for n in range(100)]
+    ranges = [FileRange(path, n * 200, n * 200 + 200, Path(path).stat().st_size) for n, path in enumerate(paths)]
+    info = TableInfo(1, TablePath("db", "small"), pa.schema([("id", pa.int32())]), 1, 1, {})
+    source = IcebergArrowLogSource(info, LakeConfig(), Configuration({"client.lake.batch-rows": 5_000}))
+    batches = list(source.read_files(_LakeTable(), ranges, LOG_SCHEMA))  # type: ignore[arg-type]
+    assert pa.Table.from_batches(batches, schema=LOG_SCHEMA).column("__offset").to_pylist() == list(range(20_000))
+    assert [batch.num_rows for batch in batches] == [5_000] * 4, "25 files a batch: up to batch-rows"
 
 
 def test_a_damaged_small_file_read_whole_is_lake_data_error_naming_it(files: list[str], tmp_path: Path) -> None:
