@@ -85,20 +85,15 @@ def _produce(cluster: BenchCluster, conn: lakelog.Connection, servers: list[Host
         detail=f"{records:,} records in batches of {data.CHUNK_RECORDS:,}, 4 buckets; CPU per run (its mean while it ran), tablet servers + writer: "
         f"factor 1 {cpu[1][0]:.2f} + {cpu[1][1]:.2f} s, factor 3 {cpu[3][0]:.2f} + {cpu[3][1]:.2f} s",
         tier="produce (factor 3)",
-        next_step="factor 3 is bound by CPU: the three tablet servers and the writer share this machine's 2 cores, and "
-        "factor 3 appends every record three times (each copy received, checked and written into the page cache) and "
-        "sends it twice; the detail gives the CPU of both runs, whose ratio bounds this one. In perf the page-cache "
-        "copy under pwritev is 36-44% of the servers' CPU at factor 3 (18% at factor 1): it runs at 0.4-1.6 GB/s in "
-        "the servers against 3.9-4.0 GB/s for the same writes in a script of its own (new files, freed cache, fsync or "
-        "pread beside it alike), a cost of this machine's memory that factor 3 pays three times; fresh pages zeroed for "
-        "the leader's pread and join of each follower answer are another 5-9%. The slow copy is this machine's memory: its "
-        "virtio balloon reports free pages to the host, so a page-cache page the guest hands out again faults on the host "
-        "(1 GB into new page cache with dd: 2.1-2.3 s after its pages were free for 8 s, 0.19-0.26 s right after they were "
-        "freed); but with 1.5 GB of page cache freed just before each run R1 measured 0.33-0.40 against 0.36-0.40 without "
-        "(the servers' CPU at factor 3 1.12-1.18 s against 1.23-1.42 s), so the copies' own CPU is most of it. Left: the follower fetch path's own "
-        "cost (gRPC's copies into and out of each message), which a replication channel outside gRPC (sendfile from "
-        "the segment, recv_into on the follower) would cut; on servers of their own, each follower's work runs on its "
-        "own machine",
+        next_step="followers fetch over the replica stream, outside gRPC (0.32-0.41x when they fetched over gRPC, "
+        "0.39-0.59x over the stream, 13 runs of this row alone): what is left is the machine and the interpreter. Factor 3 "
+        "appends every record three times (each copy received, checked and written into the page cache), and the "
+        "page-cache copy runs at 0.4-1.6 GB/s here against 4 GB/s right after pages were freed: this VM's balloon "
+        "reports free pages to the host, so a page handed out again faults there (1 GB into new page cache with dd: "
+        "2.1-2.3 s after its pages were free for 8 s, 0.19-0.26 s right after). The three servers and the writer share "
+        "2 cores, and each server's threads (its followers' fetchers, its stream's answers, its produce handlers) "
+        "one interpreter lock: in py-spy a fetcher waits for the lock after each poll, write and CRC check. On servers "
+        "of their own each follower's work runs on its own machine"
     )
 
 

@@ -157,6 +157,11 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("server.port", int, 9123, "Port of the gRPC server (0 picks a free one).", high=65535),
     ConfigOption("server.advertised-host", str, "", "Host clients use to reach this server (default: server.host)."),
     ConfigOption("server.advertised-port", int, 0, "Port clients use to reach a tablet server, e.g. behind a proxy (0: the port it listens on).", high=65535),
+    ConfigOption(
+        "server.replica-stream.port", int, 0,
+        "Port of the replica stream, which followers fetch a tablet server's buckets over (0 picks a free one; -1: followers "
+        "fetch over gRPC). Off under security.tls.enabled and without a cluster secret.", low=-1, high=65535,
+    ),
     ConfigOption("server.rpc.threads", int, 64, "Worker threads of a gRPC server (long polls and fetches waiting for budget hold none).", low=1),
     ConfigOption("rpc.max-message-size", parse_size, 128 << 20, "Largest gRPC message, both directions.", low=1 << 10),
     ConfigOption("coordinator.address", str, "", "HOST:PORT of the coordinator a tablet server registers with."),

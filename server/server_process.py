@@ -29,6 +29,8 @@ from lakelog.security.tls import server_credentials
 from lakelog.server.rpc.auth_interceptor import AuthInterceptor, anonymous_caller
 from lakelog.server.rpc.cluster_secret import ClusterMemberInterceptor, cluster_secret
 from lakelog.server.rpc.grpc_server import bind_server, start_server
+from lakelog.server.rpc.replica_stream_server import ReplicaStreamServer
+from lakelog.server.rpc.tablet_service import TabletService
 from lakelog.server.tablet_server import TabletServerRole
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,7 @@ class ServerProcess:
         self.tablet: TabletServerRole | None = None
         self.port = 0
         self._server: Any = None
+        self._replica_stream: ReplicaStreamServer | None = None
         self._stopped = threading.Event()
         self.metrics = ServerMetrics()
         self._metrics_endpoint: MetricsEndpoint | None = None
@@ -125,7 +128,9 @@ class ServerProcess:
         caller = auth.caller_name if auth else anonymous_caller
         registrations, names = [], []
         if self.tablet:
-            registrations.append(self.tablet.service(self.metrics, caller).register)
+            service = self.tablet.service(self.metrics, caller)
+            self._start_replica_stream(service, secret, tls=credentials is not None)
+            registrations.append(service.register)
             self.metrics.registry.register(TabletStateCollector(self.tablet.replicas, self.tablet.logs, self.tablet.remote))
             names.append("TabletService")
         if self.coordinator:
@@ -149,6 +154,22 @@ class ServerProcess:
             advertised = ServerNode(node_id, self.host, self.conf.get("server.advertised-port") or self.port)
             self.tablet.join(advertised, coordinator_address)
 
+    def _start_replica_stream(self, service: TabletService, secret: str | None, tls: bool) -> None:
+        """The replica stream beside gRPC, its port told to followers in their FetchLog answers; none
+        under TLS (it is plaintext) or without a cluster secret (followers could not present one)."""
+        port = self.conf.get("server.replica-stream.port")
+        if port < 0 or tls or not secret:
+            if port >= 0:
+                log.info("no replica stream (%s): followers fetch over gRPC", "TLS is on" if tls else "no cluster secret")
+            return
+        stream = ReplicaStreamServer(service, secret)
+        try:
+            service.replica_stream_port = stream.start(self.conf.get("server.host"), port)
+            self._replica_stream = stream
+        except OSError as exc:
+            raise InvalidConfigError(f"cannot listen on {self.conf.get('server.host')}:{port} (server.replica-stream.port): {exc}") from None
+        log.info("replica stream listening on %s:%d", self.conf.get("server.host"), service.replica_stream_port)
+
     def _log_security(self, tls: bool, auth: AuthInterceptor | None) -> None:
         """One line at start saying what protects the port: file paths and counts, never secrets."""
         if not tls and auth is None:
@@ -167,6 +188,9 @@ class ServerProcess:
     def stop(self, grace_s: float = 1.0) -> None:
         if self.tablet:
             self.tablet.replicas.shutdown()
+        if self._replica_stream is not None:
+            self._replica_stream.close()
+            self._replica_stream = None
         if self._server is not None:
             self._server.stop(grace_s)
             self._server = None

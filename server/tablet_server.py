@@ -25,6 +25,7 @@ from lakelog.server.replica.replication import Replication, ReplicationConfig
 from lakelog.server.rpc.auth_interceptor import CallerName
 from lakelog.server.rpc.coordinator_client import CoordinatorClient
 from lakelog.server.rpc.leader_link import GrpcLeaderLink
+from lakelog.server.rpc.replica_stream_link import ReplicaStreamLink
 from lakelog.server.rpc.tablet_service import TabletService
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class TabletServerRole:
         )
         self.remote = RemoteLogManager.from_configuration(conf, data_dir)
         config = ReplicationConfig.from_configuration(conf)
-        self._leader_link = GrpcLeaderLink(conf, cluster_secret)
+        self._leader_link = ReplicaStreamLink(GrpcLeaderLink(conf, cluster_secret), cluster_secret)
         self._nodes: dict[int, ServerNode] = {}
         self._nodes_asked = float("-inf")
         fetchers = FetcherPool(self.server_id, self._leader_link, self._node, config.fetch_wait_ms, lambda bucket, offset, writers: bucket.tablet.restart_at(offset, writers))

@@ -26,7 +26,7 @@ _RECORDS = pb.PbFetchLogRespForBucket.DESCRIPTOR.fields_by_name["records"].numbe
 _WHAT = "fetch answer"
 
 
-def parse_fetch_response(data: bytes) -> list[tuple[int, pb.PbFetchLogRespForBucket, memoryview]]:
+def parse_fetch_response(data: bytes | bytearray | memoryview) -> list[tuple[int, pb.PbFetchLogRespForBucket, memoryview]]:
     """``(table id, bucket answer without its records, records)`` per bucket, in wire order."""
     view = memoryview(data)
     answers = []

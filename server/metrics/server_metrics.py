@@ -110,6 +110,18 @@ class ServerMetrics:
     def count_unparked_poll(self) -> None:
         self._unparked_polls.inc()
 
+    def watch_replica_stream(self, connections: Callable[[], int]) -> None:
+        """The replica stream's numbers: its follower connections open, and the fetches it answered."""
+        Gauge(
+            "lakelog_replica_stream_connections", "Follower connections open to this server's replica stream.", registry=self.registry
+        ).set_function(connections)
+        self._stream_fetches = Counter(
+            "lakelog_replica_stream_fetches", "Follower fetches this server answered over its replica stream.", registry=self.registry
+        )
+
+    def count_replica_stream_fetch(self) -> None:
+        self._stream_fetches.inc()
+
     def observe_rpc(self, method: str, seconds: float) -> None:
         self._rpc_duration.labels(method).observe(seconds)
 

@@ -10,7 +10,8 @@ nothing), as if its wait had ended (the caller counts it); the client simply pol
 Arrivals are numbered: a poll notes the number before it reads, and parks only if none of its
 buckets had an arrival since, so no wake-up is lost between its read and its parking. Producers
 call :meth:`notify` from their threads; it costs one hop onto the loop, and only while a poll is
-parked on that bucket.
+parked on that bucket. A follower's fetch over the replica stream parks the same way in its own
+thread (:meth:`park_thread`), woken directly.
 """
 
 from __future__ import annotations
@@ -23,13 +24,18 @@ BucketKey = tuple[int, int]
 """(physical table id, bucket): a partition's buckets are keyed by the partition's id."""
 
 
+Waiter = asyncio.Event | threading.Event
+"""A parked poll: an asyncio event for a poll on the RPC loop, a thread's event for a replica
+stream's fetch (:mod:`lakelog.server.rpc.replica_stream_server`), which waits in its own thread."""
+
+
 class FetchWaiters:
     def __init__(self, max_parked: int) -> None:
         self.max_parked = max_parked
         self._lock = threading.Lock()
         self._arrivals = 0
         self._last_arrival: dict[BucketKey, int] = {}
-        self._parked: dict[BucketKey, set[asyncio.Event]] = {}
+        self._parked: dict[BucketKey, set[Waiter]] = {}
         self._parked_count = 0
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -49,38 +55,60 @@ class FetchWaiters:
         is closing), False at once when ``max_parked`` polls are parked already."""
         event = asyncio.Event()
         with self._lock:
-            if self._closing or any(self._last_arrival.get(key, 0) > seen for key in keys):
-                return True
-            if self._parked_count >= self.max_parked:
-                return False
-            self._parked_count += 1
             self._loop = asyncio.get_running_loop()
-            for key in keys:
-                self._parked.setdefault(key, set()).add(event)
+        parked = self._add(event, keys, seen)
+        if parked is not None:
+            return parked
         try:
             await asyncio.wait_for(event.wait(), max(timeout_s, 0))
         except asyncio.TimeoutError:
             pass
         finally:
-            with self._lock:
-                self._parked_count -= 1
-                for key in keys:
-                    events = self._parked.get(key)
-                    if events is not None:
-                        events.discard(event)
-                        if not events:
-                            del self._parked[key]
+            self._remove(event, keys)
         return True
+
+    def park_thread(self, keys: Collection[BucketKey], seen: int, timeout_s: float) -> bool:
+        """:meth:`park` for a caller that waits in a thread of its own."""
+        event = threading.Event()
+        parked = self._add(event, keys, seen)
+        if parked is not None:
+            return parked
+        try:
+            event.wait(max(timeout_s, 0))
+        finally:
+            self._remove(event, keys)
+        return True
+
+    def _add(self, waiter: Waiter, keys: Collection[BucketKey], seen: int) -> bool | None:
+        """None once ``waiter`` is parked on ``keys``; else what :meth:`park` answers at once."""
+        with self._lock:
+            if self._closing or any(self._last_arrival.get(key, 0) > seen for key in keys):
+                return True
+            if self._parked_count >= self.max_parked:
+                return False
+            self._parked_count += 1
+            for key in keys:
+                self._parked.setdefault(key, set()).add(waiter)
+        return None
+
+    def _remove(self, waiter: Waiter, keys: Collection[BucketKey]) -> None:
+        with self._lock:
+            self._parked_count -= 1
+            for key in keys:
+                waiters = self._parked.get(key)
+                if waiters is not None:
+                    waiters.discard(waiter)
+                    if not waiters:
+                        del self._parked[key]
 
     def notify(self, key: BucketKey) -> None:
         """The high watermark of ``key`` moved (any thread): the polls parked on it read again."""
         with self._lock:
             self._arrivals += 1
             self._last_arrival[key] = self._arrivals
-            events = list(self._parked.get(key, ()))
+            waiters = list(self._parked.get(key, ()))
             loop = self._loop
-        if events and loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._wake, events)
+        self._wake(waiters, loop)
 
     def forget(self, table_id: int) -> None:
         """A table or partition was dropped here: its buckets' arrivals are not kept any more."""
@@ -92,12 +120,21 @@ class FetchWaiters:
         """The server stops: parked polls answer now, and none parks again."""
         with self._lock:
             self._closing = True
-            events = [event for parked in self._parked.values() for event in parked]
+            waiters = [waiter for parked in self._parked.values() for waiter in parked]
             loop = self._loop
-        if events and loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._wake, events)
+        self._wake(waiters, loop)
 
     @staticmethod
-    def _wake(events: list[asyncio.Event]) -> None:
-        for event in events:
-            event.set()
+    def _wake(waiters: list[Waiter], loop: asyncio.AbstractEventLoop | None) -> None:
+        """A thread's event is set here; the loop's are set on the loop, in one hop for all."""
+        on_loop = [waiter for waiter in waiters if isinstance(waiter, asyncio.Event)]
+        for waiter in waiters:
+            if isinstance(waiter, threading.Event):
+                waiter.set()
+        if on_loop and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(_set_all, on_loop)
+
+
+def _set_all(events: list[asyncio.Event]) -> None:
+    for event in events:
+        event.set()

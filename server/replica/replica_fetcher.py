@@ -68,7 +68,7 @@ class LeaderAnswer:
     """A leader's answer for one bucket: its batches from the fetch offset, or an error."""
 
     key: tuple[int, int]
-    records: bytes | memoryview  # a view of the received answer
+    records: bytes | memoryview  # a view of the received answer, valid until the next fetch from that leader
     high_watermark: int
     log_start_offset: int
     leader_epoch: int = NO_EPOCH  # the epoch the records were appended in
@@ -88,6 +88,10 @@ class LeaderLink(Protocol):
 
     def end_offset_for_epoch(self, leader: ServerNode, bucket: FollowedBucket, epoch: int) -> tuple[int, int]:
         """The largest epoch at or below ``epoch`` in the leader's log and where it ends there."""
+        ...
+
+    def done(self) -> None:
+        """The calling fetcher thread fetches no more: what the link keeps for it can go."""
         ...
 
 
@@ -161,6 +165,12 @@ class ReplicaFetcher:
         self._flusher.shutdown(wait=True)
 
     def _run(self) -> None:
+        try:
+            self._fetch_until_closed()
+        finally:
+            self._link.done()
+
+    def _fetch_until_closed(self) -> None:
         while not self._stop.is_set():
             with self._lock:
                 buckets = dict(self._buckets)

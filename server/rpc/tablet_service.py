@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 
 import grpc
 
@@ -21,6 +22,7 @@ from lakelog.server.rpc.cluster_secret import presents_cluster_secret
 from lakelog.server.rpc.error_boundary import rpc_method
 from lakelog.server.rpc.fetch_response import encode_fetch_response
 from lakelog.server.rpc.grpc_server import RpcServer, add_servicer
+from lakelog.server.rpc.replica_stream_frames import REPLICA_STREAM_PORT_KEY
 from lakelog.server.rpc.produce_request import BucketRecords, ProduceRequest, parse_produce_request
 from lakelog.server.rpc.request_checks import check_notified_offsets
 
@@ -53,6 +55,37 @@ class _FetchPlan:
     refused: dict[int, BucketFetchResult]
 
 
+@dataclass
+class _FetchWait:
+    """A fetch between its reads: whether it may still park, and until when."""
+
+    plan: _FetchPlan
+    overhead: int  # answer bytes besides the records, reserved with them
+    deadline: float  # time.monotonic()
+    metrics: ServerMetrics
+    may_park: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.may_park = not self.plan.refused  # a refused bucket is an answer already: waiting would not change it
+
+    @property
+    def keys(self) -> list[tuple[int, int]]:
+        return [(b.table_id, b.bucket) for b in self.plan.params.buckets]
+
+    def final(self) -> bool:
+        """Whether the next read answers, whatever it finds."""
+        return not self.may_park or time.monotonic() >= self.deadline
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def parked(self, waited: bool) -> None:
+        """What parking answered: False, too many polls were parked (the next read is the answer)."""
+        self.may_park = waited
+        if not waited:
+            self.metrics.count_unparked_poll()
+
+
 def _within(plan: _FetchPlan, record_bytes: int) -> _FetchPlan:
     """The fetch reading at most ``record_bytes`` (what its connection's share of the answer budget
     allows), though never less than one batch: a fetch makes progress whatever its budget."""
@@ -69,6 +102,7 @@ class TabletService(TabletServiceServicer):
         self._cluster_secret = cluster_secret
         self.metrics = metrics
         self.budget = budget
+        self.replica_stream_port = 0  # set once the replica stream listens (0: it does not)
         self._caller = caller
         metrics.watch_fetch_limits(lambda: budget.in_use, lambda: budget.waiting, lambda: budget.connections, lambda: replicas.waiters.parked)
 
@@ -124,12 +158,9 @@ class TabletService(TabletServiceServicer):
 
     @rpc_method
     async def FetchLog(self, request: pb.FetchLogRequest, context: grpc.aio.ServicerContext) -> bytes:
-        """Answers a serialized ``FetchLogResponse`` (see :mod:`fetch_response`). Runs on the RPC
-        event loop: it waits for answer budget and for data there, holding no thread; it resolves
-        partitions (which may ask the coordinator), reads and encodes in an RPC thread. The budget
-        its answer keeps comes back when the call ends (sent or not)."""
-        _check_bucket_count("FetchLog", sum(len(table.buckets_req) for table in request.tables_req))
-        self._replicas.check_ready()
+        """Answers a serialized ``FetchLogResponse`` (see :mod:`fetch_response`). A follower's fetch
+        is told, in the trailing metadata, where this server's replica stream listens: its next
+        fetches go there (:mod:`lakelog.server.rpc.replica_stream_server`)."""
         # Only a cluster member reads past the high watermark as a follower; anyone else naming a
         # follower id reads as a client.
         follower = (
@@ -137,39 +168,66 @@ class TabletService(TabletServiceServicer):
             and request.follower_server_id >= 0
             and presents_cluster_secret(context.invocation_metadata(), self._cluster_secret)
         )
+        connection = context.peer()
+        answer, kept = await self.answer_fetch(request, follower, connection)
+        context.add_done_callback(lambda _: self.budget.release(kept, connection))
+        if follower and self.replica_stream_port:
+            context.set_trailing_metadata(((REPLICA_STREAM_PORT_KEY, str(self.replica_stream_port)),))
+        return answer
+
+    async def answer_fetch(self, request: pb.FetchLogRequest, follower: bool, connection: str) -> tuple[bytes, int]:
+        """A fetch's serialized answer and the answer budget it keeps, which the caller gives back
+        (``budget.release(kept, connection)``) once the answer is sent or dropped. Runs on the RPC
+        event loop: it waits for answer budget and for data there, holding no thread; it resolves
+        partitions (which may ask the coordinator), reads and encodes in an RPC thread."""
         loop = asyncio.get_running_loop()
         if self._asks_coordinator(request):
-            plan = await loop.run_in_executor(None, self._plan, request, follower)
+            wait = await loop.run_in_executor(None, self._fetch_wait, request, follower)
         else:
-            plan = self._plan(request, follower)
-        params = plan.params
-        self._replicas.check_fetch(params)
-        deadline = loop.time() + params.max_wait_ms / 1000
-        overhead = ANSWER_OVERHEAD * (len(plan.asked) + 1)
-        bound = params.answer_bound() + overhead
-        keys = [(b.table_id, b.bucket) for b in params.buckets]
-        may_park = not plan.refused  # a refused bucket is an answer already: waiting would not change it
-        connection = context.peer()
+            wait = self._fetch_wait(request, follower)
+        plan, overhead = wait.plan, wait.overhead
+        bound = plan.params.answer_bound() + overhead
         while True:
             seen = self._replicas.waiters.arrivals()
             reserved = await self.budget.acquire(bound, connection)
             kept = 0
             try:
-                final = not may_park or loop.time() >= deadline
-                results, answer = await loop.run_in_executor(None, self._read, _within(plan, reserved - overhead), final)
+                results, answer = await loop.run_in_executor(None, self._read, _within(plan, reserved - overhead), wait.final())
                 if answer is not None:
                     kept = min(reserved, len(answer))
-                    context.add_done_callback(lambda _, kept=kept: self.budget.release(kept, connection))
             finally:
                 self.budget.release(reserved - kept, connection)
             if answer is not None:
                 break
-            may_park = await self._replicas.waiters.park(keys, seen, deadline - loop.time())
-            if not may_park:
-                self.metrics.count_unparked_poll()
+            wait.parked(await self._replicas.waiters.park(wait.keys, seen, wait.left()))
+        self._count(plan, results)
+        return answer, kept
+
+    def answer_follower_fetch(self, request: pb.FetchLogRequest) -> bytes:
+        """:meth:`answer_fetch` for a follower's replica stream, in the stream's own thread: read,
+        waited for and answered there, without the event loop's hops that each fetch would wait
+        behind (an ``acks=all`` produce waits for the fetches that follow it). Outside the answer
+        budget: only cluster members open a stream, each with one fetch at a time."""
+        wait = self._fetch_wait(request, follower=True)
+        while True:
+            seen = self._replicas.waiters.arrivals()
+            results, answer = self._read(wait.plan, wait.final())
+            if answer is not None:
+                break
+            wait.parked(self._replicas.waiters.park_thread(wait.keys, seen, wait.left()))
+        self._count(wait.plan, results)
+        return answer
+
+    def _fetch_wait(self, request: pb.FetchLogRequest, follower: bool) -> _FetchWait:
+        _check_bucket_count("FetchLog", sum(len(table.buckets_req) for table in request.tables_req))
+        self._replicas.check_ready()
+        plan = self._plan(request, follower)
+        self._replicas.check_fetch(plan.params)
+        return _FetchWait(plan, ANSWER_OVERHEAD * (len(plan.asked) + 1), time.monotonic() + plan.params.max_wait_ms / 1000, self.metrics)
+
+    def _count(self, plan: _FetchPlan, results: list[BucketFetchResult]) -> None:
         for result in [*results, *plan.refused.values()]:
             self.metrics.record_fetch(result)
-        return answer
 
     def _asks_coordinator(self, request: pb.FetchLogRequest) -> bool:
         """Whether resolving the request may ask the coordinator: it names a partition not known here yet."""

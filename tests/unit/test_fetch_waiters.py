@@ -1,9 +1,12 @@
 """Long polls parked per bucket (server/replica/fetch_waiters.py): a produce wakes only the polls
-on its bucket, no wake-up is lost between a poll's read and its parking, and the cap holds."""
+on its bucket, no wake-up is lost between a poll's read and its parking, and the cap holds; a
+replica stream's fetch parks in its thread under the same rules."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 from lakelog.server.replica.fetch_waiters import FetchWaiters
 
@@ -69,3 +72,47 @@ def test_over_the_cap_a_poll_is_not_parked_and_a_closing_server_parks_none() -> 
 
     asyncio.run(walk())
 
+
+
+def _park_in_thread(waiters: FetchWaiters, keys: list[tuple[int, int]], seen: int) -> tuple[threading.Thread, list[bool]]:
+    answered: list[bool] = []
+    thread = threading.Thread(target=lambda: answered.append(waiters.park_thread(keys, seen, 60)))
+    thread.start()
+    return thread, answered
+
+
+def _until_parked(waiters: FetchWaiters, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while waiters.parked < count:
+        assert time.monotonic() < deadline, f"{count} polls never parked"
+        time.sleep(0.001)
+
+
+def test_a_thread_parked_beside_a_coroutine_is_woken_by_its_own_bucket_only() -> None:
+    async def walk() -> None:
+        waiters = FetchWaiters(max_parked=10)
+        on_loop = asyncio.create_task(waiters.park([BUSY], waiters.arrivals(), 60))
+        thread, answered = _park_in_thread(waiters, [QUIET], waiters.arrivals())
+        await asyncio.to_thread(_until_parked, waiters, 2)
+        waiters.notify(BUSY)
+        await _settle()
+        assert on_loop.done() and not answered, "a produce on another bucket woke the thread parked on a quiet one"
+        waiters.notify(QUIET)
+        await asyncio.to_thread(thread.join, 10)
+        assert answered == [True] and waiters.parked == 0
+
+    asyncio.run(walk())
+
+
+def test_a_parked_thread_counts_against_the_cap_and_a_closing_server_wakes_it() -> None:
+    waiters = FetchWaiters(max_parked=1)
+    thread, answered = _park_in_thread(waiters, [QUIET], waiters.arrivals())
+    _until_parked(waiters, 1)
+    assert waiters.park_thread([BUSY], waiters.arrivals(), 60) is False
+    waiters.close()
+    thread.join(10)
+    assert answered == [True], "close() left a thread parked"
+    fresh = FetchWaiters(max_parked=1)
+    seen = fresh.arrivals()
+    fresh.notify(BUSY)
+    assert fresh.park_thread([BUSY], seen, 60) is True, "an arrival between a read and parking was lost"

@@ -38,6 +38,7 @@ class HoldingLeader:
         self.fetched: list[list[tuple[int, int]]] = []
         self.cut_short = 0
         self.holding = threading.Event()
+        self.done_by: list[str] = []  # the threads that said they fetch no more
 
     def fetch(
         self, leader: ServerNode, follower_id: int, fetches: Sequence[FollowerFetch], max_wait_ms: int, wake: threading.Event
@@ -65,6 +66,9 @@ class HoldingLeader:
 
     def end_offset_for_epoch(self, leader: ServerNode, bucket: FollowedBucket, epoch: int) -> tuple[int, int]:
         raise AssertionError("a copy without leader epochs is cut to its high watermark without asking")
+
+    def done(self) -> None:
+        self.done_by.append(threading.current_thread().name)
 
 
 @pytest.fixture
@@ -161,6 +165,7 @@ def test_closing_a_fetcher_cuts_a_waiting_fetch_short(tablets: dict[int, LogTabl
     _until(link.holding.is_set, "the fetch never reached the leader")
     fetcher.close()
     assert link.cut_short == 1, "close() waited for the leader to end the fetch"
+    assert link.done_by == ["replica-fetcher-1"], "the fetcher's thread did not let its link go (a stream connection would stay open)"
 
 
 def test_following_a_bucket_again_under_the_same_epoch_leaves_the_fetch_alone(tablets: dict[int, LogTablet]) -> None:

@@ -203,6 +203,9 @@ class QuietLeader:
     def end_offset_for_epoch(self, leader: ServerNode, bucket: FollowedBucket, epoch: int) -> tuple[int, int]:
         return epoch, bucket.tablet.log_end_offset
 
+    def done(self) -> None:
+        """No connection to let go."""
+
 
 def test_polls_parked_on_a_bucket_the_server_stops_leading_answer_at_once(tmpfs_path: Path, coordinator: Coordinator, remote: RemoteLogManager) -> None:
     fetchers = FetcherPool(SERVER, QuietLeader(), lambda server_id: ServerNode(server_id, "127.0.0.1", 1), 200, lambda bucket, offset, writers: None)
