@@ -37,7 +37,9 @@ from lakelog.server.server_process import ServerProcess
 from lakelog.tiering.tiering_job import TieringJob, TieringOptions
 from tests.harness.certificates import CertificateAuthority, ServerCertificate
 from tests.harness.lake_tier import LAKE_TABLE, REMOTE_TIER, expire_remote, wait_for_remote
+from tests.harness.replica_cluster import ReplicaCluster
 from tests.harness.tables import ORDERS_SCHEMA, create_table, order_rows, produce_orders, scan_all
+from tests.harness.waiting import wait_until
 
 METHODS: list[tuple[str, MethodDescriptor]] = [
     (f"/{service.full_name}/{method.name}", method)
@@ -521,6 +523,24 @@ def test_a_coordinator_and_a_tablet_server_apart_with_tls_and_auth(security: Sec
     stderr = "".join(proc.stderr.read() for proc in started if proc.stderr)
     assert "token authentication on" in stderr
     _assert_no_secret(stderr, security)
+
+
+def test_followers_of_a_tls_cluster_copy_over_grpcs_tls_and_open_no_plaintext_stream(security: Security, tmp_path: Path) -> None:
+    settings = {key: str(value) for key, value in security.server_config(tmp_path).items() if key.startswith("security.")}
+    client = {key: str(value) for key, value in security.client_config("all").items()}
+    with ReplicaCluster(tmp_path, servers=(1, 2), tablet_settings=settings, coordinator_settings=settings, client_settings=client) as cluster:
+        with cluster.connect() as conn:
+            table = create_table(conn, buckets=2, properties={"table.replication.factor": "2"})
+            produce_orders(table, 0, 1000)
+            wait_until(lambda: all(len(info.isr) == 2 for info in conn.admin.describe_buckets(table.path).values()), "both copies in sync")
+            scanner = table.new_scan().create_log_scanner()
+            scanner.subscribe_from_beginning()
+            assert scan_all(scanner, 1000).num_rows == 1000
+        wait_until(lambda: cluster.log_bytes(1) == cluster.log_bytes(2) > 0, "both servers hold the same bytes")
+        for server_id in (1, 2):
+            log = cluster.tablets[server_id].log_path.read_text()
+            assert "no replica stream (TLS is on): followers fetch over gRPC" in log
+            assert "replica stream listening" not in log
 
 
 # ---------------------------------------------------------------- tiers
