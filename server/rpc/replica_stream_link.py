@@ -4,7 +4,7 @@ gRPC where there is none.
 A fetch goes over gRPC until the leader's answer names its replica stream's port; from then on
 over one stream connection per fetcher, to the leader's host at that port. A stream that cannot be
 reached while gRPC can (a proxy or a firewall lets gRPC's port through only) is left for
-:data:`GRPC_AFTER_STREAM_FAILED_S`, over gRPC meanwhile, so a follower copies its leader whichever
+:data:`GRPC_AFTER_STREAM_FAILED_S` (twice as long each time it fails again), over gRPC meanwhile, so a follower copies its leader whichever
 way works; a connection that breaks fails its fetch as a gRPC call that breaks does.
 
 The fetcher's thread reads its answer itself: a thread that read it and woke the fetcher would add
@@ -33,10 +33,13 @@ from lakelog.server.rpc.replica_stream_frames import HEADER_SIZE, FrameKind, fra
 
 log = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_S = 5.0
+# A stream's connection is opened within this, or the stream counts as not reachable: a firewall
+# that drops its packets would otherwise hold each fetch that tries it this long.
+CONNECT_TIMEOUT_S = 1.0
 # While a fetch waits at its leader, how often it checks whether it was cut short.
 WAKE_CHECK_MS = 10
-GRPC_AFTER_STREAM_FAILED_S = 30.0
+GRPC_AFTER_STREAM_FAILED_S = 30.0  # doubled after each try that fails again, up to MAX_GRPC_AFTER_STREAM_FAILED_S
+MAX_GRPC_AFTER_STREAM_FAILED_S = 600.0
 # An answer holds at most MAX_FETCH_BYTES of records, plus each bucket's few fields.
 MAX_ANSWER_BYTES = MAX_FETCH_BYTES + (4 << 20)
 
@@ -115,14 +118,15 @@ class ReplicaStreamLink:
         self._clock = clock
         self._lock = threading.Lock()
         self._connections: dict[int, _StreamConnection] = {}  # by fetcher thread
-        self._grpc_until: dict[str, float] = {}  # by leader address: its stream could not be reached, gRPC until then
+        # by leader address: its stream could not be reached, gRPC until then, and for how long the last time
+        self._grpc_until: dict[str, tuple[float, float]] = {}
 
     def fetch(
         self, leader: ServerNode, follower_id: int, fetches: Sequence[FollowerFetch], max_wait_ms: int, wake: threading.Event
     ) -> list[LeaderAnswer] | None:
         port = self._grpc.stream_port(leader) if self._secret else 0
         with self._lock:
-            over_grpc = not port or self._grpc_until.get(leader.address, 0.0) > self._clock()
+            over_grpc = not port or self._grpc_until.get(leader.address, (0.0, 0.0))[0] > self._clock()
         if over_grpc:
             return self._grpc.fetch(leader, follower_id, fetches, max_wait_ms, wake)
         try:
@@ -132,6 +136,8 @@ class ReplicaStreamLink:
             if self._grpc.stream_port(leader) == port:  # the leader is up, its stream is not reachable from here
                 self._avoid_stream(leader, port, exc)
             return answers
+        with self._lock:
+            self._grpc_until.pop(leader.address, None)  # reached: a later failure waits the first period again
         try:
             answer = connection.call(fetch_request(follower_id, fetches, max_wait_ms).SerializeToString(), wake)
         except OSError as exc:
@@ -157,12 +163,14 @@ class ReplicaStreamLink:
         return connection
 
     def _avoid_stream(self, leader: ServerNode, port: int, exc: Exception) -> None:
+        with self._lock:
+            last = self._grpc_until.get(leader.address)
+            period = GRPC_AFTER_STREAM_FAILED_S if last is None else min(2 * last[1], MAX_GRPC_AFTER_STREAM_FAILED_S)
+            self._grpc_until[leader.address] = (self._clock() + period, period)
         log.warning(
             "replica stream of leader %d at %s:%d not reachable (%s): fetching over gRPC for %.0f s",
-            leader.server_id, leader.host, port, exc.message if isinstance(exc, LakelogError) else exc, GRPC_AFTER_STREAM_FAILED_S,
+            leader.server_id, leader.host, port, exc.message if isinstance(exc, LakelogError) else exc, period,
         )
-        with self._lock:
-            self._grpc_until[leader.address] = self._clock() + GRPC_AFTER_STREAM_FAILED_S
 
     def done(self) -> None:
         with self._lock:

@@ -130,7 +130,7 @@ def test_a_fetch_cut_short_comes_back_at_once_and_the_next_one_opens_a_connectio
     link.close()
 
 
-def test_a_stream_not_reachable_is_left_for_grpc_a_while(service: tuple[ScriptedService, int], fetch: FollowerFetch) -> None:
+def test_a_stream_not_reachable_is_left_for_grpc_a_while_and_longer_each_time(service: tuple[ScriptedService, int], fetch: FollowerFetch) -> None:
     _, live_port = service
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
@@ -138,14 +138,17 @@ def test_a_stream_not_reachable_is_left_for_grpc_a_while(service: tuple[Scripted
     clock = Clock()
     link, grpc = _link(dead_port, clock)
     leader = ServerNode(1, "127.0.0.1", 1)
-    assert link.fetch(leader, 2, [fetch], 200, threading.Event()) == []
-    grpc.port = live_port  # the stream is reachable again, but the link does not try it yet
-    assert link.fetch(leader, 2, [fetch], 200, threading.Event()) == []
-    assert grpc.fetches == 2
+    assert link.fetch(leader, 2, [fetch], 200, threading.Event()) == []  # over gRPC: the stream refused the connection
     clock.now += GRPC_AFTER_STREAM_FAILED_S + 1
+    assert link.fetch(leader, 2, [fetch], 200, threading.Event()) == []  # tried again, refused again: twice as long now
+    grpc.port = live_port  # reachable from now on, but not tried before the longer period ends
+    clock.now += GRPC_AFTER_STREAM_FAILED_S + 1
+    assert link.fetch(leader, 2, [fetch], 200, threading.Event()) == []
+    assert grpc.fetches == 3
+    clock.now += GRPC_AFTER_STREAM_FAILED_S
     service[0].answers.put(_answer(b"\x04" * 8, 1))
     [answer] = link.fetch(leader, 2, [fetch], 200, threading.Event()) or []
-    assert bytes(answer.records) == b"\x04" * 8 and grpc.fetches == 2
+    assert bytes(answer.records) == b"\x04" * 8 and grpc.fetches == 3
     link.close()
 
 
