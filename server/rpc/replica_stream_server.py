@@ -8,7 +8,7 @@ send) is a wait behind whatever else the loop and the interpreter's lock are doi
 of its own a fetch is read, waited for and sent where it arrived, and the socket is written
 without the interpreter's lock held while the kernel copies. There are few such threads: only
 cluster members connect (a connection that does not open with the cluster secret is refused),
-one per follower fetcher, each with one fetch at a time.
+one per follower fetcher, each with one fetch at a time; at most :data:`MAX_CONNECTIONS` at once.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from contextlib import suppress
 
 from google.protobuf.message import DecodeError
 
-from lakelog.errors import AuthorizationError, InvalidRequestError, LakelogError
+from lakelog.errors import AuthorizationError, InvalidRequestError, LakelogError, NetworkError
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.server.rpc.replica_stream_frames import (
     HEADER_SIZE,
@@ -38,7 +38,10 @@ from lakelog.server.rpc.tablet_service import TabletService
 log = logging.getLogger(__name__)
 
 HELLO_TIMEOUT_S = 10.0  # a connection that says nothing is dropped after this
-REFUSAL_DRAIN_S = 1.0  # how long a refused peer's unread bytes are drained before the connection closes
+REFUSAL_DRAIN_S = 1.0
+# A cluster needs one connection per follower fetcher, one from each other tablet server; a thread
+# serves each, so beyond this (a peer opening connections without end) they are refused at once.
+MAX_CONNECTIONS = 256  # how long a refused peer's unread bytes are drained before the connection closes
 
 
 class _Closed(Exception):
@@ -60,8 +63,9 @@ def _read_exactly(sock: socket.socket, size: int) -> bytearray:
 
 
 class ReplicaStreamServer:
-    def __init__(self, service: TabletService, secret: str) -> None:
+    def __init__(self, service: TabletService, secret: str, max_connections: int = MAX_CONNECTIONS) -> None:
         self._service = service
+        self._max_connections = max_connections
         self._secret = secret.encode()
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
@@ -91,14 +95,22 @@ class ReplicaStreamServer:
                 sock, peer = listener.accept()
             except OSError:
                 return  # closed
+            what = f"replica stream from {peer[0]}:{peer[1]}"
             with self._lock:
                 if self._closed:
                     sock.close()
                     return
-                self._connections.add(sock)
-            threading.Thread(
-                target=self._serve, args=(sock, f"replica stream from {peer[0]}:{peer[1]}"), name="replica-stream-serve", daemon=True
-            ).start()
+                full = len(self._connections) >= self._max_connections
+                if not full:
+                    self._connections.add(sock)
+            if full:
+                log.warning("%s refused: %d connections are open already", what, self._max_connections)
+                with suppress(OSError):
+                    sock.settimeout(HELLO_TIMEOUT_S)
+                    sock.sendall(error_frame(NetworkError(f"{what} refused: {self._max_connections} connections are open already")))
+                sock.close()
+                continue
+            threading.Thread(target=self._serve, args=(sock, what), name="replica-stream-serve", daemon=True).start()
 
     def _serve(self, sock: socket.socket, what: str) -> None:
         try:

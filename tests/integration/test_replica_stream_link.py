@@ -1,26 +1,28 @@
 """A follower's link to its leaders' replica streams (server/rpc/replica_stream_link.py) against a
 real stream server on loopback (server/rpc/replica_stream_server.py), whose fetches a small fake of
 the tablet service answers, and a fake of the gRPC link it falls back to: answers and refusals
-cross the stream, a fetch cut short comes back at once, and a stream that cannot be reached is
-left for gRPC a while."""
+cross the stream, a fetch cut short comes back at once, a stream that cannot be reached is left for
+gRPC a while, and connections over the server's cap are refused."""
 
 from __future__ import annotations
 
 import queue
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import pytest
 
 from lakelog.cluster_state import ServerNode
-from lakelog.errors import NotLeaderError
+from lakelog.errors import NetworkError, NotLeaderError
 from lakelog.rpc import lakelog_api_pb2 as pb
 from lakelog.server.log.log_tablet import LogConfig, LogTablet
 from lakelog.server.metrics.server_metrics import ServerMetrics
 from lakelog.server.replica.replica_fetcher import FollowedBucket, FollowerFetch, LeaderAnswer
 from lakelog.server.rpc.fetch_response import encode_fetch_response
+from lakelog.server.rpc.replica_stream_frames import HEADER_SIZE, FrameKind, frame_header, hello, parse_error
 from lakelog.server.rpc.replica_stream_link import GRPC_AFTER_STREAM_FAILED_S, ReplicaStreamLink
 from lakelog.server.rpc.replica_stream_server import ReplicaStreamServer
 
@@ -159,3 +161,30 @@ def test_a_wrong_secret_is_refused_by_the_leader(service: tuple[ScriptedService,
     assert link.fetch(ServerNode(1, "127.0.0.1", 1), 2, [fetch], 200, threading.Event()) == []
     assert grpc.fetches == 1, "a refused stream did not leave the fetch to gRPC"
     link.close()
+
+
+def test_connections_over_the_cap_are_refused_and_those_under_it_are_served(fetch: FollowerFetch) -> None:
+    scripted = ScriptedService()
+    server = ReplicaStreamServer(scripted, SECRET, max_connections=1)  # type: ignore[arg-type]
+    port = server.start("127.0.0.1", 0)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as first:
+            first.sendall(hello(SECRET))
+            assert first.recv(HEADER_SIZE) == frame_header(FrameKind.WELCOME, 0)
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as second:
+                refused = b""
+                while chunk := second.recv(4096):
+                    refused += chunk
+            error = parse_error(refused[HEADER_SIZE:])
+            assert isinstance(error, NetworkError) and "1 connections are open already" in error.message
+        deadline = time.monotonic() + 10
+        while scripted.metrics.registry.get_sample_value("lakelog_replica_stream_connections") != 0:
+            assert time.monotonic() < deadline, "the server never saw the first connection closed"
+            time.sleep(0.01)
+        scripted.answers.put(_answer(b"\x05" * 8, 1))
+        link, _ = _link(port)
+        [answer] = link.fetch(ServerNode(1, "127.0.0.1", 1), 2, [fetch], 200, threading.Event()) or []  # the first one gone: served
+        assert bytes(answer.records) == b"\x05" * 8
+        link.close()
+    finally:
+        server.close()
