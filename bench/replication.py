@@ -86,7 +86,7 @@ def _produce(cluster: BenchCluster, conn: lakelog.Connection, servers: list[Host
         f"factor 1 {cpu[1][0]:.2f} + {cpu[1][1]:.2f} s, factor 3 {cpu[3][0]:.2f} + {cpu[3][1]:.2f} s",
         tier="produce (factor 3)",
         next_step="followers fetch over the replica stream, outside gRPC (0.32-0.41x when they fetch over gRPC, "
-        "server.replica-stream.port=-1, 0.39-0.59x over the stream, 13 runs of this row alone): what is left is the machine and the interpreter. Factor 3 "
+        "server.replica-stream.port=-1, 0.39-0.59x over the stream, 11 runs of this row alone): what is left is the machine and the interpreter. Factor 3 "
         "appends every record three times (each copy received, checked and written into the page cache), and the "
         "page-cache copy runs at 0.4-1.6 GB/s here against 4 GB/s right after pages were freed: this VM's balloon "
         "reports free pages to the host, so a page handed out again faults there (1 GB into new page cache with dd: "
