@@ -16,6 +16,7 @@ hop (bench/, row R1: factor 3 ran at 0.32-0.41x of factor 1 over gRPC, 0.39-0.59
 
 from __future__ import annotations
 
+import socket
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
@@ -89,3 +90,27 @@ def parse_error(body: bytes | bytearray | memoryview) -> LakelogError:
         return InvalidRequestError(f"an ERROR frame of {len(body)} bytes has no error code")
     (code,) = _ERROR_CODE.unpack_from(body)
     return error_from_code(code, bytes(body[_ERROR_CODE.size :]).decode(errors="replace"))
+
+
+class StreamClosed(ConnectionError):
+    """The peer closed the stream ``got`` bytes into a read (0: between frames, a clean end)."""
+
+    def __init__(self, got: int, size: int) -> None:
+        super().__init__(f"the peer closed the stream after {got} of the {size} bytes read")
+        self.got = got
+
+
+def read_into(sock: socket.socket, view: memoryview) -> None:
+    """Fill ``view`` from ``sock`` (blocking)."""
+    got = 0
+    while got < len(view):
+        n = sock.recv_into(view[got:])
+        if n == 0:
+            raise StreamClosed(got, len(view))
+        got += n
+
+
+def read_exactly(sock: socket.socket, size: int) -> bytearray:
+    data = bytearray(size)
+    read_into(sock, memoryview(data))
+    return data

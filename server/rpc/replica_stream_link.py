@@ -29,7 +29,16 @@ from lakelog.errors import InvalidRequestError, LakelogError, NetworkError
 from lakelog.cluster_state import ServerNode
 from lakelog.server.replica.replica_fetcher import FollowedBucket, FollowerFetch, LeaderAnswer
 from lakelog.server.rpc.leader_link import MAX_FETCH_BYTES, GrpcLeaderLink, answers_of, fetch_request
-from lakelog.server.rpc.replica_stream_frames import HEADER_SIZE, FrameKind, frame_header, hello, parse_error, parse_frame_header
+from lakelog.server.rpc.replica_stream_frames import (
+    HEADER_SIZE,
+    FrameKind,
+    frame_header,
+    hello,
+    parse_error,
+    parse_frame_header,
+    read_exactly,
+    read_into,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +53,6 @@ MAX_GRPC_AFTER_STREAM_FAILED_S = 600.0
 MAX_ANSWER_BYTES = MAX_FETCH_BYTES + (4 << 20)
 
 
-def _read_into(sock: socket.socket, view: memoryview) -> None:
-    got = 0
-    while got < len(view):
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            raise ConnectionError(f"the leader closed the stream after {got} of {len(view)} bytes")
-        got += n
-
-
 class _StreamConnection:
     """One fetcher's connection to one leader's replica stream, used from that fetcher's thread."""
 
@@ -63,9 +63,9 @@ class _StreamConnection:
         try:
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sock.sendall(hello(secret))
-            header = parse_frame_header(self._read(HEADER_SIZE), MAX_ANSWER_BYTES, self.what)
+            header = parse_frame_header(read_exactly(self._sock, HEADER_SIZE), MAX_ANSWER_BYTES, self.what)
             if header.kind is FrameKind.ERROR:
-                raise parse_error(self._read(header.length))
+                raise parse_error(read_exactly(self._sock, header.length))
             if header.kind is not FrameKind.WELCOME:
                 raise InvalidRequestError(f"{self.what} answered the hello with a {header.kind.name} frame")
             self._sock.settimeout(None)
@@ -77,11 +77,6 @@ class _StreamConnection:
         self._buffer = bytearray()
         self.closed = False
 
-    def _read(self, size: int) -> bytearray:
-        data = bytearray(size)
-        _read_into(self._sock, memoryview(data))
-        return data
-
     def call(self, request: bytes, wake: threading.Event) -> memoryview | None:
         """The answer to ``request``, a view of this connection's buffer (valid until the next
         call); None when ``wake`` was set before it came, and the connection is then closed."""
@@ -90,15 +85,15 @@ class _StreamConnection:
             if wake.is_set():
                 self.close()
                 return None
-        header = parse_frame_header(self._read(HEADER_SIZE), MAX_ANSWER_BYTES, self.what)
+        header = parse_frame_header(read_exactly(self._sock, HEADER_SIZE), MAX_ANSWER_BYTES, self.what)
         if header.kind is FrameKind.ERROR:
-            raise parse_error(self._read(header.length))
+            raise parse_error(read_exactly(self._sock, header.length))
         if header.kind is not FrameKind.ANSWER:
             raise InvalidRequestError(f"{self.what} sent a {header.kind.name} frame where an answer goes")
         if len(self._buffer) < header.length:
             self._buffer = bytearray(header.length)
         body = memoryview(self._buffer)[: header.length]
-        _read_into(self._sock, body)
+        read_into(self._sock, body)
         return body
 
     def close(self) -> None:
@@ -136,8 +131,6 @@ class ReplicaStreamLink:
             if self._grpc.stream_port(leader) == port:  # the leader is up, its stream is not reachable from here
                 self._avoid_stream(leader, port, exc)
             return answers
-        with self._lock:
-            self._grpc_until.pop(leader.address, None)  # reached: a later failure waits the first period again
         try:
             answer = connection.call(fetch_request(follower_id, fetches, max_wait_ms).SerializeToString(), wake)
         except OSError as exc:
@@ -160,6 +153,7 @@ class ReplicaStreamLink:
             connection = _StreamConnection(leader, port, self._secret or "")
             with self._lock:
                 self._connections[me] = connection
+                self._grpc_until.pop(leader.address, None)  # reached: a later failure waits the first period again
         return connection
 
     def _avoid_stream(self, leader: ServerNode, port: int, exc: Exception) -> None:

@@ -28,38 +28,22 @@ from lakelog.server.rpc.replica_stream_frames import (
     HELLO_SIZE,
     MAX_REQUEST_BYTES,
     FrameKind,
+    StreamClosed,
     error_frame,
     frame_header,
     parse_frame_header,
     parse_hello,
+    read_exactly,
 )
 from lakelog.server.rpc.tablet_service import TabletService
 
 log = logging.getLogger(__name__)
 
 HELLO_TIMEOUT_S = 10.0  # a connection that says nothing is dropped after this
-REFUSAL_DRAIN_S = 1.0
+REFUSAL_DRAIN_S = 1.0  # how long a refused peer's unread bytes are drained before the connection closes
 # A cluster needs one connection per follower fetcher, one from each other tablet server; a thread
 # serves each, so beyond this (a peer opening connections without end) they are refused at once.
-MAX_CONNECTIONS = 256  # how long a refused peer's unread bytes are drained before the connection closes
-
-
-class _Closed(Exception):
-    """The follower closed the connection between frames."""
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytearray:
-    data = bytearray(size)
-    view = memoryview(data)
-    got = 0
-    while got < size:
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            if got == 0:
-                raise _Closed
-            raise ConnectionError(f"closed after {got} of the {size} bytes of a frame")
-        got += n
-    return data
+MAX_CONNECTIONS = 256
 
 
 class ReplicaStreamServer:
@@ -119,12 +103,12 @@ class ReplicaStreamServer:
             self._welcome(sock)
             sock.settimeout(None)
             while True:
-                header = parse_frame_header(_read_exactly(sock, HEADER_SIZE), MAX_REQUEST_BYTES, what)
+                header = parse_frame_header(read_exactly(sock, HEADER_SIZE), MAX_REQUEST_BYTES, what)
                 if header.kind is not FrameKind.REQUEST:
                     raise InvalidRequestError(f"{what} sent a {header.kind.name} frame where a REQUEST goes")
-                self._answer(sock, _parse_request(_read_exactly(sock, header.length), what))
-        except _Closed:
-            log.debug("%s closed", what)
+                self._answer(sock, _parse_request(read_exactly(sock, header.length), what))
+        except StreamClosed as closed:
+            log.debug("%s %s", what, "closed" if closed.got == 0 else f"broke: {closed}")
         except (InvalidRequestError, AuthorizationError) as error:
             log.warning("%s refused: %s", what, error.message)
             _refuse(sock, error)
@@ -140,8 +124,8 @@ class ReplicaStreamServer:
             sock.close()
 
     def _welcome(self, sock: socket.socket) -> None:
-        secret_length = parse_hello(_read_exactly(sock, HELLO_SIZE))
-        presented = _read_exactly(sock, secret_length) if secret_length else b""
+        secret_length = parse_hello(read_exactly(sock, HELLO_SIZE))
+        presented = read_exactly(sock, secret_length) if secret_length else b""
         if not hmac.compare_digest(bytes(presented), self._secret):
             raise AuthorizationError("the replica stream serves cluster members only: the connection did not present the cluster secret")
         sock.sendall(frame_header(FrameKind.WELCOME, 0))

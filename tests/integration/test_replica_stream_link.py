@@ -154,12 +154,15 @@ def test_a_stream_not_reachable_is_left_for_grpc_a_while_and_longer_each_time(se
     link.close()
 
 
-def test_a_wrong_secret_is_refused_by_the_leader(service: tuple[ScriptedService, int], fetch: FollowerFetch) -> None:
-    _, port = service
+def test_a_wrong_secret_is_refused_by_the_leader(service: tuple[ScriptedService, int], fetch: FollowerFetch, caplog: pytest.LogCaptureFixture) -> None:
+    scripted, port = service
     grpc = GrpcSeam(port)
     link = ReplicaStreamLink(grpc, "not the secret", Clock())  # type: ignore[arg-type]
     assert link.fetch(ServerNode(1, "127.0.0.1", 1), 2, [fetch], 200, threading.Event()) == []
     assert grpc.fetches == 1, "a refused stream did not leave the fetch to gRPC"
+    assert not scripted.asked, "the leader answered a fetch of a connection without the secret"
+    refusals = [r.getMessage() for r in caplog.records if "not reachable" in r.getMessage()]
+    assert len(refusals) == 1 and "serves cluster members only" in refusals[0], "the follower did not say the leader refused its secret"
     link.close()
 
 

@@ -9,6 +9,7 @@ from lakelog.errors import InvalidRequestError, NotLeaderError
 from lakelog.server.rpc.replica_stream_frames import (
     HEADER_SIZE,
     HELLO_SIZE,
+    FrameHeader,
     FrameKind,
     error_frame,
     frame_header,
@@ -33,9 +34,7 @@ def test_a_connection_that_is_not_a_replica_stream_is_refused_naming_what_it_sen
 
 
 def test_a_frame_over_the_limit_or_of_unknown_kind_is_refused() -> None:
-    assert parse_frame_header(frame_header(FrameKind.REQUEST, 100), 100, "follower") == parse_frame_header(
-        frame_header(FrameKind.REQUEST, 100), 1000, "follower"
-    )
+    assert parse_frame_header(frame_header(FrameKind.REQUEST, 100), 100, "follower") == FrameHeader(FrameKind.REQUEST, 100)
     with pytest.raises(InvalidRequestError, match="follower sent a REQUEST frame of 101 bytes, more than the 100 allowed"):
         parse_frame_header(frame_header(FrameKind.REQUEST, 101), 100, "follower")
     with pytest.raises(InvalidRequestError, match="unknown kind 77"):
