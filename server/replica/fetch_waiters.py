@@ -106,7 +106,10 @@ class FetchWaiters:
         with self._lock:
             self._arrivals += 1
             self._last_arrival[key] = self._arrivals
-            waiters = list(self._parked.get(key, ()))
+            parked = self._parked.get(key)
+            if not parked:
+                return  # a produce with no poll parked on its bucket: nothing more on its path
+            waiters = list(parked)
             loop = self._loop
         self._wake(waiters, loop)
 
