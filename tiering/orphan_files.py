@@ -1,14 +1,15 @@
 """Removing the data files of tiering rounds and compactions that never committed (a job killed
 between writing and committing leaves them behind), and of an expiry killed before it deleted the
-files of the snapshots it removed. A tiering job does this when it first touches a table (files
-older than the job), ``lakelog lake expire`` every time (files older than the snapshot retention).
+files of the snapshots it removed. A tiering job does this when it first touches a table,
+``lakelog lake expire`` every time.
 
-A file is removed only if no snapshot of the table references it and it is older than the job
-doing the cleanup, so the fresh files of a job started alongside are left alone while it commits
-them. (A round of another job that began before this job started and commits after this cleanup
-would lose its files: the commit check keeps two jobs exactly once, the cleanup assumes jobs that
-start while another is mid-round are the exception.) The listing is taken before the references,
-so a file committed between the two counts as referenced.
+A file is removed only if no snapshot of the table references it and it is older than
+``table.datalake.orphan-grace`` (and than the job doing the cleanup). An unreferenced file is not
+necessarily dead: another job's round or compaction may have written it and be about to commit it
+(two jobs overlap when a restarted job starts before the old one is gone, or ``--once`` runs
+overlap); the grace, far longer than a round takes from its first file to its commit, leaves those
+alone, as Iceberg's own orphan removal keeps files younger than its ``older_than``. The listing is
+taken before the references, so a file committed between the two counts as referenced.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ An expiry:
    snapshot it keeps references (a manifest's entries never change, so each is read once);
 3. removes those snapshots from the table's metadata in one commit (PyIceberg's expire), again on a
    reloaded table if another commit landed first;
-4. deletes the files of 2, then the data files of dead rounds and compactions older than the
-   retention that no snapshot references (:mod:`.orphan_files`), which is also what an expiry killed
-   between 3 and 4 left behind.
+4. deletes the files of 2, then the data files no snapshot references and older than
+   ``table.datalake.orphan-grace`` (:mod:`.orphan_files`): dead rounds' and compactions', and what
+   an expiry killed between 3 and 4 left behind.
 
 It never loses a tiering round's or a compaction's commit: the expiry changes no branch and each
 of their commits asserts the snapshot it was planned on, which an expiry never removes (it is the
@@ -39,7 +39,7 @@ from lakelog.errors import LakeError, LakelogError, LakeSnapshotNotExistError
 from lakelog.lake.lake_catalog import LakeCatalog, lake_call
 from lakelog.lake.snapshot_summary import barrier_snapshots, served_snapshot_ids
 from lakelog.metadata import TablePath
-from lakelog.server.coordinator.table_properties import SNAPSHOT_RETENTION, table_property
+from lakelog.server.coordinator.table_properties import ORPHAN_GRACE, SNAPSHOT_RETENTION, table_property
 from lakelog.tiering.kill_points import EXPIRE_AFTER_COMMIT, kill_point
 from lakelog.tiering.lake_commit import discard_files
 from lakelog.tiering.lake_enabled_tables import lake_enabled_tables
@@ -105,7 +105,8 @@ class SnapshotExpiry:
             break
         else:
             raise LakeError(f"{path}: the expiry lost the commit race {COMMIT_ATTEMPTS} times; the next one tries again")
-        orphans = remove_orphan_files(table, datetime.fromtimestamp((now_ms - retention_ms) / 1000, timezone.utc))
+        grace_ms = table_property(str(path), info.properties, ORPHAN_GRACE)
+        orphans = remove_orphan_files(table, datetime.fromtimestamp((now_ms - grace_ms) / 1000, timezone.utc))
         return ExpiryReport(path, len(expired), len(keep), deleted, len(orphans))
 
     def _coordinator_snapshot(self, path: TablePath) -> int | None:

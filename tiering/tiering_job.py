@@ -20,8 +20,9 @@ snapshot):
    committed meanwhile the catalog refuses it: the files are deleted and the table is planned
    again from the new snapshot. Then send ``CommitLakeTableSnapshot``.
 
-The first time the job touches a table it deletes the data files of rounds that never committed
-(see :mod:`lakelog.tiering.orphan_files`).
+The first time the job touches a table it deletes the data files of rounds that never committed,
+those older than the job and than ``table.datalake.orphan-grace`` (see
+:mod:`lakelog.tiering.orphan_files`).
 
 A table with ``table.datalake.auto-compaction=true`` is compacted, then its snapshots expired, after
 a round that committed to it (:meth:`TieringJob._maintain`).
@@ -42,7 +43,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 from pyiceberg.io.pyarrow import schema_to_pyarrow
@@ -67,7 +68,7 @@ from lakelog.metadata import (
     split_lake_bucket_key,
 )
 from lakelog.tiering.kill_points import AFTER_COMMIT, AFTER_WRITE, kill_point
-from lakelog.server.coordinator.table_properties import AUTO_COMPACTION, table_property
+from lakelog.server.coordinator.table_properties import AUTO_COMPACTION, ORPHAN_GRACE, table_property
 from lakelog.tiering.lake_compaction import LakeCompactor
 from lakelog.tiering.lake_enabled_tables import lake_enabled_tables
 from lakelog.tiering.snapshot_expiry import SnapshotExpiry
@@ -295,13 +296,15 @@ class TieringJob:
     def _plan(self, path: TablePath, barrier: int) -> _Plan:
         table = self._catalog.load_table(path)
         guard_commits(table)
+        info = self._conn.admin.get_table_info(path)
         if path not in self._cleaned:
-            remove_orphan_files(table, self.started_at)
+            # A file younger than the grace may be another job's round or compaction about to commit.
+            grace = timedelta(milliseconds=table_property(str(path), info.properties, ORPHAN_GRACE))
+            remove_orphan_files(table, min(self.started_at, datetime.now(timezone.utc) - grace))
             self._cleaned.add(path)
         lake = latest_lake_snapshot(table)
         if lake is not None:
             self._catch_up_coordinator(path, lake)
-        info = self._conn.admin.get_table_info(path)
         # The table's own log (None), or each partition's; a lake-only partition has no log left:
         # the lake already holds all of it.
         logs: list[PartitionInfo | None] = (

@@ -28,6 +28,7 @@ TTL = "table.log.ttl"
 TARGET_FILE_SIZE = "table.datalake.target-file-size"
 AUTO_COMPACTION = "table.datalake.auto-compaction"
 SNAPSHOT_RETENTION = "table.datalake.snapshot-retention"
+ORPHAN_GRACE = "table.datalake.orphan-grace"
 REPLICATION_FACTOR = "table.replication.factor"
 MIN_IN_SYNC_REPLICAS = "table.log.replica.min-in-sync-replicas"
 MAX_COMMENT_BYTES = 64 << 10
@@ -105,6 +106,10 @@ TABLE_PROPERTIES: Mapping[str, TableProperty] = {
     # snapshot and reads it through), short enough that a table tiered every 10 s keeps a few
     # hundred snapshots in its metadata, which every commit rewrites.
     SNAPSHOT_RETENTION: TableProperty(_between(parse_duration_ms, 1, MAX_TTL_MS, format_duration_ms), "1h"),
+    # 1 h, as remote.log.orphan-grace: far longer than a round or a compaction takes from writing its
+    # first file to committing it, so a job that starts meanwhile never deletes files about to be
+    # committed; a dead round's files stay this long. 0: removed by the next job that starts.
+    ORPHAN_GRACE: TableProperty(_between(parse_duration_ms, 0, MAX_TTL_MS, format_duration_ms), "1h"),
     AUTO_PARTITION_ENABLED: TableProperty(_boolean, "false"),
     AUTO_PARTITION_TIME_UNIT: TableProperty(_time_unit, "day"),
     AUTO_PARTITION_NUM_PRECREATE: TableProperty(_between(int, 0, MAX_PRECREATE), "2"),

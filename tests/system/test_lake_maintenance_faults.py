@@ -32,9 +32,11 @@ def run_lake(address: str, *args: str, env: dict[str, str] | None = None) -> sub
 
 
 def _tiered(spark: Any, server_factory: Callable[..., ServerProcess], rounds: int = 3) -> ServerProcess:
+    """No orphan grace: the next job removes a killed run's files at once."""
     server = server_factory()
     with lakelog.connect(server.address) as conn:
-        tier_rounds(spark, server, create_table(conn, buckets=BUCKETS, properties=COMPACTED_TABLE), rounds=rounds, records=2000)
+        properties = {**COMPACTED_TABLE, "table.datalake.orphan-grace": "0ms"}
+        tier_rounds(spark, server, create_table(conn, buckets=BUCKETS, properties=properties), rounds=rounds, records=2000)
     return server
 
 
@@ -95,7 +97,7 @@ def test_an_expiry_killed_before_deleting_files_leaves_them_to_the_next_one(
 ) -> None:
     server = server_factory()
     with lakelog.connect(server.address) as conn:
-        properties = {**COMPACTED_TABLE, "table.datalake.snapshot-retention": "1s"}
+        properties = {**COMPACTED_TABLE, "table.datalake.snapshot-retention": "1s", "table.datalake.orphan-grace": "1s"}
         tier_rounds(spark, server, create_table(conn, buckets=BUCKETS, properties=properties), rounds=3, records=2000)
     with LakeMaintenance(server.address, spark=spark) as jobs:
         jobs.compactor().compact(PATH)

@@ -31,10 +31,10 @@ BUCKETS = 4
 PATH = lakelog.TablePath("shop", "orders")
 
 
-def _lake_server(server_factory: Callable[..., ServerProcess], records: int) -> ServerProcess:
+def _lake_server(server_factory: Callable[..., ServerProcess], records: int, properties: dict[str, str] = LAKE_TABLE) -> ServerProcess:
     server = server_factory()
     with lakelog.connect(server.address) as conn:
-        produce_orders(create_table(conn, buckets=BUCKETS, properties=LAKE_TABLE), 0, records)
+        produce_orders(create_table(conn, buckets=BUCKETS, properties=properties), 0, records)
     return server
 
 
@@ -52,7 +52,9 @@ def _tiering_snapshots(server: ServerProcess) -> int:
 
 
 def test_killed_after_writing_files_leaves_nothing_behind(spark: Any, server_factory: Callable[..., ServerProcess]) -> None:
-    server = _lake_server(server_factory, 20_000)
+    """With no orphan grace, the next job deletes the files a killed round left (with the default,
+    an hour later: see the test below)."""
+    server = _lake_server(server_factory, 20_000, {**LAKE_TABLE, "table.datalake.orphan-grace": "0ms"})
     killed = run_tier(server.address, env={KILL_AT_ENV: AFTER_WRITE})
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     orphans = _data_files(server)
@@ -126,6 +128,33 @@ def test_a_commit_loses_the_race_and_the_round_is_planned_again(
     assert _data_files(server) == _referenced_files(server)
     assert _tiering_snapshots(server) == 2
     assert lake_table(server, PATH).properties["commit.retry.num-retries"] == "0"
+
+
+def test_a_job_started_mid_round_spares_that_rounds_files(
+    spark: Any, server_factory: Callable[..., ServerProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Job A writes its round's files; job B starts before A commits (a restart that overlapped the
+    old job, a second ``--once`` run) and cleans up what no snapshot references; then A commits.
+    A's files are older than B but not dead: B's cleanup must leave them, or A's snapshot names
+    files that are gone and the round's records are lost to the lake."""
+    server = _lake_server(server_factory, 8_000)
+    with TieringJob(TieringOptions(server.address), spark=spark) as job_a:
+        write = job_a._write
+
+        def write_then_b_starts(plans: Any) -> Any:
+            files = write(plans)
+            with TieringJob(TieringOptions(server.address), spark=spark) as job_b:
+                # B cleans up and plans, then its Spark job fails: A commits first.
+                monkeypatch.setattr(job_b, "_write", lambda plans: (_ for _ in ()).throw(RuntimeError("B's Spark job failed")))
+                with pytest.raises(RuntimeError, match="B's Spark job failed"):
+                    job_b.run_round()
+            monkeypatch.setattr(job_a, "_write", write)
+            return files
+
+        monkeypatch.setattr(job_a, "_write", write_then_b_starts)
+        assert job_a.run_round().records == 8_000
+    assert assert_lake_holds_log(server, PATH).num_rows == 8_000
+    assert _data_files(server) == _referenced_files(server)
 
 
 def test_orphan_cleanup_spares_files_newer_than_the_job(server_factory: Callable[..., ServerProcess]) -> None:
