@@ -141,11 +141,14 @@ def test_a_job_started_mid_round_spares_that_rounds_files(
     with TieringJob(TieringOptions(server.address), spark=spark) as job_a:
         write = job_a._write
 
+        def spark_job_fails(plans: Any) -> Any:
+            raise RuntimeError("B's Spark job failed")
+
         def write_then_b_starts(plans: Any) -> Any:
             files = write(plans)
             with TieringJob(TieringOptions(server.address), spark=spark) as job_b:
                 # B cleans up and plans, then its Spark job fails: A commits first.
-                monkeypatch.setattr(job_b, "_write", lambda plans: (_ for _ in ()).throw(RuntimeError("B's Spark job failed")))
+                monkeypatch.setattr(job_b, "_write", spark_job_fails)
                 with pytest.raises(RuntimeError, match="B's Spark job failed"):
                     job_b.run_round()
             monkeypatch.setattr(job_a, "_write", write)
