@@ -1,14 +1,16 @@
 """The per-bucket manifest: the one record of which remote segments exist.
 
 It is immutable here: every change makes a new manifest with the next version, which the storage
-writes atomically, so a reader sees the old list or the new one, never half of each.
+writes atomically, so a reader sees the old list or the new one, never half of each. It carries the
+leader epoch of the server that wrote it, so a server that still believes it leads after a newer
+leader took over (cut off from the coordinator) finds out before it writes over the newer list.
 """
 
 from __future__ import annotations
 
 import json
 from bisect import bisect_right
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Iterable
 
 from lakelog.errors import RemoteStorageError
@@ -19,10 +21,12 @@ MANIFEST_FILE = "manifest.json"
 
 @dataclass(frozen=True)
 class RemoteLogManifest:
-    """The remote segments of one bucket, oldest first and contiguous; ``version`` counts writes."""
+    """The remote segments of one bucket, oldest first and contiguous; ``version`` counts writes;
+    ``leader_epoch`` is the writer's (-1: a bucket without epochs, or a manifest from before them)."""
 
     version: int = 0
     segments: tuple[RemoteLogSegment, ...] = ()
+    leader_epoch: int = -1
 
     @property
     def start_offset(self) -> int:
@@ -40,13 +44,13 @@ class RemoteLogManifest:
         return index if index >= 0 and offset < self.segments[index].end_offset else None
 
     def appended(self, segment: RemoteLogSegment) -> RemoteLogManifest:
-        return RemoteLogManifest(self.version + 1, (*self.segments, segment))
+        return replace(self, version=self.version + 1, segments=(*self.segments, segment))
 
     def without_oldest(self, count: int) -> RemoteLogManifest:
-        return RemoteLogManifest(self.version + 1, self.segments[count:])
+        return replace(self, version=self.version + 1, segments=self.segments[count:])
 
     def to_json(self) -> bytes:
-        return json.dumps({"version": self.version, "segments": [asdict(s) for s in self.segments]}).encode()
+        return json.dumps({"version": self.version, "leader_epoch": self.leader_epoch, "segments": [asdict(s) for s in self.segments]}).encode()
 
     @classmethod
     def from_json(cls, data: bytes, where: str) -> RemoteLogManifest:
@@ -62,7 +66,7 @@ class RemoteLogManifest:
                 )
                 for s in raw["segments"]
             )
-            return cls(int(raw["version"]), segments)
+            return cls(int(raw["version"]), segments, int(raw.get("leader_epoch", -1)))
         except (ValueError, KeyError, TypeError) as exc:
             raise RemoteStorageError(f"{where}: not a remote log manifest: {exc!r}") from None
 

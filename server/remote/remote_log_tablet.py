@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
-from lakelog.errors import RemoteStorageError
+from lakelog.errors import NotLeaderError, RemoteStorageError
 from lakelog.human_size import human_size
 from lakelog.fetch_info import RemoteLogFetchInfo, RemoteLogSegment
 from lakelog.metadata import TableInfo
@@ -132,6 +132,33 @@ class RemoteLogTablet:
             return manifest, f"{found} is version {manifest.version}, older than the {checkpoint.describe()} this server wrote"
         return (manifest if manifest is not None else RemoteLogManifest()), None
 
+    def _write_manifest(self, storage: RemoteLogStorage, manifest: RemoteLogManifest) -> RemoteLogManifest:
+        """Write ``manifest`` under this server's leader epoch and make it current, unless the stored
+        one was written in a newer epoch: then this server no longer leads the bucket, though no one
+        told it yet (cut off from the coordinator), and writing would drop the new leader's uploads.
+        Its version goes past the stored one's, whoever wrote that."""
+        epoch = self.tablet.epochs.latest_epoch
+        stored = self._stored_manifest(storage)
+        if stored is not None and stored.leader_epoch > epoch:
+            raise NotLeaderError(
+                f"{self.name}: {self.directory.uri}/{MANIFEST_FILE} was written in leader epoch {stored.leader_epoch}, "
+                f"newer than this server's {epoch}: a newer leader writes the bucket's remote log"
+            )
+        version = max(manifest.version, stored.version + 1) if stored is not None else manifest.version
+        manifest = replace(manifest, version=version, leader_epoch=epoch)
+        storage.write_manifest(self.directory, manifest)
+        self._publish(manifest)
+        return manifest
+
+    def _stored_manifest(self, storage: RemoteLogStorage) -> RemoteLogManifest | None:
+        """The manifest in storage as far as it can be read; a damaged one counts as none (it is
+        written over, as :meth:`repair` does on purpose)."""
+        data = storage.read_manifest(self.directory)
+        try:
+            return None if data is None else RemoteLogManifest.from_json(data, f"{self.directory.uri}/{MANIFEST_FILE}")
+        except RemoteStorageError:
+            return None
+
     def _publish(self, manifest: RemoteLogManifest) -> None:
         """Make a manifest the task read or wrote current and checkpoint its range locally. Under
         the lock, so a first read by a reader still in flight cannot land after it and bring back
@@ -188,9 +215,7 @@ class RemoteLogTablet:
                     skipped.append(error.message)
         checkpoint = RemoteCheckpoint.load(self.tablet.directory)
         versions = [checkpoint.version if checkpoint else 0, self.known_manifest.version]
-        manifest = RemoteLogManifest(max(versions) + 1, contiguous_run(segments))
-        storage.write_manifest(self.directory, manifest)
-        self._publish(manifest)
+        manifest = self._write_manifest(storage, RemoteLogManifest(max(versions) + 1, contiguous_run(segments)))
         self.manifest_error = None
         self.reconciled = False  # the next pass deletes, past the grace period, what the run left out
         summary = f"rebuilt {self.directory.uri}/{MANIFEST_FILE} of {self.name}: {RemoteCheckpoint.of(manifest).describe()}"
@@ -223,9 +248,7 @@ class RemoteLogTablet:
             expected = segment.next_offset
         for segment in pending:
             entry = storage.upload_segment(self.directory, segment)
-            manifest = manifest.appended(entry)
-            storage.write_manifest(self.directory, manifest)
-            self._publish(manifest)
+            manifest = self._write_manifest(storage, manifest.appended(entry))
             logger.info(
                 "uploaded %s segment [%d, %d) %s as %s",
                 self.name, entry.start_offset, entry.end_offset, human_size(entry.size_in_bytes), entry.segment_id,
@@ -255,9 +278,7 @@ class RemoteLogTablet:
         if not count:
             return 0
         expired = manifest.segments[:count]
-        remaining = manifest.without_oldest(count)
-        storage.write_manifest(self.directory, remaining)
-        self._publish(remaining)
+        remaining = self._write_manifest(storage, manifest.without_oldest(count))
         self.tablet.delete_segments_before(expired[-1].end_offset)
         for segment in expired:
             storage.delete_segment(self.directory, segment.segment_id)

@@ -9,7 +9,7 @@ from typing import Iterator
 import pyarrow as pa
 import pytest
 
-from lakelog.errors import RemoteStorageError
+from lakelog.errors import NotLeaderError, RemoteStorageError
 from lakelog.metadata import TableInfo, TablePath
 from lakelog.record.batch import encode_batch
 from lakelog.remote_fs import RemoteLocation
@@ -42,18 +42,27 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture
-def tablet(tmp_path: Path, clock: Clock) -> Iterator[LogTablet]:
-    """A bucket log with 5 rolled segments of 10 batches (of 1..3 rows), 10 ms apart."""
-    log = LogTablet.open(tmp_path / "log", LogConfig(segment_max_bytes=10_000, index_interval_bytes=3000), 0, "shop.orders bucket 0", clock=clock)
-    first = 0
-    for segment in range(5):
+def open_log(directory: Path, clock: Clock) -> LogTablet:
+    return LogTablet.open(directory, LogConfig(segment_max_bytes=10_000, index_interval_bytes=3000), 0, "shop.orders bucket 0", clock=clock)
+
+
+def append_segments(log: LogTablet, clock: Clock, segments: int) -> None:
+    """``segments`` rolled segments of 10 batches (of 1..3 rows), 10 ms apart, after what ``log`` holds."""
+    first = log.log_end_offset
+    for _ in range(segments):
         for batch in range(10):
             rows = 1 + batch % 3
             log.append(encode_batch(pa.record_batch({"id": pa.array(range(first, first + rows), pa.int64())}), 1))
             first += rows
             clock.now += 10
         log.roll()
+
+
+@pytest.fixture
+def tablet(tmp_path: Path, clock: Clock) -> Iterator[LogTablet]:
+    """A bucket log with 5 rolled segments of 10 batches (of 1..3 rows), 10 ms apart."""
+    log = open_log(tmp_path / "log", clock)
+    append_segments(log, clock, 5)
     yield log
     log.close()
 
@@ -93,6 +102,36 @@ def test_manifest_round_trips_and_finds_the_segment_of_an_offset() -> None:
     assert (RemoteLogManifest().start_offset, RemoteLogManifest().end_offset) == (-1, -1)
     with pytest.raises(RemoteStorageError, match="not a remote log manifest"):
         RemoteLogManifest.from_json(b'{"version": 1}', "m")
+    stamped = RemoteLogManifest(3, manifest.segments, leader_epoch=4)
+    assert RemoteLogManifest.from_json(stamped.to_json(), "m") == stamped
+    assert stamped.appended(RemoteLogSegment("c", 25, 30, 9, 50)).leader_epoch == 4
+    assert RemoteLogManifest.from_json(b'{"version": 1, "segments": []}', "m").leader_epoch == -1  # written before epochs
+
+
+def test_a_leader_cut_off_from_the_coordinator_leaves_a_newer_leaders_manifest_alone(tmp_path: Path, tablet: LogTablet, clock: Clock) -> None:
+    """The old leader uploaded in epoch 1; a new one took over in epoch 2 and uploaded more; the old
+    one, never told, rolls a segment of its own. Written, its manifest would drop the new leader's
+    upload (whose local copy may be gone): its pass fails naming the newer epoch instead."""
+    tablet.epochs.assign(1, 0)
+    old = manager_for(tmp_path, tablet, clock)
+    assert not old.run_once().errors and old.manifest(7, 0).leader_epoch == 1
+    copy = open_log(tmp_path / "copy", clock)
+    append_segments(copy, clock, 5)
+    copy.epochs.assign(1, 0)
+    copy.epochs.assign(2, copy.log_end_offset)
+    append_segments(copy, clock, 1)
+    new = manager_for(tmp_path, copy, clock)
+    assert not new.run_once().errors
+    written = new.manifest(7, 0)
+    assert (written.leader_epoch, written.end_offset) == (2, copy.log_end_offset)
+
+    append_segments(tablet, clock, 1)
+    report = old.run_once()
+    assert [type(error) for error in report.errors] == [NotLeaderError]
+    assert "leader epoch 2, newer than this server's 1" in str(report.errors[0])
+    remote = new.tablet(7, 0)
+    assert RemoteLogManifest.from_json(new.storage.read_manifest(remote.directory) or b"", "m") == written
+    copy.close()
 
 
 def test_tick_runs_a_bucket_once_per_interval_and_backs_off_after_failures(tmp_path: Path, tablet: LogTablet, clock: Clock) -> None:
