@@ -137,27 +137,29 @@ class RemoteLogTablet:
         one was written in a newer epoch: then this server no longer leads the bucket, though no one
         told it yet (cut off from the coordinator), and writing would drop the new leader's uploads.
         Its version goes past the stored one's, whoever wrote that."""
+        stored = self._fenced(storage)
+        version = max(manifest.version, stored.version + 1) if stored is not None else manifest.version
+        manifest = replace(manifest, version=version, leader_epoch=self.tablet.epochs.latest_epoch)
+        storage.write_manifest(self.directory, manifest)
+        self._publish(manifest)
+        return manifest
+
+    def _fenced(self, storage: RemoteLogStorage) -> RemoteLogManifest | None:
+        """The manifest in storage as far as it can be read (a damaged one counts as none: it is
+        written over, as :meth:`repair` does on purpose); NotLeaderError when it was written in a
+        newer leader epoch than this server's."""
+        data = storage.read_manifest(self.directory)
+        try:
+            stored = None if data is None else RemoteLogManifest.from_json(data, f"{self.directory.uri}/{MANIFEST_FILE}")
+        except RemoteStorageError:
+            return None
         epoch = self.tablet.epochs.latest_epoch
-        stored = self._stored_manifest(storage)
         if stored is not None and stored.leader_epoch > epoch:
             raise NotLeaderError(
                 f"{self.name}: {self.directory.uri}/{MANIFEST_FILE} was written in leader epoch {stored.leader_epoch}, "
                 f"newer than this server's {epoch}: a newer leader writes the bucket's remote log"
             )
-        version = max(manifest.version, stored.version + 1) if stored is not None else manifest.version
-        manifest = replace(manifest, version=version, leader_epoch=epoch)
-        storage.write_manifest(self.directory, manifest)
-        self._publish(manifest)
-        return manifest
-
-    def _stored_manifest(self, storage: RemoteLogStorage) -> RemoteLogManifest | None:
-        """The manifest in storage as far as it can be read; a damaged one counts as none (it is
-        written over, as :meth:`repair` does on purpose)."""
-        data = storage.read_manifest(self.directory)
-        try:
-            return None if data is None else RemoteLogManifest.from_json(data, f"{self.directory.uri}/{MANIFEST_FILE}")
-        except RemoteStorageError:
-            return None
+        return stored
 
     def _publish(self, manifest: RemoteLogManifest) -> None:
         """Make a manifest the task read or wrote current and checkpoint its range locally. Under
@@ -246,6 +248,8 @@ class RemoteLogTablet:
                 break  # a quarantined segment's hole: the manifest stays contiguous
             pending.append(segment)
             expected = segment.next_offset
+        if pending:
+            self._fenced(storage)  # before the uploads too: a replaced leader leaves no files behind
         for segment in pending:
             entry = storage.upload_segment(self.directory, segment)
             manifest = self._write_manifest(storage, manifest.appended(entry))

@@ -125,12 +125,14 @@ def test_a_leader_cut_off_from_the_coordinator_leaves_a_newer_leaders_manifest_a
     written = new.manifest(7, 0)
     assert (written.leader_epoch, written.end_offset) == (2, copy.log_end_offset)
 
+    remote = new.tablet(7, 0)
+    files = {item.name for item in new.storage.list_objects(remote.directory)}
     append_segments(tablet, clock, 1)
     report = old.run_once()
     assert [type(error) for error in report.errors] == [NotLeaderError]
     assert "leader epoch 2, newer than this server's 1" in str(report.errors[0])
-    remote = new.tablet(7, 0)
     assert RemoteLogManifest.from_json(new.storage.read_manifest(remote.directory) or b"", "m") == written
+    assert {item.name for item in new.storage.list_objects(remote.directory)} == files, "nothing uploaded either"
     copy.close()
 
 
