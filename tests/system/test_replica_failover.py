@@ -309,8 +309,8 @@ def paused_leader_is_replaced(cluster: ReplicaCluster) -> None:
     assert log[:100] == list(range(100))
     assert check(log, producer, Reader(cluster, path))["lost"] == 0
     assert replaced.leader_epoch > 0
-    # The new leader's log end when it took over: 100 unless the tail reached it after all (seen on
-    # loaded machines, every check above still holding); then the old leader has nothing to cut.
+    # The new leader's log end when it took over: 100 unless the tail reached it after all (seen now
+    # and then, every check above still holding); then the old leader has nothing to cut.
     took_over = re.search(
         rf"leading \S+ bucket 0 in leader epoch {replaced.leader_epoch} from offset (\d+)", cluster.tablets[replaced.leader].log_path.read_text()
     )
