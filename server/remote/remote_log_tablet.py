@@ -75,6 +75,10 @@ class RemoteLogTablet:
     def name(self) -> str:
         return self.tablet.name
 
+    @property
+    def _manifest_location(self) -> str:
+        return f"{self.directory.uri}/{MANIFEST_FILE}"
+
     # -- reads ----------------------------------------------------------------------------------
 
     @property
@@ -114,7 +118,7 @@ class RemoteLogTablet:
         """The manifest (empty if there is none) and what is wrong with it, if anything: damaged,
         missing although this server wrote one or segment files lie beside it, or older than the
         version this server wrote."""
-        location = f"{self.directory.uri}/{MANIFEST_FILE}"
+        location = self._manifest_location
         data = storage.read_manifest(self.directory)
         try:
             manifest = None if data is None else RemoteLogManifest.from_json(data, location)
@@ -150,13 +154,13 @@ class RemoteLogTablet:
         newer leader epoch than this server's."""
         data = storage.read_manifest(self.directory)
         try:
-            stored = None if data is None else RemoteLogManifest.from_json(data, f"{self.directory.uri}/{MANIFEST_FILE}")
+            stored = None if data is None else RemoteLogManifest.from_json(data, self._manifest_location)
         except RemoteStorageError:
             return None
         epoch = self.tablet.epochs.latest_epoch
         if stored is not None and stored.leader_epoch > epoch:
             raise NotLeaderError(
-                f"{self.name}: {self.directory.uri}/{MANIFEST_FILE} was written in leader epoch {stored.leader_epoch}, "
+                f"{self.name}: {self._manifest_location} was written in leader epoch {stored.leader_epoch}, "
                 f"newer than this server's {epoch}: a newer leader writes the bucket's remote log"
             )
         return stored
@@ -220,7 +224,7 @@ class RemoteLogTablet:
         manifest = self._write_manifest(storage, RemoteLogManifest(max(versions) + 1, contiguous_run(segments)))
         self.manifest_error = None
         self.reconciled = False  # the next pass deletes, past the grace period, what the run left out
-        summary = f"rebuilt {self.directory.uri}/{MANIFEST_FILE} of {self.name}: {RemoteCheckpoint.of(manifest).describe()}"
+        summary = f"rebuilt {self._manifest_location} of {self.name}: {RemoteCheckpoint.of(manifest).describe()}"
         summary += f", {len(manifest.segments)} of {len(segments)} segments"
         if checkpoint is not None and manifest.end_offset < checkpoint.end_offset:
             summary += f"; WARNING: this server had uploaded up to offset {checkpoint.end_offset}"
