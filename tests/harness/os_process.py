@@ -49,10 +49,26 @@ class Process:
         return self.proc is not None and self.proc.poll() is None
 
     def signal(self, sig: int) -> None:
+        """Send ``sig``; after SIGKILL once the process is gone, after SIGSTOP once every thread of
+        it has stopped. The kernel stops a thread only when it next runs, and on a busy machine a
+        thread waiting for a CPU would otherwise still answer a request after this returns."""
         assert self.proc is not None
         self.proc.send_signal(sig)
         if sig == signal.SIGKILL:
             self.proc.wait()
+        elif sig == signal.SIGSTOP:
+            wait_until(self._stopped, f"every thread of {self.name} stopped", 30)
+
+    def _stopped(self) -> bool:
+        """Every thread of the process is stopped (state ``T`` in ``/proc/<pid>/task/<tid>/stat``)."""
+        assert self.proc is not None
+        states = []
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            try:
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:  # the thread ended meanwhile
+                continue
+        return all(state in ("T", "t") for state in states)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
