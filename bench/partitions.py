@@ -109,13 +109,16 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
             "8a", "Produce: 30 partitions x 4 buckets", records / part_produce, "records/s", records / plain_produce,
             "one table of 120 buckets, same records", plain_produce / part_produce, 0.9, detail=detail,
             next_step="the client's CPU: the writer splits what it gathers by partition with one sort and one take "
-            "(a gather, as the inputs interleave the partitions) and looks each input's partitions up (index_in): per "
-            "2 M records the client takes 407 ms of CPU against 255 ms for one table, the take 114-129 ms of it, and the "
-            "server the same for both (340 and 335 ms). Smaller drains make more, smaller batches, which cost the server "
-            "more than they save; the take over two threads (one per half of the columns) gains nothing here, the other "
-            "core being busy with the sender and the server; a take per 64 K rows in cache, then each partition's pieces "
-            "joined, costs 118 ms against 131 ms, the join being a second copy. Next: the gather fused into each batch's "
-            "encoding, for which pyarrow has no call",
+            "(a gather, as the inputs interleave the partitions) and looks each input's partitions up (index_in). Per 2 M "
+            "records the client takes 290-340 ms of CPU against 220-250 ms for one table, and the server 290-330 against "
+            "270-310. The split alone, timed apart on one core: 78 ms (93 before the take skipped its bounds check and the "
+            "groups came from the sorted keys' runs), of it the take 36 ms, index_in 17 ms (hashing each row's partition "
+            "name, 7-8 ns a row in every Arrow call that hashes strings), the key columns put back 8 ms, the input's "
+            "distinct partitions 6 ms, its size 6 ms, the runs 5 ms and the sort 4 ms. The take gathers 8-byte values a "
+            "partition's stride apart; in blocks that fit the cache it is no faster, and a take per 64 K rows whose pieces "
+            "are joined after costs the join's copy. What the server does more for the partitioned table is waiting for the "
+            "CPU (its writes preempted, by kernel stacks of sched_switch), not for the disk. Next: the gather fused into "
+            "each batch's encoding, for which pyarrow has no call",
         ),
         Result(
             "8b", "Scan: 30 partitions x 4 buckets", records / part_scan, "records/s", records / plain_scan,
