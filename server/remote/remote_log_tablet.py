@@ -77,7 +77,7 @@ class RemoteLogTablet:
 
     @property
     def _manifest_location(self) -> str:
-        return f"{self.directory.uri}/{MANIFEST_FILE}"
+        return self.directory.child(MANIFEST_FILE).uri
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -118,14 +118,13 @@ class RemoteLogTablet:
         """The manifest (empty if there is none) and what is wrong with it, if anything: damaged,
         missing although this server wrote one or segment files lie beside it, or older than the
         version this server wrote."""
-        location = self._manifest_location
         data = storage.read_manifest(self.directory)
         try:
-            manifest = None if data is None else RemoteLogManifest.from_json(data, location)
+            manifest = self._parsed_manifest(data)
         except RemoteStorageError as damaged:
             return RemoteLogManifest(), f"{damaged.message} ({self.name})"
         checkpoint = RemoteCheckpoint.load(self.tablet.directory)
-        found = f"remote manifest {location} of {self.name}"
+        found = f"remote manifest {self._manifest_location} of {self.name}"
         if manifest is None and checkpoint is not None and checkpoint.version > 0:
             return RemoteLogManifest(), f"{found} is missing, but this server wrote {checkpoint.describe()}"
         if manifest is None and checkpoint is None:
@@ -135,6 +134,12 @@ class RemoteLogTablet:
         if manifest is not None and checkpoint is not None and manifest.version < checkpoint.version:
             return manifest, f"{found} is version {manifest.version}, older than the {checkpoint.describe()} this server wrote"
         return (manifest if manifest is not None else RemoteLogManifest()), None
+
+    def _parsed_manifest(self, data: bytes | None) -> RemoteLogManifest | None:
+        """The manifest read as ``data`` (None: there is none); RemoteStorageError when it is damaged.
+        The read stays the caller's, outside its handling of damage: storage that cannot be reached
+        fails the caller, it does not make the manifest count as damaged."""
+        return None if data is None else RemoteLogManifest.from_json(data, self._manifest_location)
 
     def _write_manifest(self, storage: RemoteLogStorage, manifest: RemoteLogManifest) -> RemoteLogManifest:
         """Write ``manifest`` under this server's leader epoch and make it current, unless the stored
@@ -154,7 +159,7 @@ class RemoteLogTablet:
         newer leader epoch than this server's."""
         data = storage.read_manifest(self.directory)
         try:
-            stored = None if data is None else RemoteLogManifest.from_json(data, self._manifest_location)
+            stored = self._parsed_manifest(data)
         except RemoteStorageError:
             return None
         epoch = self.tablet.epochs.latest_epoch

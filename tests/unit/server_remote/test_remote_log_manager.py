@@ -136,6 +136,34 @@ def test_a_leader_cut_off_from_the_coordinator_leaves_a_newer_leaders_manifest_a
     copy.close()
 
 
+def test_a_manifest_that_cannot_be_read_fences_the_upload_as_a_newer_leaders_would(tmp_path: Path, tablet: LogTablet, clock: Clock) -> None:
+    """Storage that does not answer the read before an upload is an outage, not a missing or
+    damaged manifest (which the write may replace): the pass fails and neither uploads a segment
+    nor writes a manifest, since the one it cannot read may be a newer leader's."""
+
+    class ReadsFail(RemoteLogStorage):
+        down = False
+
+        def read_manifest(self, tablet_dir: RemoteLocation) -> bytes | None:
+            if self.down:
+                raise RemoteStorageError("read refused")
+            return super().read_manifest(tablet_dir)
+
+    tablet.epochs.assign(1, 0)
+    manager = manager_for(tmp_path, tablet, clock, ReadsFail)
+    assert not manager.run_once().errors
+    remote = manager.tablet(7, 0)
+    written = manager.storage.read_manifest(remote.directory)
+    files = {item.name for item in manager.storage.list_objects(remote.directory)}
+    append_segments(tablet, clock, 1)
+    manager.storage.down = True
+    report = manager.run_once()
+    manager.storage.down = False
+    assert [str(error) for error in report.errors] == ["read refused"]
+    assert manager.storage.read_manifest(remote.directory) == written
+    assert {item.name for item in manager.storage.list_objects(remote.directory)} == files, "nothing uploaded"
+
+
 def test_tick_runs_a_bucket_once_per_interval_and_backs_off_after_failures(tmp_path: Path, tablet: LogTablet, clock: Clock) -> None:
     class Flaky(RemoteLogStorage):
         down = True
