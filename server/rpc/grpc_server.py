@@ -30,6 +30,9 @@ HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 
 T = TypeVar("T")
 
+# How long a stopping server lets the calls it cancelled end by themselves before it ends them.
+_UNWIND_S = 1.0
+
 
 class _CancelledCalls(logging.Filter):
     """grpc.aio logs every call coroutine cancelled when the server stops as an unhandled ERROR
@@ -40,6 +43,33 @@ class _CancelledCalls(logging.Filter):
 
 
 logging.getLogger("grpc._cython.cygrpc").addFilter(_CancelledCalls())
+
+
+class _HandlerThreads(futures.ThreadPoolExecutor):
+    """The RPC threads, counting the work they run: a stopping server keeps its loop running until
+    the plain handlers in flight end, since a handler that answers or aborts after the loop closed
+    leaves grpc's coroutine for it never awaited."""
+
+    def __init__(self, threads: int) -> None:
+        super().__init__(max_workers=threads, thread_name_prefix="rpc")
+        self._busy = 0
+        self._changed = threading.Condition()
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> futures.Future[T]:
+        with self._changed:
+            self._busy += 1
+        future = super().submit(fn, *args, **kwargs)
+        future.add_done_callback(self._ended)
+        return future
+
+    def _ended(self, _: futures.Future[Any]) -> None:
+        with self._changed:
+            self._busy -= 1
+            self._changed.notify_all()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self._busy == 0, timeout_s)
 
 
 class _Refused(Exception):
@@ -97,7 +127,7 @@ class RpcServer:
     threads named ``rpc``."""
 
     def __init__(self, threads: int, options: Sequence[tuple[str, Any]], interceptors: Sequence[grpc.ServerInterceptor]) -> None:
-        self._pool = futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rpc")
+        self._pool = _HandlerThreads(threads)
         self._loop = asyncio.new_event_loop()
         self._loop.set_default_executor(self._pool)
         self._thread = threading.Thread(target=self._loop.run_forever, name="rpc-loop", daemon=True)
@@ -115,12 +145,17 @@ class RpcServer:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()  # type: ignore[arg-type]
 
     async def _stop(self, grace_s: float | None) -> None:
-        """Stop grpc, then end the calls' coroutines it leaves (a closed loop would kill them mid-await)."""
+        """Stop grpc, then let the calls' coroutines it cancelled unwind, and end those that do not
+        (a closed loop would kill them mid-await). Cancelling them at once would cut grpc's own
+        bookkeeping of each call short, which prints a CancelledError traceback per call."""
         await self.aio.stop(grace_s)
         left = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-        for task in left:
+        if not left:
+            return
+        _, stuck = await asyncio.wait(left, timeout=_UNWIND_S)
+        for task in stuck:
             task.cancel()
-        await asyncio.gather(*left, return_exceptions=True)
+        await asyncio.gather(*stuck, return_exceptions=True)
 
     def add_port(self, address: str, credentials: grpc.ServerCredentials | None) -> int:
         """The port bound (0 when it could not be)."""
@@ -143,6 +178,7 @@ class RpcServer:
         if self._loop.is_closed():
             return
         self._run(self._stop(grace_s))
+        self._pool.wait_idle(_UNWIND_S)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
