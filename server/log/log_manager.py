@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from lakelog.errors import LakelogError, StorageError
+from lakelog.server.log.acknowledged_offset import AcknowledgedOffsetCheckpoint
 from lakelog.server.log.log_tablet import LogConfig, LogTablet, wall_clock_ms
 from lakelog.server.log.sequence_waits import SequenceWaits
 
@@ -41,6 +42,7 @@ class LogManager:
         self._lock = threading.Lock()
         self._tablets: dict[tuple[int, int], LogTablet] = {}
         self._sequence_waits = SequenceWaits()  # every bucket's appends waiting for an earlier sequence
+        self._acknowledged = AcknowledgedOffsetCheckpoint(root)
 
     @staticmethod
     def partition_dir(partition_id: int) -> str:
@@ -58,6 +60,7 @@ class LogManager:
                 on_high_watermark=callback,
                 clock=self._clock,
                 sequence_waits=self._sequence_waits,
+                acknowledged=self._acknowledged.bucket,
             )
         except OSError as exc:  # a file of the log that cannot be opened: out of open files, or of disk
             raise StorageError(f"cannot open the log of {table_name} bucket {bucket}: {exc}") from exc
@@ -100,6 +103,7 @@ class LogManager:
         for tablet in tablets:
             tablet.close()
         for directory in [self.root / str(table_id), *self.root.glob(f"*/{self.partition_dir(table_id)}")]:
+            self._acknowledged.forget(directory)
             try:
                 shutil.rmtree(directory)
             except FileNotFoundError:
@@ -124,6 +128,10 @@ class LogManager:
             try:
                 tablet.maybe_roll_by_age()
                 tablet.expire_writers()
-                tablet.checkpoint_acknowledged()
+                tablet.checkpoint_acknowledged(durable=False)
             except LakelogError:
                 logger.exception("log maintenance of %s failed", tablet.name)
+        try:
+            self._acknowledged.flush()
+        except LakelogError:
+            logger.exception("checkpointing the acknowledged offsets in %s failed", self._acknowledged.path)

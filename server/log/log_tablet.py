@@ -33,7 +33,7 @@ from lakelog.errors import (
 )
 from lakelog.record.batch import HEADER_SIZE, BatchHeader, read_header, stamp, validate
 from lakelog.record.projection import BatchProjection
-from lakelog.server.log.acknowledged_offset import AcknowledgedOffset
+from lakelog.server.log.acknowledged_offset import AcknowledgedOffset, AcknowledgedOffsetFile
 from lakelog.server.log.durable_files import fsync_directory, write_atomically
 from lakelog.server.log.leader_epochs import LeaderEpochs
 from lakelog.server.log.log_loader import CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, LogLoader
@@ -141,8 +141,11 @@ class LogTablet:
         on_high_watermark: Callable[[], None] | None,
         clock: Callable[[], int],
         sequence_waits: SequenceWaits | None = None,
+        acknowledged: Callable[[Path], AcknowledgedOffset] = AcknowledgedOffsetFile,
     ) -> None:
-        """``sequence_waits``: the server's, shared by its buckets (None: this log's own)."""
+        """``sequence_waits``: the server's, shared by its buckets (None: this log's own);
+        ``acknowledged``: where the log keeps its acknowledged offset (its server's checkpoint, or
+        a file beside its segments)."""
         self.directory = directory
         self.config = config
         self.bucket = bucket
@@ -155,7 +158,7 @@ class LogTablet:
         self._sequence_waits = sequence_waits or SequenceWaits()
         self._flushing = False
         self._closed = False
-        self._acknowledged = AcknowledgedOffset(directory)
+        self._acknowledged = acknowledged(directory)
         self.epochs = LeaderEpochs(directory)
         # A follower's copy rolls where its leader's log does, never on its own clock.
         self.following = False
@@ -189,6 +192,7 @@ class LogTablet:
         on_high_watermark: Callable[[], None] | None = None,
         clock: Callable[[], int] = wall_clock_ms,
         sequence_waits: SequenceWaits | None = None,
+        acknowledged: Callable[[Path], AcknowledgedOffset] = AcknowledgedOffsetFile,
     ) -> LogTablet:
         """Open (creating if needed) and recover the log in ``directory``; ``name`` (e.g.
         "shop.orders bucket 3") names the bucket in errors and logs."""
@@ -196,7 +200,7 @@ class LogTablet:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StorageError(f"cannot create log directory {directory}: {exc}") from exc
-        return cls(directory, config, bucket, name, on_high_watermark, clock, sequence_waits)
+        return cls(directory, config, bucket, name, on_high_watermark, clock, sequence_waits, acknowledged)
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -250,11 +254,12 @@ class LogTablet:
         logger.error("%s", fence)
         return fence
 
-    def checkpoint_acknowledged(self) -> None:
+    def checkpoint_acknowledged(self, durable: bool = True) -> None:
         """Record the durable offset as acknowledged (a timer and close call this); not while
-        fenced, which would accept the loss behind the operator's back."""
+        fenced, which would accept the loss behind the operator's back. ``durable=False`` leaves
+        writing it to the caller (the server's timer writes every bucket's at once)."""
         if self._fence is None:
-            self._acknowledged.save(self._durable_mark.offset)
+            (self._acknowledged.save if durable else self._acknowledged.note)(self._durable_mark.offset)
 
     def accept_truncation(self) -> str:
         """The operator's choice (``lakelog repair local --accept-truncation``): the lost records stay

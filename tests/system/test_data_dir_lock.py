@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import lakelog
+from lakelog.server.log.acknowledged_offset import AcknowledgedOffsetCheckpoint
 from tests.harness.server_subprocess import ServerSubprocess
 from tests.harness.tables import create_table, order_rows, scan_all
 
@@ -44,7 +45,7 @@ def wait_until_idle(data_dir: Path, acknowledged: int) -> None:
     """Until the first server's once-a-second checkpoint of the acknowledged offset has caught up:
     from then on, with its remote task an hour away, it writes nothing while idle."""
     deadline = time.monotonic() + 30
-    while [p.read_text() for p in data_dir.glob("tablet-server/log/*/*/acknowledged-offset")] != [str(acknowledged)]:
+    while list(AcknowledgedOffsetCheckpoint.read(data_dir / "tablet-server" / "log").values()) != [acknowledged]:
         assert time.monotonic() < deadline, "the first server never checkpointed its acknowledged offset"
         time.sleep(0.1)
 

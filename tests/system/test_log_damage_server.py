@@ -14,7 +14,7 @@ import pytest
 
 import lakelog
 from lakelog.errors import CorruptRecordError, LogFencedError
-from lakelog.server.log.acknowledged_offset import ACKNOWLEDGED_OFFSET_FILE
+from lakelog.server.log.acknowledged_offset import AcknowledgedOffsetCheckpoint
 from lakelog.server.server_process import ServerProcess
 from tests.harness.log_damage import damage_last_length
 from tests.harness.remote_tier import BATCHES, ROWS_PER_BATCH, produce, remote_manager
@@ -82,9 +82,9 @@ def test_lost_acknowledged_tail_fences_writes_until_repair_local_accepts_the_los
             for start in range(0, 300, 100):
                 with table.new_append().create_writer() as writer:
                     writer.append_arrow(order_rows(start, 100))
-        checkpoint = bucket_dir(data_dir, table) / ACKNOWLEDGED_OFFSET_FILE
+        log_dir, key = data_dir / "tablet-server" / "log", f"{table.info.table_id}/0"
         deadline = time.monotonic() + 30
-        while not (checkpoint.exists() and checkpoint.read_text() == "300"):  # the server's 1 s timer
+        while AcknowledgedOffsetCheckpoint.read(log_dir).get(key) != 300:  # the server's 1 s timer
             assert time.monotonic() < deadline, "the acknowledged offset was never checkpointed"
             time.sleep(0.1)
     finally:
