@@ -101,7 +101,7 @@ class LogManager:
             dropped = [key for key in self._tablets if key[0] == table_id]
             tablets = [self._tablets.pop(key) for key in dropped]
         for tablet in tablets:
-            tablet.close()
+            tablet.close(durable_checkpoint=False)
         for directory in [self.root / str(table_id), *self.root.glob(f"*/{self.partition_dir(table_id)}")]:
             self._acknowledged.forget(directory)
             try:
@@ -116,7 +116,8 @@ class LogManager:
             tablets = list(self._tablets.values())
             self._tablets.clear()
         for tablet in tablets:
-            tablet.close()
+            tablet.close(durable_checkpoint=False)
+        self._flush_acknowledged()
 
     def tick(self) -> None:
         """Roll every active segment that has grown too old, forget idle writers and checkpoint
@@ -131,6 +132,11 @@ class LogManager:
                 tablet.checkpoint_acknowledged(durable=False)
             except LakelogError:
                 logger.exception("log maintenance of %s failed", tablet.name)
+        self._flush_acknowledged()
+
+    def _flush_acknowledged(self) -> None:
+        """Write the logs' acknowledged offsets; when that fails they stay as last written, which
+        is safe: the checkpoint may lag what was acknowledged, it must never lead."""
         try:
             self._acknowledged.flush()
         except LakelogError:

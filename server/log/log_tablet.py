@@ -670,10 +670,11 @@ class LogTablet:
             except StorageError:
                 logger.exception("periodic flush of %s failed", self.name)
 
-    def close(self) -> None:
+    def close(self, durable_checkpoint: bool = True) -> None:
         """Flush, close every segment and leave a clean-shutdown marker so the next open can trust
         the indexes of the active segment. Appends already written are acknowledged by the final
-        flush; later ones are refused."""
+        flush; later ones are refused. ``durable_checkpoint=False`` leaves writing the acknowledged
+        offset to the caller, which closes many logs and writes all of theirs once."""
         self._stop_flusher.set()
         if self._flusher is not None:
             self._flusher.join()
@@ -689,7 +690,7 @@ class LogTablet:
             self._notify_high_watermark()
         self._segments[-1].flush()
         try:
-            self.checkpoint_acknowledged()
+            self.checkpoint_acknowledged(durable_checkpoint)
         except StorageError as error:
             # Safe to go on: the checkpoint may lag what was acknowledged, it must never lead.
             logger.error("%s: acknowledged offset not checkpointed at close: %s", self.name, error)

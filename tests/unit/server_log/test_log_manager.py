@@ -84,7 +84,7 @@ def test_one_checkpoint_file_holds_every_buckets_acknowledged_offset_written_onc
     tmp_path: Path, make_batch: MakeBatch, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A tick writes every bucket's durable offset into one file (two fsyncs a tick, not two per
-    bucket written to), and not at all when nothing changed."""
+    bucket written to), and not at all when nothing changed; so does closing them all."""
     writes: list[Path] = []
     real_write = acknowledged_offset.write_atomically
     monkeypatch.setattr(acknowledged_offset, "write_atomically", lambda path, data: (writes.append(path), real_write(path, data)))
@@ -100,7 +100,11 @@ def test_one_checkpoint_file_holds_every_buckets_acknowledged_offset_written_onc
     manager.get(1, 1).append(make_batch(2))
     manager.tick()
     assert len(writes) == 2 and AcknowledgedOffsetCheckpoint.read(tmp_path)["1/1"] == 6
+    for table_id, bucket in [(1, 0), (1, 1), (2, 0)]:
+        manager.get(table_id, bucket).append(make_batch(1))
     manager.close_all()
+    assert len(writes) == 3, "closing every log writes their offsets once"
+    assert AcknowledgedOffsetCheckpoint.read(tmp_path) == {"1/0": 4, "1/1": 7, "2/0": 4}
 
 
 def test_a_restarted_manager_fences_a_bucket_that_recovered_below_its_checkpointed_offset(tmp_path: Path, make_batch: MakeBatch) -> None:
