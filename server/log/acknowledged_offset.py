@@ -97,7 +97,7 @@ class AcknowledgedOffsetCheckpoint:
         """The offsets ``<root>/acknowledged-offset-checkpoint`` holds (none when it is missing)."""
         path = root / CHECKPOINT_FILE
         try:
-            version, *lines = path.read_text().splitlines()
+            version, *lines = path.read_text().splitlines() or [""]
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:

@@ -165,13 +165,14 @@ def test_a_dropped_table_or_a_deleted_bucket_directory_takes_its_offsets_along(t
     restarted.close_all()
 
 
+@pytest.mark.parametrize("damaged", ["0\n1/0 tw", "0\n1/0", "", "7\n1/0 2"], ids=["offset", "line", "empty", "version"])
 def test_a_damaged_checkpoint_is_reported_and_the_logs_open_without_it(
-    tmp_path: Path, make_batch: MakeBatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, make_batch: MakeBatch, caplog: pytest.LogCaptureFixture, damaged: str
 ) -> None:
     manager = LogManager(tmp_path, LogConfig())
     manager.get_or_create(1, 0, "t").append(make_batch(2))
     manager.close_all()
-    (tmp_path / CHECKPOINT_FILE).write_text("0\n1/0 tw")
+    (tmp_path / CHECKPOINT_FILE).write_text(damaged)
     with caplog.at_level(logging.ERROR):
         restarted = LogManager(tmp_path, LogConfig())
     assert f"{tmp_path / CHECKPOINT_FILE} is damaged" in caplog.text and "open without their acknowledged offsets" in caplog.text
