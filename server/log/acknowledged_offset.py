@@ -80,17 +80,20 @@ class AcknowledgedOffsetCheckpoint:
         self.root = root
         self.path = root / CHECKPOINT_FILE
         self._lock = threading.Lock()
-        try:
-            self._offsets = self.read(root)
-        except StorageError as error:
-            # The offsets only guard against media damage: the logs open without that guard.
-            logger.error("%s; the logs under %s open without their acknowledged offsets", error, root)
-            self._offsets = {}
-        self._written = dict(self._offsets)
+        self._written = self._load()  # what the file holds
         # A bucket directory deleted while the server was down takes its claim with it, as a file
         # of its own would have gone: the bucket starts over, unfenced.
-        self._offsets = {key: offset for key, offset in self._offsets.items() if (root / key).is_dir()}
+        self._offsets = {key: offset for key, offset in self._written.items() if (root / key).is_dir()}
         self._taken_over: list[Path] = []
+
+    def _load(self) -> dict[str, int]:
+        """The stored offsets; none when the file is damaged, which is reported: the offsets only
+        guard against media damage, so the logs open without that guard."""
+        try:
+            return self.read(self.root)
+        except StorageError as error:
+            logger.error("%s; the logs under %s open without their acknowledged offsets", error, self.root)
+            return {}
 
     @staticmethod
     def read(root: Path) -> dict[str, int]:

@@ -35,8 +35,9 @@ _UNWIND_S = 1.0
 
 
 class _CancelledCalls(logging.Filter):
-    """grpc.aio logs every call coroutine cancelled when the server stops as an unhandled ERROR
-    with a traceback; a stopping server cancels its parked calls on purpose (see ``_stop``)."""
+    """grpc.aio logs a call coroutine cancelled from outside as an unhandled ERROR with a
+    traceback; a stopping server cancels on purpose the calls that do not end within ``_UNWIND_S``
+    (see ``_stop``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
