@@ -187,7 +187,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("remote.fs.s3.endpoint", str, "", "S3 endpoint override (moto, MinIO)."),
     ConfigOption("remote.fs.s3.region", str, "us-east-1", "S3 region."),
     ConfigOption("remote.log.task-interval", parse_duration_ms, 5000, "How often uploads, local cleanup and remote expiry run.", low=1),
-    ConfigOption("remote.log.orphan-grace", parse_duration_ms, 3_600_000, "Remote files no manifest names are deleted only past the manifest's range and once this old."),
+    ConfigOption("remote.log.orphan-grace", parse_duration_ms, 3_600_000, "Remote files no manifest names are deleted once this old; each bucket looks for them after a start or a failed pass and every max(this, remote.log.manifest-check-interval)."),
     ConfigOption("remote.log.stall-warning", parse_duration_ms, 30_000, "A remote log task pass stuck on one bucket this long is logged once at WARNING, with the upload backlog.", low=1),
     ConfigOption("remote.log.manifest-check-interval", parse_duration_ms, 60_000, "How often each bucket's remote objects are listed against its manifest, to find a remote tier whose objects vanished.", low=1),
     ConfigOption("datalake.format", _choice("iceberg"), "iceberg", "Lake format of lake-enabled tables."),

@@ -1,10 +1,10 @@
 """Removing the data files of tiering rounds and compactions that never committed (a job killed
 between writing and committing leaves them behind), and of an expiry killed before it deleted the
-files of the snapshots it removed. A tiering job does this when it first touches a table,
-``lakelog lake expire`` every time.
+files of the snapshots it removed. A tiering job does this when it first touches a table and
+every ``table.datalake.orphan-grace`` after, ``lakelog lake expire`` every time.
 
 A file is removed only if no snapshot of the table references it and it is older than
-``table.datalake.orphan-grace`` (and than the job doing the cleanup). An unreferenced file is not
+``table.datalake.orphan-grace``. An unreferenced file is not
 necessarily dead: another job's round or compaction may have written it and be about to commit it
 (two jobs overlap when a restarted job starts before the old one is gone, or ``--once`` runs
 overlap); the grace, far longer than a round takes from its first file to its commit, leaves those

@@ -20,9 +20,10 @@ snapshot):
    committed meanwhile the catalog refuses it: the files are deleted and the table is planned
    again from the new snapshot. Then send ``CommitLakeTableSnapshot``.
 
-The first time the job touches a table it deletes the data files of rounds that never committed,
-those older than the job and than ``table.datalake.orphan-grace`` (see
-:mod:`lakelog.tiering.orphan_files`).
+When the job first touches a table, and again each ``table.datalake.orphan-grace`` after, it
+deletes the data files of rounds that never committed once older than that grace (see
+:mod:`lakelog.tiering.orphan_files`): a job that runs for weeks also removes what another job,
+killed while this one ran, left behind.
 
 A table with ``table.datalake.auto-compaction=true`` is compacted, then its snapshots expired, after
 a round that committed to it (:meth:`TieringJob._maintain`).
@@ -153,8 +154,6 @@ class TieringJob:
     """Create with the options (and a SparkSession to share one), then :meth:`run_round` or :meth:`run`."""
 
     def __init__(self, options: TieringOptions, spark: "SparkSession | None" = None) -> None:
-        # Taken first: data files older than this that no snapshot references are a dead round's.
-        self.started_at = datetime.now(timezone.utc)
         self.options = options
         self.commit_user = f"lakelog-tier-{uuid.uuid4().hex[:12]}"
         # The lake switched off: the job plans from the lake's own summary and its tasks must never
@@ -172,7 +171,7 @@ class TieringJob:
         master = options.spark_master or self.lake_config.spark_master_for(self._conn.config) or None
         self._spark = spark if spark is not None else spark_session(master, log_level=options.spark_log_level)
         refuse_local_lake(self._spark, self.lake_config)
-        self._cleaned: set[TablePath] = set()
+        self._swept: dict[TablePath, float] = {}  # when each table's orphan files were last removed (monotonic s)
         self._compactor = LakeCompactor(self._conn, self._catalog, self._spark, self.lake_config.catalog_properties, self.commit_user)
         self.metrics = TieringMetrics()
         self._rounds = 0
@@ -297,11 +296,11 @@ class TieringJob:
         table = self._catalog.load_table(path)
         guard_commits(table)
         info = self._conn.admin.get_table_info(path)
-        if path not in self._cleaned:
+        grace_ms = table_property(str(path), info.properties, ORPHAN_GRACE)
+        if time.monotonic() - self._swept.get(path, float("-inf")) >= grace_ms / 1000:
             # A file younger than the grace may be another job's round or compaction about to commit.
-            grace = timedelta(milliseconds=table_property(str(path), info.properties, ORPHAN_GRACE))
-            remove_orphan_files(table, min(self.started_at, datetime.now(timezone.utc) - grace))
-            self._cleaned.add(path)
+            remove_orphan_files(table, datetime.now(timezone.utc) - timedelta(milliseconds=grace_ms))
+            self._swept[path] = time.monotonic()
         lake = latest_lake_snapshot(table)
         if lake is not None:
             self._catch_up_coordinator(path, lake)

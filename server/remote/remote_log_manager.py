@@ -103,6 +103,9 @@ class RemoteLogManager:
         self.manifest_check_interval_ms = manifest_check_interval_ms
         self.task_interval_ms = task_interval_ms
         self.orphan_grace_ms = orphan_grace_ms
+        # Orphans appear while a bucket is led too (a replaced leader's late upload), so each is
+        # deleted at most this long after it became old enough.
+        self.reconcile_interval_ms = max(orphan_grace_ms, manifest_check_interval_ms)
         self.lake_end_offset = lake_end_offset
         self.clock = clock  # ms since the epoch, what TTL compares with; public so tests can move it
         self._monotonic = monotonic
@@ -284,8 +287,9 @@ class RemoteLogManager:
             policy = TieringPolicy.of(remote.info)
             if not self._objects_present(remote):
                 return
-            if not remote.reconciled:
+            if self._monotonic() >= remote.reconcile_due:
                 report.orphans_deleted += len(remote.reconcile(self.storage, self.clock() - self.orphan_grace_ms))
+                remote.reconcile_due = self._monotonic() + self.reconcile_interval_ms / 1000
             was_blocked = remote.upload_blocked_by
             for _ in remote.upload(self.storage):
                 report.uploaded += 1
@@ -301,7 +305,7 @@ class RemoteLogManager:
             older_than = self.clock() - policy.ttl_ms
             report.expired += remote.expire(self.storage, older_than, self._expiry_bound(remote, policy))
         except LakelogError as error:
-            remote.reconciled = False  # what the failed step left behind is known only to storage
+            remote.reconcile_due = float("-inf")  # what the failed step left behind is known only to storage
             remote.failures += 1
             delay_ms = min(self.task_interval_ms * 2 ** min(remote.failures - 1, 20), max(self.task_interval_ms, MAX_BACKOFF_MS))
             remote.next_due = self._monotonic() + delay_ms / 1000

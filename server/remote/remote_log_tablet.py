@@ -2,10 +2,10 @@
 
 The manifest held here is the last one this server wrote or read, replaced whole (never mutated),
 so readers on RPC threads take it without a lock while the remote log task changes it. The task
-runs the steps in order, on one thread: :meth:`reconcile` (after a start or a failure: read the
-manifest, the truth, checked against the local checkpoint, and delete the orphans past its range),
-:meth:`upload`, :meth:`retain_local`, :meth:`expire`; an operator's :meth:`repair` runs between
-passes. Storage is passed in rather than held, so the manager owns the one instance.
+runs the steps in order, on one thread: :meth:`reconcile` (after a start or a failure, and
+periodically: read the manifest, the truth, checked against the local checkpoint, and delete the
+orphans), :meth:`upload`, :meth:`retain_local`, :meth:`expire`; an operator's :meth:`repair` runs
+between passes. Storage is passed in rather than held, so the manager owns the one instance.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class RemoteLogTablet:
         self.tablet = tablet
         self.directory = directory
         self.active = True  # cleared when the bucket is dropped or no longer led: the task stops
-        self.reconciled = False
+        self.reconcile_due = float("-inf")  # monotonic s of the next reconcile; -inf: the next pass
         self.failures = 0
         self.next_due = next_due
         self._manifest: RemoteLogManifest | None = None
@@ -117,7 +117,7 @@ class RemoteLogTablet:
     def _check_manifest(self, storage: RemoteLogStorage) -> tuple[RemoteLogManifest, str | None]:
         """The manifest (empty if there is none) and what is wrong with it, if anything: damaged,
         missing although this server wrote one or segment files lie beside it, or older than the
-        version this server wrote."""
+        version or the leader epoch this server wrote."""
         data = storage.read_manifest(self.directory)
         try:
             manifest = self._parsed_manifest(data)
@@ -133,6 +133,11 @@ class RemoteLogTablet:
                 return RemoteLogManifest(), f"{found} is missing, but {len(segments)} segment directories lie beside it"
         if manifest is not None and checkpoint is not None and manifest.version < checkpoint.version:
             return manifest, f"{found} is version {manifest.version}, older than the {checkpoint.describe()} this server wrote"
+        if manifest is not None and checkpoint is not None and manifest.leader_epoch < checkpoint.leader_epoch:
+            return manifest, (
+                f"{found} was written in leader epoch {manifest.leader_epoch}, older than the {checkpoint.describe()} "
+                "this server wrote: a replaced leader wrote over it"
+            )
         return (manifest if manifest is not None else RemoteLogManifest()), None
 
     def _parsed_manifest(self, data: bytes | None) -> RemoteLogManifest | None:
@@ -203,16 +208,40 @@ class RemoteLogTablet:
     # -- maintenance (the remote log task's thread only) ----------------------------------------
 
     def reconcile(self, storage: RemoteLogStorage, orphans_before_ms: int) -> list[str]:
-        """Re-read the manifest and delete the files past its range it does not name, last written
-        before ``orphans_before_ms``: an upload whose manifest write failed or never happened (a
-        crash) left them. Returns what was deleted."""
-        manifest = self._read_manifest(storage)
+        """Re-read the manifest and delete the files it does not name, last written before
+        ``orphans_before_ms``: an upload whose manifest write failed or never happened (a crash),
+        a replaced leader's upload, a segment expiry or a repair left behind. Below the
+        manifest's end only when this server wrote it in its own leader epoch (or the bucket has
+        no epochs): one an earlier leader wrote may not name everything that leader uploaded.
+        Returns what was deleted."""
+        manifest = self._restored(storage) or self._read_manifest(storage)
         self._publish(manifest)
-        orphans = storage.delete_orphans(self.directory, manifest, orphans_before_ms)
+        within_range = manifest.leader_epoch == self.tablet.epochs.latest_epoch
+        orphans = storage.delete_orphans(self.directory, manifest, orphans_before_ms, within_range)
         if orphans:
             logger.info("%s deleted %d orphan remote files: %s", self.name, len(orphans), ", ".join(orphans))
-        self.reconciled = True
         return orphans
+
+    def _restored(self, storage: RemoteLogStorage) -> RemoteLogManifest | None:
+        """This server's manifest written again, when a replaced leader wrote over it: one that
+        read the manifest just before this leader's first write can still write once (the fencing
+        is a read, not a conditional write), and its list would drop this leader's uploads. None
+        when the stored manifest is not such a one."""
+        known = self._manifest
+        epoch = self.tablet.epochs.latest_epoch
+        if known is None or known.leader_epoch != epoch or epoch < 0:
+            return None
+        try:
+            stored = self._parsed_manifest(storage.read_manifest(self.directory))
+        except RemoteStorageError:
+            return None
+        if stored is None or stored.leader_epoch >= epoch:
+            return None
+        logger.warning(
+            "%s: %s was written over in leader epoch %d by a replaced leader; this leader's (epoch %d, offsets [%d, %d)) is written again",
+            self.name, self._manifest_location, stored.leader_epoch, epoch, known.start_offset, known.end_offset,
+        )
+        return self._write_manifest(storage, known)
 
     def repair(self, storage: RemoteLogStorage) -> str:
         """Rebuild the manifest from the segment files and their indexes (``lakelog repair remote``):
@@ -228,7 +257,7 @@ class RemoteLogTablet:
         versions = [checkpoint.version if checkpoint else 0, self.known_manifest.version]
         manifest = self._write_manifest(storage, RemoteLogManifest(max(versions) + 1, contiguous_run(segments)))
         self.manifest_error = None
-        self.reconciled = False  # the next pass deletes, past the grace period, what the run left out
+        self.reconcile_due = float("-inf")  # the next pass deletes, past the grace period, what the run left out
         summary = f"rebuilt {self._manifest_location} of {self.name}: {RemoteCheckpoint.of(manifest).describe()}"
         summary += f", {len(manifest.segments)} of {len(segments)} segments"
         if checkpoint is not None and manifest.end_offset < checkpoint.end_offset:

@@ -95,12 +95,12 @@ def test_lost_manifest_deletes_nothing_fails_reads_by_name_and_repair_brings_eve
     assert report.errors == [] and remote.names(table) >= segment_dirs
 
 
-def test_orphans_are_deleted_only_past_the_manifest_range_and_the_grace_period(
+def test_orphans_are_deleted_once_older_than_the_grace_period_inside_the_range_and_past_it(
     remote: Remote, server_factory: Callable[..., ServerProcess]
 ) -> None:
-    """Segment files the manifest does not name: one past its end (an upload it never recorded) is
-    deleted once older than the grace period; one inside its range (it may be what a lagging
-    manifest lost) never is."""
+    """Segment files the manifest does not name: one past its end (an upload it never recorded) and
+    one inside its range (an upload retried under another id, a replaced leader's) are deleted
+    once older than the grace period; the segments it names stay and read back."""
     server = server_factory(**remote.conf)
     with lakelog.connect(server.address) as conn:
         table = create_table(conn)
@@ -116,10 +116,14 @@ def test_orphans_are_deleted_only_past_the_manifest_range_and_the_grace_period(
     fs.copy_file(remote.segment_file(table, manifest[1], ".log").path, past.child(f"{manifest[-1]['end_offset']:020d}.log").path)
     tablet = manager.tablet(table.info.table_id, 0)
 
-    tablet.reconciled = False
+    tablet.reconcile_due = float("-inf")
     assert manager.run_once().orphans_deleted == 0, "younger than the grace period (1h)"
     now = manager.clock()
     manager.clock = lambda: now + manager.orphan_grace_ms + 1_000  # an hour later, not "0 ms later": mtimes are coarse
-    tablet.reconciled = False
-    assert manager.run_once().orphans_deleted == 1
-    assert "past-range" not in remote.names(table) and "inside-range" in remote.names(table)
+    tablet.reconcile_due = float("-inf")
+    assert manager.run_once().orphans_deleted == 2
+    assert remote.names(table) == {"manifest.json", *(segment["segment_id"] for segment in manifest)}
+    with lakelog.connect(server.address, client_conf(remote)) as conn:
+        with conn.get_table(table.path).new_scan().project(["id"]).create_log_scanner() as scanner:
+            scanner.subscribe(0, 0)
+            assert scan_all(scanner, TOTAL // 2).column("id").to_pylist() == list(range(TOTAL // 2))

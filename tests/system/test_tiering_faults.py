@@ -68,6 +68,26 @@ def test_killed_after_writing_files_leaves_nothing_behind(spark: Any, server_fac
     assert not orphans & _data_files(server)
 
 
+def test_a_long_running_job_removes_what_a_job_killed_while_it_ran_left(spark: Any, server_factory: Callable[..., ServerProcess]) -> None:
+    """A job that already touched the table sweeps it again each orphan grace: the files of a round
+    another job wrote, and was killed before committing, after this one started go too."""
+    server = _lake_server(server_factory, 20_000, {**LAKE_TABLE, "table.datalake.orphan-grace": "2s"})
+    with TieringJob(TieringOptions(server.address), spark=spark) as job:
+        assert job.run_round().records == 20_000
+        referenced = _data_files(server)
+        with lakelog.connect(server.address) as conn:
+            produce_orders(conn.get_table(PATH), 20_000, 4_000)
+        killed = run_tier(server.address, env={KILL_AT_ENV: AFTER_WRITE})
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        orphans = _data_files(server) - referenced
+        assert orphans, "the killed round wrote files it never committed"
+        time.sleep(2.5)  # the killed round's files pass the grace, and so does the job's last sweep
+        assert job.run_round().records == 4_000
+    assert assert_lake_holds_log(server, PATH).num_rows == 24_000
+    assert _data_files(server) == _referenced_files(server)
+    assert not orphans & _data_files(server)
+
+
 def test_killed_between_iceberg_commit_and_coordinator(spark: Any, server_factory: Callable[..., ServerProcess]) -> None:
     server = _lake_server(server_factory, 20_000)
     killed = run_tier(server.address, env={KILL_AT_ENV: AFTER_COMMIT})

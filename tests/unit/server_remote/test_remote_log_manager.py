@@ -3,6 +3,8 @@ against the local segment they describe, the manifest, and the task's schedule a
 
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 from typing import Iterator
 
@@ -176,7 +178,7 @@ def test_tick_runs_a_bucket_once_per_interval_and_backs_off_after_failures(tmp_p
     manager = manager_for(tmp_path, tablet, clock, Flaky)
     remote = manager.tablet(7, 0)
     manager.tick()
-    assert remote.failures == 0 and not remote.reconciled  # not due yet: nothing ran
+    assert remote.failures == 0 and remote.reconcile_due == float("-inf")  # not due yet: nothing ran
     delays = []
     for _ in range(4):
         clock.now += 10 * INTERVAL_MS * 2 ** len(delays)
@@ -203,3 +205,100 @@ def test_local_retention_follows_the_property_and_drop_deletes_remote_files(tmp_
     assert len(list((table_dir / "0").iterdir())) == 6
     manager.drop_table(7)
     assert manager.run_once().errors == [] and not table_dir.exists()
+
+
+def plant_orphan(manager: RemoteLogManager, name: str, start_offset: int, written_ms: int) -> None:
+    """A segment dir no manifest names, holding a copy of the first uploaded segment's files."""
+    remote = manager.tablet(7, 0)
+    first = manager.manifest(7, 0).segments[0]
+    source, target = Path(remote.directory.path) / first.segment_id, Path(remote.directory.path) / name
+    target.mkdir()
+    for file in source.iterdir():
+        copied = target / f"{start_offset:020d}{file.suffix}"
+        copied.write_bytes(file.read_bytes())
+        os.utime(copied, (written_ms / 1000, written_ms / 1000))
+
+
+def remote_names(manager: RemoteLogManager) -> set[str]:
+    return {item.name for item in manager.storage.list_objects(manager.tablet(7, 0).directory)}
+
+
+def test_orphans_below_the_manifest_end_go_once_this_leader_wrote_the_manifest_and_each_reconcile_comes_round(
+    tmp_path: Path, tablet: LogTablet, clock: Clock
+) -> None:
+    """A manifest from an earlier leadership may not name all its leader uploaded, so only orphans
+    past its end go; once this leader wrote one in its own epoch, the orphans inside the range go
+    too, at the next reconcile the task runs by itself (no restart, no failure)."""
+    tablet.epochs.assign(1, 0)
+    manager = manager_for(tmp_path, tablet, clock)
+    assert not manager.run_once().errors
+    written = manager.manifest(7, 0)
+    old = clock.now - manager.orphan_grace_ms - 1_000
+    plant_orphan(manager, "retried", written.segments[1].start_offset, old)
+    plant_orphan(manager, "unrecorded", written.end_offset, old)
+    plant_orphan(manager, "young", written.segments[2].start_offset, clock.now)
+    named = {"manifest.json", *(segment.segment_id for segment in written.segments)}
+    assert remote_names(manager) == named | {"retried", "unrecorded", "young"}
+
+    tablet.epochs.assign(2, tablet.log_end_offset)  # led again, in a new epoch: the stored manifest is epoch 1's
+    manager.tablet(7, 0).reconcile_due = float("-inf")
+    report = manager.run_once()
+    assert (report.errors, report.orphans_deleted) == ([], 1)
+    assert remote_names(manager) == named | {"retried", "young"}
+
+    append_segments(tablet, clock, 1)
+    assert manager.run_once().uploaded == 1 and manager.manifest(7, 0).leader_epoch == 2
+    clock.now += manager.reconcile_interval_ms  # "young" is past the grace period now, and a reconcile is due
+    report = manager.run_once()
+    assert (report.errors, report.orphans_deleted) == ([], 2)
+    assert remote_names(manager) == {"manifest.json", *(segment.segment_id for segment in manager.manifest(7, 0).segments)}
+
+
+def test_a_replaced_leaders_manifest_written_over_this_leaders_is_written_again(
+    tmp_path: Path, tablet: LogTablet, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The replaced leader read the manifest just before this leader's write and wrote its own
+    after it: the next reconcile puts this leader's list back (a version past the stored one), so
+    the segments the other list dropped stay readable and are not taken for orphans."""
+    tablet.epochs.assign(2, 0)
+    manager = manager_for(tmp_path, tablet, clock)
+    assert not manager.run_once().errors
+    ours = manager.manifest(7, 0)
+    remote = manager.tablet(7, 0)
+    theirs = RemoteLogManifest(ours.version + 3, ours.segments[:2], leader_epoch=1)
+    manager.storage.write_manifest(remote.directory, theirs)
+
+    remote.reconcile_due = float("-inf")
+    clock.now += 2 * manager.orphan_grace_ms  # what the other list dropped is old enough to be an orphan
+    with caplog.at_level(logging.WARNING, logger="lakelog.server.remote"):
+        report = manager.run_once()
+    assert (report.errors, report.orphans_deleted) == ([], 0)
+    stored = RemoteLogManifest.from_json(manager.storage.read_manifest(remote.directory) or b"", "m")
+    assert (stored.segments, stored.leader_epoch, stored.version) == (ours.segments, 2, theirs.version + 1)
+    assert manager.manifest(7, 0) == stored
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "written over in leader epoch 1 by a replaced leader" in warnings[0]
+    last = ours.segments[-1]
+    assert remote.fetch_info(manager.storage, last.start_offset).segments[0] == last
+
+
+def test_after_a_restart_a_manifest_a_replaced_leader_wrote_over_fails_closed(tmp_path: Path, tablet: LogTablet, clock: Clock) -> None:
+    """Restarted, this leader no longer holds the list it wrote; its checkpoint's epoch tells that
+    the stored one is a replaced leader's: nothing is deleted and the range reads fail naming it."""
+    tablet.epochs.assign(2, 0)
+    manager = manager_for(tmp_path, tablet, clock)
+    assert not manager.run_once().errors
+    ours = manager.manifest(7, 0)
+    directory = manager.tablet(7, 0).directory
+    manager.storage.write_manifest(directory, RemoteLogManifest(ours.version, ours.segments[:2], leader_epoch=1))
+    files = remote_names(manager)
+
+    restarted = manager_for(tmp_path, tablet, clock)
+    clock.now += 2 * restarted.orphan_grace_ms
+    report = restarted.run_once()
+    assert [type(error) for error in report.errors] == [RemoteStorageError]
+    assert "was written in leader epoch 1, older than the version" in str(report.errors[0])
+    assert "leader epoch 2 this server wrote: a replaced leader wrote over it" in str(report.errors[0])
+    assert remote_names(restarted) == files
+    with pytest.raises(RemoteStorageError, match="lakelog repair remote shop.orders"):
+        restarted.tablet(7, 0).fetch_info(restarted.storage, ours.segments[-1].start_offset)
