@@ -260,6 +260,8 @@ class RemoteLogTablet:
         self.reconcile_due = float("-inf")  # the next pass deletes, past the grace period, what the run left out
         summary = f"rebuilt {self._manifest_location} of {self.name}: {RemoteCheckpoint.of(manifest).describe()}"
         summary += f", {len(manifest.segments)} of {len(segments)} segments"
+        if len(manifest.segments) < len(segments) or skipped:
+            summary += " (what it leaves out goes as orphans once older than remote.log.orphan-grace)"
         if checkpoint is not None and manifest.end_offset < checkpoint.end_offset:
             summary += f"; WARNING: this server had uploaded up to offset {checkpoint.end_offset}"
         if skipped:

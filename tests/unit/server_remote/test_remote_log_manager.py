@@ -302,3 +302,25 @@ def test_after_a_restart_a_manifest_a_replaced_leader_wrote_over_fails_closed(tm
     assert remote_names(restarted) == files
     with pytest.raises(RemoteStorageError, match="lakelog repair remote shop.orders"):
         restarted.tablet(7, 0).fetch_info(restarted.storage, ours.segments[-1].start_offset)
+
+
+def test_what_a_repair_leaves_out_goes_as_orphans_after_the_grace_period(tmp_path: Path, tablet: LogTablet, clock: Clock) -> None:
+    """A lost .log file splits the remote segments in two runs: the repair keeps the one that
+    reaches furthest, says the rest goes, and the next passes delete it once old enough."""
+    manager = manager_for(tmp_path, tablet, clock)
+    assert not manager.run_once().errors
+    segments = manager.manifest(7, 0).segments
+    directory = Path(manager.tablet(7, 0).directory.path)
+    (directory / segments[1].segment_id / f"{segments[1].start_offset:020d}.log").unlink()
+
+    summary = manager.repair(7, 0)
+    assert f"{len(segments) - 2} of {len(segments) - 1} segments (what it leaves out goes as orphans" in summary
+    assert manager.manifest(7, 0).segments == segments[2:]
+    assert manager.run_once().orphans_deleted == 0, "younger than the grace period"
+    written = (clock.now - manager.orphan_grace_ms - 1_000) / 1000
+    for file in directory.rglob("*"):
+        if file.is_file():
+            os.utime(file, (written, written))
+    clock.now += manager.reconcile_interval_ms
+    assert manager.run_once().orphans_deleted == 2
+    assert remote_names(manager) == {"manifest.json", *(segment.segment_id for segment in segments[2:])}
