@@ -306,9 +306,11 @@ class ReplicaManager:
         return info, tablet
 
     def shutdown(self) -> None:
-        """Answer every waiting fetch now, so a stopping server does not hold clients for max_wait_ms."""
+        """Answer every waiting fetch and acks=all produce now, so a stopping server holds no client
+        for max_wait_ms or a produce timeout."""
         self._closing = True
         self.waiters.close()
+        self.replication.stop_waiting()
 
     def notify_high_watermark(self, table_id: int, bucket: int) -> None:
         self.waiters.notify((table_id, bucket))

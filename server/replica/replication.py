@@ -74,6 +74,7 @@ class Replication:
         self._clock_ms = clock_ms
         self._lock = threading.Lock()
         self._leading: dict[Key, tuple[TableInfo, InSyncReplicas]] = {}
+        self._stopping = threading.Event()
         self.isr_shrinks = 0
         self.isr_expands = 0
 
@@ -181,9 +182,9 @@ class Replication:
 
     def await_replicated(self, info: TableInfo, bucket: int, tablet: LogTablet, tracker: InSyncReplicas, offset: int, timeout_s: float) -> None:
         """Wait until every ISR member holds offsets below ``offset``; RequestTimeoutError after
-        ``timeout_s``, or once this server stops leading the bucket under the tracker's epoch (the
-        records may be cut by the next leader; an idempotent writer's resend is answered by the one
-        that has them)."""
+        ``timeout_s``, once this server stops leading the bucket under the tracker's epoch, or once
+        it stops (the records may be cut by the next leader; an idempotent writer's resend is
+        answered by the one that has them)."""
         key = (info.physical_id, bucket)
 
         def leading() -> bool:
@@ -191,8 +192,12 @@ class Replication:
                 found = self._leading.get(key)
             return found is not None and found[1] is tracker
 
-        if tablet.wait_for_high_watermark(offset, timeout_s, leading):
+        if tablet.wait_for_high_watermark(offset, timeout_s, lambda: leading() and not self._stopping.is_set()):
             return
+        if self._stopping.is_set():
+            raise RequestTimeoutError(
+                f"tablet server {self.server_id} is stopping: offsets of {info.label} bucket {bucket} up to {offset} are not acknowledged here"
+            )
         if not leading():  # appended, so not a routing refusal: only an idempotent writer may resend it
             raise RequestTimeoutError(
                 f"tablet server {self.server_id} no longer leads {info.label} bucket {bucket} in leader epoch"
@@ -267,6 +272,11 @@ class Replication:
         """Buckets led here whose ISR lacks some replica."""
         with self._lock:
             return sum(len(t.isr) < len(t.copies.replicas) for _, t in self._leading.values())
+
+    def stop_waiting(self) -> None:
+        """Answer the produces waiting for their replication now: a stopping server's RPC threads
+        must end within its stop, not when their produce timeout runs out."""
+        self._stopping.set()
 
     def close(self) -> None:
         if self._fetchers is not None:

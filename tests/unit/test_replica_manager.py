@@ -18,11 +18,13 @@ from lakelog.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidRequestError,
+    LakelogError,
     NetworkError,
     NotEnoughReplicasError,
     NotLeaderError,
     OffsetOutOfRangeError,
     PartitionNotExistError,
+    RequestTimeoutError,
     SchemaMismatchError,
     ServerNotReadyError,
     TableNotExistError,
@@ -326,6 +328,30 @@ def test_acks_all_is_refused_when_the_table_needs_more_in_sync_copies_than_there
     with pytest.raises(NotEnoughReplicasError, match="fewer than min-in-sync-replicas 2; nothing was appended"):
         replicas.produce(7, 0, batch(0))
     assert replicas.produce(7, 0, batch(0), acks=1).result.next_offset == 10
+
+
+def test_a_stopping_server_answers_the_produces_waiting_for_their_replication(replicas: ReplicaManager, coordinator: Coordinator) -> None:
+    """An acks=all produce waits for a follower that never fetches; the server stops: the produce is
+    answered now, with an error an idempotent writer resends to the next leader, not when its
+    timeout runs out (its RPC thread would outlive the server's stop)."""
+    info = TableInfo(7, ORDERS, SCHEMA, 1, 1, {})
+    replicas.become_leader([coordinator.add(info, {0: SERVER}, {0: BucketReplicas((SERVER, 2), (SERVER, 2), leader_epoch=1)})])
+    produced = replicas.produce(7, 0, batch(0), timeout_ms=600_000)
+    failures: list[LakelogError] = []
+
+    def acknowledge() -> None:
+        try:
+            produced.replicated()
+        except LakelogError as error:
+            failures.append(error)
+
+    waiting = threading.Thread(target=acknowledge)
+    waiting.start()
+    replicas.shutdown()
+    waiting.join(60)
+    assert not waiting.is_alive(), "still waiting for the follower after the stop"
+    assert [type(error) for error in failures] == [RequestTimeoutError]
+    assert "tablet server 1 is stopping: offsets of shop.orders bucket 0 up to 10 are not acknowledged here" in str(failures[0])
 
 
 def test_a_new_leader_answers_offsets_only_once_its_high_watermark_reaches_its_epoch_start(
