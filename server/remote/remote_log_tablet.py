@@ -216,8 +216,8 @@ class RemoteLogTablet:
         Returns what was deleted."""
         manifest = self._restored(storage) or self._read_manifest(storage)
         self._publish(manifest)
-        within_range = manifest.leader_epoch == self.tablet.epochs.latest_epoch
-        orphans = storage.delete_orphans(self.directory, manifest, orphans_before_ms, within_range)
+        below_end = manifest.leader_epoch == self.tablet.epochs.latest_epoch
+        orphans = storage.delete_orphans(self.directory, manifest, orphans_before_ms, below_end)
         if orphans:
             logger.info("%s deleted %d orphan remote files: %s", self.name, len(orphans), ", ".join(orphans))
         return orphans

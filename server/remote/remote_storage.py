@@ -185,14 +185,14 @@ class RemoteLogStorage:
         ]
 
     def delete_orphans(
-        self, tablet_dir: RemoteLocation, manifest: RemoteLogManifest, older_than_ms: int, within_range: bool
+        self, tablet_dir: RemoteLocation, manifest: RemoteLogManifest, older_than_ms: int, below_end: bool
     ) -> list[str]:
         """Delete what the manifest does not name and was last written before ``older_than_ms`` (ms
         since the epoch), so an upload in flight or a manifest that lags its objects never costs
         data. Past the manifest's range that is an upload it never recorded or a temporary
         manifest. Below its end it is an upload the range covers under other segments (a retried
         upload, a replaced leader's), a segment expiry failed to delete or one a repair left out:
-        deleted only when ``within_range``, since the manifest must then be known to name
+        deleted only when ``below_end``, since the manifest must then be known to name
         everything its writer uploaded. Returns the names deleted."""
         keep = {MANIFEST_FILE, *(segment.segment_id for segment in manifest.segments)}
         orphans = [
@@ -200,7 +200,7 @@ class RemoteLogStorage:
             for found in self.list_objects(tablet_dir)
             if found.name not in keep
             and found.written_before(older_than_ms)
-            and (not found.is_dir or within_range or (found.start_offset is not None and found.start_offset >= manifest.end_offset))
+            and (not found.is_dir or below_end or (found.start_offset is not None and found.start_offset >= manifest.end_offset))
         ]
         for found in orphans:
             self._delete(tablet_dir.child(found.name), found.is_dir)
