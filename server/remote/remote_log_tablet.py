@@ -98,10 +98,19 @@ class RemoteLogTablet:
                 manifest = self._manifest
         return manifest
 
-    def _read_manifest(self, storage: RemoteLogStorage) -> RemoteLogManifest:
+    def _read_manifest(self, storage: RemoteLogStorage, restore: bool = False) -> RemoteLogManifest:
         """The manifest in remote storage, checked against the local checkpoint; fails closed
-        (RemoteStorageError naming the manifest, logged at ERROR once) when it cannot be trusted."""
-        manifest, problem = self._check_manifest(storage)
+        (RemoteStorageError naming the manifest, logged at ERROR once) when it cannot be trusted.
+        With ``restore`` (the task's reconcile), a manifest a replaced leader wrote over the one
+        this server wrote and still holds is written again instead (see :meth:`_written_over`)."""
+        stored, problem = self._check_manifest(storage)
+        if problem and restore and stored is not None and self._written_over(stored):
+            known = self.known_manifest
+            logger.warning(
+                "%s: %s was written over in leader epoch %d by a replaced leader; this leader's (epoch %d, offsets [%d, %d)) is written again",
+                self.name, self._manifest_location, stored.leader_epoch, known.leader_epoch, known.start_offset, known.end_offset,
+            )
+            return self._write_manifest(storage, known)
         if problem:
             error = RemoteStorageError(
                 f"{problem}: its remote segments are neither read nor deleted until "
@@ -112,25 +121,33 @@ class RemoteLogTablet:
             self.manifest_error = error
             raise error
         self.manifest_error = None
-        return manifest
+        return stored if stored is not None else RemoteLogManifest()
 
-    def _check_manifest(self, storage: RemoteLogStorage) -> tuple[RemoteLogManifest, str | None]:
-        """The manifest (empty if there is none) and what is wrong with it, if anything: damaged,
+    def _written_over(self, stored: RemoteLogManifest) -> bool:
+        """Whether ``stored`` is a replaced leader's, written over the manifest this server wrote in
+        its epoch and still holds: one that read the manifest just before this leader's first write
+        can still write once (the fencing is a read, not a conditional write), and its list drops
+        this leader's uploads."""
+        known, epoch = self._manifest, self.tablet.epochs.latest_epoch
+        return known is not None and epoch >= 0 and known.leader_epoch == epoch and stored.leader_epoch < epoch
+
+    def _check_manifest(self, storage: RemoteLogStorage) -> tuple[RemoteLogManifest | None, str | None]:
+        """The manifest (None if there is none or it is damaged) and what is wrong with it: damaged,
         missing although this server wrote one or segment files lie beside it, or older than the
         version or the leader epoch this server wrote."""
         data = storage.read_manifest(self.directory)
         try:
             manifest = self._parsed_manifest(data)
         except RemoteStorageError as damaged:
-            return RemoteLogManifest(), f"{damaged.message} ({self.name})"
+            return None, f"{damaged.message} ({self.name})"
         checkpoint = RemoteCheckpoint.load(self.tablet.directory)
         found = f"remote manifest {self._manifest_location} of {self.name}"
         if manifest is None and checkpoint is not None and checkpoint.version > 0:
-            return RemoteLogManifest(), f"{found} is missing, but this server wrote {checkpoint.describe()}"
+            return None, f"{found} is missing, but this server wrote {checkpoint.describe()}"
         if manifest is None and checkpoint is None:
             segments = [item.name for item in storage.list_objects(self.directory) if item.is_dir]
             if segments:
-                return RemoteLogManifest(), f"{found} is missing, but {len(segments)} segment directories lie beside it"
+                return None, f"{found} is missing, but {len(segments)} segment directories lie beside it"
         if manifest is not None and checkpoint is not None and manifest.version < checkpoint.version:
             return manifest, f"{found} is version {manifest.version}, older than the {checkpoint.describe()} this server wrote"
         if manifest is not None and checkpoint is not None and manifest.leader_epoch < checkpoint.leader_epoch:
@@ -138,7 +155,7 @@ class RemoteLogTablet:
                 f"{found} was written in leader epoch {manifest.leader_epoch}, older than the {checkpoint.describe()} "
                 "this server wrote: a replaced leader wrote over it"
             )
-        return (manifest if manifest is not None else RemoteLogManifest()), None
+        return manifest, None
 
     def _parsed_manifest(self, data: bytes | None) -> RemoteLogManifest | None:
         """The manifest read as ``data`` (None: there is none); RemoteStorageError when it is damaged.
@@ -214,34 +231,13 @@ class RemoteLogTablet:
         manifest's end only when this server wrote it in its own leader epoch (or the bucket has
         no epochs): one an earlier leader wrote may not name everything that leader uploaded.
         Returns what was deleted."""
-        manifest = self._restored(storage) or self._read_manifest(storage)
+        manifest = self._read_manifest(storage, restore=True)
         self._publish(manifest)
         below_end = manifest.leader_epoch == self.tablet.epochs.latest_epoch
         orphans = storage.delete_orphans(self.directory, manifest, orphans_before_ms, below_end)
         if orphans:
             logger.info("%s deleted %d orphan remote files: %s", self.name, len(orphans), ", ".join(orphans))
         return orphans
-
-    def _restored(self, storage: RemoteLogStorage) -> RemoteLogManifest | None:
-        """This server's manifest written again, when a replaced leader wrote over it: one that
-        read the manifest just before this leader's first write can still write once (the fencing
-        is a read, not a conditional write), and its list would drop this leader's uploads. None
-        when the stored manifest is not such a one."""
-        known = self._manifest
-        epoch = self.tablet.epochs.latest_epoch
-        if known is None or known.leader_epoch != epoch or epoch < 0:
-            return None
-        try:
-            stored = self._parsed_manifest(storage.read_manifest(self.directory))
-        except RemoteStorageError:
-            return None
-        if stored is None or stored.leader_epoch >= epoch:
-            return None
-        logger.warning(
-            "%s: %s was written over in leader epoch %d by a replaced leader; this leader's (epoch %d, offsets [%d, %d)) is written again",
-            self.name, self._manifest_location, stored.leader_epoch, epoch, known.start_offset, known.end_offset,
-        )
-        return self._write_manifest(storage, known)
 
     def repair(self, storage: RemoteLogStorage) -> str:
         """Rebuild the manifest from the segment files and their indexes (``lakelog repair remote``):

@@ -324,3 +324,21 @@ def test_what_a_repair_leaves_out_goes_as_orphans_after_the_grace_period(tmp_pat
     clock.now += manager.reconcile_interval_ms
     assert manager.run_once().orphans_deleted == 2
     assert remote_names(manager) == {"manifest.json", *(segment.segment_id for segment in segments[2:])}
+
+
+def test_a_reconcile_reads_the_manifest_once(tmp_path: Path, tablet: LogTablet, clock: Clock) -> None:
+    """The check for a replaced leader's manifest and the fail-closed check share one GET."""
+
+    class Counting(RemoteLogStorage):
+        reads = 0
+
+        def read_manifest(self, tablet_dir: RemoteLocation) -> bytes | None:
+            self.reads += 1
+            return super().read_manifest(tablet_dir)
+
+    tablet.epochs.assign(2, 0)
+    manager = manager_for(tmp_path, tablet, clock, Counting)
+    assert not manager.run_once().errors
+    manager.storage.reads = 0  # type: ignore[attr-defined]
+    manager.tablet(7, 0).reconcile_due = float("-inf")
+    assert manager.run_once().errors == [] and manager.storage.reads == 1  # type: ignore[attr-defined]
