@@ -74,15 +74,26 @@ class RemoteLogManifest:
 def contiguous_run(segments: Iterable[RemoteLogSegment]) -> tuple[RemoteLogSegment, ...]:
     """Of segments found in storage, the contiguous run (each starting where the previous ends)
     that reaches the highest offset, the longest among those; a duplicate of a range (an upload
-    retried under a new id) is taken once."""
-    by_start: dict[int, RemoteLogSegment] = {}
+    retried under a new id) is taken once, the lowest id. Segments that start at one offset may end
+    at different ones (two leaders rolled their segments at different offsets), so every one of
+    them is followed: the shortest alone could end where nothing continues."""
+    by_start: dict[int, list[RemoteLogSegment]] = {}
     for segment in sorted(segments, key=lambda s: (s.start_offset, s.end_offset, s.segment_id)):
-        by_start.setdefault(segment.start_offset, segment)
-    best: tuple[RemoteLogSegment, ...] = ()
-    for first in by_start.values():
-        run = [first]
-        while run[-1].end_offset in by_start and run[-1].end_offset > run[-1].start_offset:
-            run.append(by_start[run[-1].end_offset])
-        if not best or (run[-1].end_offset, len(run)) > (best[-1].end_offset, len(best)):
-            best = tuple(run)
-    return best
+        if segment.end_offset > segment.start_offset:
+            by_start.setdefault(segment.start_offset, []).append(segment)
+    # From each start, later starts first: (offset reached, segments in the run, first segment).
+    best_from: dict[int, tuple[int, int, RemoteLogSegment]] = {}
+    for start in sorted(by_start, reverse=True):
+        for segment in by_start[start]:
+            reach, length = best_from[segment.end_offset][:2] if segment.end_offset in best_from else (segment.end_offset, 0)
+            if start not in best_from or (reach, length + 1) > best_from[start][:2]:
+                best_from[start] = (reach, length + 1, segment)
+    if not best_from:
+        return ()
+    offset = max(best_from, key=lambda start: (*best_from[start][:2], -start))
+    run = []
+    while offset in best_from:
+        segment = best_from[offset][2]
+        run.append(segment)
+        offset = segment.end_offset
+    return tuple(run)
