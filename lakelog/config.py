@@ -232,7 +232,7 @@ OPTIONS: dict[str, ConfigOption] = _options(
     ConfigOption("client.writer.acks", _choice("all", "1", "0"), "all", "all: a produce is acknowledged once every in-sync replica has it; 1: once the leader has it; 0: delivered once sent, nothing waited for or resent (the writer is not idempotent)."),
     ConfigOption("client.writer.delivery-timeout", parse_duration_ms, 120_000, "How long a writer retries a batch (leader unreachable or moved, timeouts, lost connections) before failing it; safe, as servers drop duplicates.", low=1),
     ConfigOption("client.barrier-hold.timeout", parse_duration_ms, 60_000, "How long a barrier hold may stay open before the servers drop it (at most 15min).", low=1, high=15 * 60_000),
-    ConfigOption("client.scanner.fetch.max-bytes", parse_size, 16 << 20, "Bytes one fetch to a tablet server may return, counted after projection; up to two fetches per server are in flight, and while its answers come back large its buckets are split between two of half this each.", low=1),
+    ConfigOption("client.scanner.fetch.max-bytes", parse_size, 16 << 20, "Bytes one fetch to a tablet server may return, counted after projection; up to two fetches per server are in flight, and for a server's first fetch and while its answers come back large its buckets are split between two of half this each.", low=1),
     ConfigOption("client.scanner.fetch.max-bytes-per-bucket", parse_size, 4 << 20, "Bytes one fetch may return per bucket.", low=1),
     ConfigOption("client.scanner.fetch.max-wait", parse_duration_ms, 500, "How long a server holds a fetch that has no data."),
     ConfigOption("client.scanner.fetch.min-bytes", int, 1, "Bytes a server waits for before it answers a fetch."),

@@ -13,6 +13,7 @@ with :attr:`FetchBuffer.cond` held.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -26,6 +27,9 @@ from lakelog.client.table_bucket import TableBucket
 LOCAL_TIER = "local"
 REMOTE_TIER = "remote"
 LAKE_TIER = "lake"
+# How long polls wait for a server's first fetches (FetchBuffer.opening): they answer at once
+# (max-wait 0), so this bounds only what a server that never answers holds back.
+OPENING_WAIT_S = 1.0
 
 
 class TierReader(Protocol):
@@ -63,6 +67,11 @@ class FetchBuffer:
         self.completed: dict[TableBucket, list[FetchedBucket]] = {}
         self.next_fetch: dict[TableBucket, int] = {}
         self.in_flight: set[TableBucket] = set()
+        # A server's first fetches still in flight (split in two, see the fetcher) and until when
+        # polls wait for them: a small table's first poll holds every bucket, as one fetch's answer
+        # did, and a server that never answers holds the others' records back only that long.
+        self.opening = 0
+        self.opening_until = 0.0
         # Buckets whose answers a poll has taken out of ``completed`` and is acting on, the last of
         # them a pointer to another tier or an error: none is fetched again meanwhile (a fetch sent
         # in that window would come back with the same pointer and start a second reader).
@@ -115,7 +124,12 @@ class FetchBuffer:
         return not answers or plain(answers[-1])
 
     def has_data(self) -> bool:
-        return bool(self.completed) or any(reader.ready() for reader in self.readers.values())
+        """Something a poll may take (nothing while :meth:`holding`)."""
+        return not self.holding() and (bool(self.completed) or any(reader.ready() for reader in self.readers.values()))
+
+    def holding(self) -> bool:
+        """Polls wait for a server's first fetches still in flight."""
+        return self.opening > 0 and time.monotonic() < self.opening_until
 
     def wait(self, timeout_s: float) -> None:
         """Until an answer or a reader's batch arrives, or ``timeout_s``."""

@@ -1,5 +1,5 @@
-"""The scanner's fetcher, buffer and collector against a fake tablet gateway (no server): one
-FetchLog per leader carries every partition's buckets, a leader move mid-fetch goes to the new
+"""The scanner's fetcher, buffer and collector against a fake tablet gateway (no server): a
+leader's first FetchLogs carry every partition's buckets, a leader move mid-fetch goes to the new
 leader, a bucket goes from the lake back to the log in order (a tier change mid-bucket), a poll
 that ends with a fetch in flight loses nothing and a re-subscription drops the stale answer, and a
 partition created while scanning is read."""
@@ -24,6 +24,8 @@ from lakelog.record.meta_columns import with_meta_fields
 from lakelog.client.rpc.leader_router import LeaderRouter
 from lakelog.client.rpc.messages import FetchedBucket, FetchRequest
 from lakelog.client.rpc.retry_policy import RetryPolicy
+from lakelog.client.scanner import log_fetcher
+from lakelog.client.scanner.log_fetcher import FETCHES_PER_SERVER
 from lakelog.client.scanner.log_scanner import LogScanner
 from lakelog.client.table_bucket import TableBucket
 
@@ -80,6 +82,15 @@ class FakeCluster:
             parked, self._parked = self._parked, []
         for node, request, on_done in parked:
             self.fetch_log(node, request, on_done)
+
+    def answer_oldest_parked(self, server: ServerNode | None = None) -> None:
+        """The oldest parked fetch (to ``server``) answered alone, as if the others' answers were
+        still on their way."""
+        with self._lock:
+            index = next(i for i, (node, _, _) in enumerate(self._parked) if server in (None, node))
+            node, request, on_done = self._parked.pop(index)
+            answers = [self._answer(node, bucket, offset) for bucket, offset in request.buckets]
+        on_done(answers)
 
     def release(self) -> None:
         self.hold = False
@@ -145,16 +156,62 @@ def read(scan: LogScanner, expected: int) -> dict[object, list[int]]:
     raise AssertionError(f"only {got} arrived")
 
 
-def test_one_fetch_per_leader_carries_every_partitions_buckets() -> None:
+def test_a_leaders_first_fetches_carry_every_partitions_buckets() -> None:
+    """Split in two (FETCHES_PER_SERVER), as a scan most often starts at a backlog; each carries
+    both partitions' buckets, as one fetcher reads every partition."""
     cluster = FakeCluster([partition(1), partition(2)])
     for pid in (1, 2):
         for bucket in (0, 1):
             cluster.append(pid, bucket, 3)
+    cluster.hold = True
     scan = scanner(cluster, PARTITIONED)
     scan.subscribe_from_beginning()
+    assert not scan.poll(timeout_ms=0)
+    first = cluster.fetched_buckets()
+    assert len(first) == FETCHES_PER_SERVER
+    assert set().union(*first) == {(1, 0), (1, 1), (2, 0), (2, 1)}, "the first fetches ask for all four buckets"
+    assert all({pid for pid, _ in fetch} == {1, 2} for fetch in first), "each carries both partitions"
+    cluster.release()
     assert read(scan, 12) == {(pid, bucket): [0, 1, 2] for pid in (1, 2) for bucket in (0, 1)}
-    assert cluster.fetched_buckets()[0] == {(1, 0), (1, 1), (2, 0), (2, 1)}, "the first fetch asks for all four buckets"
     assert scan.positions() == {(pid, bucket): 3 for pid in (1, 2) for bucket in (0, 1)}
+    scan.close()
+
+
+def test_the_first_poll_waits_for_both_first_fetches_so_it_holds_every_bucket() -> None:
+    cluster = FakeCluster()
+    cluster.append(None, 0, 2)
+    cluster.append(None, 1, 3)
+    cluster.hold = True
+    scan = scanner(cluster, TABLE)
+    scan.subscribe_from_beginning()
+    assert not scan.poll(timeout_ms=0)
+    assert [request.max_wait_ms for _, request in cluster.sent] == [0, 0], "first fetches never park on the server"
+    cluster.answer_oldest_parked()
+    assert not scan.poll(timeout_ms=20), "one answer of the two is held back"
+    cluster.hold = False
+    cluster.answer_oldest_parked()
+    records = scan.poll(timeout_ms=1000)
+    assert sorted(records.buckets()) == [0, 1] and len(records) == 5
+    cluster.append(None, 0, 1)
+    assert read(scan, 1) == {0: [2]}
+    assert cluster.sent[-1][1].max_wait_ms == Configuration(CONF).get("client.scanner.fetch.max-wait")
+    scan.close()
+
+
+def test_a_server_that_never_answers_its_first_fetch_holds_the_others_records_back_only_for_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(log_fetcher, "OPENING_WAIT_S", 0.05)
+    cluster = FakeCluster()
+    cluster.append(None, 0, 2)
+    cluster.append(None, 1, 3)
+    cluster.leaders[1] = NODE_B
+    cluster.hold = True
+    scan = scanner(cluster, TABLE)
+    scan.subscribe_from_beginning()
+    assert not scan.poll(timeout_ms=0)
+    cluster.answer_oldest_parked(NODE_A)  # server B never answers
+    assert read(scan, 2) == {0: [0, 1]}
     scan.close()
 
 
