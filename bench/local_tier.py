@@ -95,10 +95,12 @@ def run(cluster: BenchCluster, sizes: Sizes) -> list[Result]:
         "Measured since, five projected scans under cProfile: building the meta columns 20 ms a scan (a quarter of "
         "it); numpy's full/arange/repeat build the same columns in 441 us per 400 k rows against 644 us, about 3% of "
         "the scan, so not taken. The server copies each answer twice: joining its parts (encode_fetch_response) "
-        "and grpcio copying the bytes into its own buffer. Full runs of make bench give 4.57-5.53x. Next: the "
-        "records read into their final place in the answer, which drops the join (its parts' sizes are known from "
-        "the index before the reads), and a first fetch split in two from the start (-6 ms measured, but a small "
-        "table's first poll then no longer holds every bucket)",
+        "and grpcio copying the bytes into its own buffer. Full runs of make bench gave 4.57-5.89x. A server's first "
+        "fetch is now split in two, as a backlog's fetches are, so the server reads both halves at once; polls "
+        "wait for both first answers, so a small table's first poll still holds every bucket: in four pairs of "
+        "bench --only local in turns 6.28-6.71x against 5.42-5.86x (the projected scan 82-97 M records/s against "
+        "70-81 M, the full scan unchanged). Next: the records read into their final place in the answer, which "
+        "drops the join (its parts' sizes are known from the index before the reads)",
     )
     as_records = Result(
         "2b", "poll() records", rows / records_s, "records/s", rows / pylist_s,

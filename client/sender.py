@@ -1,14 +1,14 @@
 """The connection's one sender: every writer's ready batches, one ProduceLog per leader and writer.
 
-As Kafka's and Fluss's sender: one thread per connection, whatever its number of writers, tables
-and partitions. Each turn it seals the rows that waited ``client.writer.linger`` (each writer's
+As Kafka's and Fluss's sender: one thread per connection, whatever its number of writers, tables and
+partitions. Each turn it seals the rows that waited ``client.writer.linger`` (each writer's
 :meth:`Producer.linger`), asks every writer's :class:`RecordAccumulator` which buckets are ready,
-and drains them per leader into requests that carry many buckets (of any partition of a table,
-up to :data:`MAX_REQUEST_BYTES`), at most ``client.writer.max-inflight`` requests in flight per
-tablet server. The ready buckets are shared out over as many requests as the server has room for,
-so the server appends one while the next is built and sent. Answers come back on gRPC threads and
-go to each bucket's accumulator; the sender only wakes up again. Closing the connection closes the sender, and a writer left open fails what
-it still holds.
+and drains them per leader into requests that carry many buckets (of any partition of a table, up to
+:data:`MAX_REQUEST_BYTES`), at most ``client.writer.max-inflight`` requests in flight per tablet
+server. The ready buckets are shared out over as many requests as the server has room for, so the
+server appends one while the next is built and sent. Answers come back on gRPC threads and go to
+each bucket's accumulator; the sender only wakes up again. Closing the connection closes the sender,
+and a writer left open fails what it still holds.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ and processes records. Once a server's answers come back large (a backlog is bei
 buckets are split between two fetches, each up to half of ``client.scanner.fetch.max-bytes``, so the
 server reads one answer while the other travels; two may be in flight without a backlog too. A
 server's first fetch is split as well, as a scan most often starts at a backlog: the server reads
-both halves at once (a projected scan of the local tier measured 10% faster). Those first fetches
+both halves at once (a projected scan of the local tier measured 10-20% faster). Those first fetches
 never wait on the server for records (max-wait 0), and polls wait for all of them (up to
 ``OPENING_WAIT_S``), so a small table's first poll still holds every bucket. Buckets that have
 caught up (their fetch offset at the high watermark the server last gave) wait for new records in
