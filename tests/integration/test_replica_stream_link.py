@@ -126,6 +126,10 @@ def test_a_fetch_cut_short_comes_back_at_once_and_the_next_one_opens_a_connectio
     threading.Timer(0.05, wake.set).start()
     assert link.fetch(leader, 2, [fetch], 60_000, wake) is None  # the leader holds it: nothing was put
     scripted.answers.put(_answer(b"", 0))  # the held fetch's answer, to a connection closed meanwhile
+    taken_by = time.monotonic() + 10
+    while not scripted.answers.empty():  # taken by the held fetch's handler, not by the next fetch's
+        assert time.monotonic() < taken_by, "the held fetch's handler never took its answer"
+        time.sleep(0.005)
     scripted.answers.put(_answer(b"\x03" * 8, 1))
     [answer] = link.fetch(leader, 2, [fetch], 200, threading.Event()) or []
     assert bytes(answer.records) == b"\x03" * 8
