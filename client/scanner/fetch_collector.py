@@ -61,6 +61,8 @@ class FetchCollector:
             raise error
         buffer = self._buffer
         with buffer.cond:
+            if buffer.holding():
+                return Collected({}, {})
             completed, buffer.completed = buffer.completed, {}
             buckets = sorted(set(completed) | set(buffer.readers), key=lambda b: b.order)
             buffer.taking.update(bucket for bucket, answers in completed.items() if answers and not plain(answers[-1]))

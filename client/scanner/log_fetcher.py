@@ -155,8 +155,7 @@ class LogFetcher:
                     by_leader[node].append((bucket, offset))
                     self._turn += 1
             sends = self._plan(by_leader, caught_up)
-            openings = [not polls and node not in self._answered for node, _, _, polls in sends]
-            for (node, group, _, polls), opening in zip(sends, openings):
+            for node, group, _, polls, opening in sends:
                 buffer.in_flight.update(bucket for bucket, _ in group)
                 if opening:
                     buffer.opening += 1
@@ -167,7 +166,7 @@ class LogFetcher:
                     self._nodes_in_flight[node] += 1
         for bucket in lake_reads:
             self._start_lake_only(bucket)
-        for (node, group, max_bytes, polls), opening in zip(sends, openings):
+        for node, group, max_bytes, polls, opening in sends:
             self._send(node, group, max_bytes, polls, opening)
 
     def _free_fetches(self, node: ServerNode) -> int:
@@ -176,9 +175,9 @@ class LogFetcher:
 
     def _plan(
         self, by_leader: dict[ServerNode, list[tuple[TableBucket, int]]], caught_up: dict[ServerNode, list[tuple[TableBucket, int]]]
-    ) -> list[tuple[ServerNode, list[tuple[TableBucket, int]], int, bool]]:
+    ) -> list[tuple[ServerNode, list[tuple[TableBucket, int]], int, bool, bool]]:
         """The fetches to send: (server, buckets, max bytes, whether it is a long poll of caught-up
-        buckets only). Caught-up buckets ride along with a server's fetches of buckets with records
+        buckets only, whether it is one of the server's first fetches). Caught-up buckets ride along with a server's fetches of buckets with records
         while those have room; without such a fetch, they go in the server's one long poll."""
         sends = []
         for node in by_leader.keys() | caught_up.keys():
@@ -187,9 +186,10 @@ class LogFetcher:
                 fetches = self._free_fetches(node)
                 riding = idle[: MAX_BUCKETS * fetches - len(with_records)]
                 max_bytes = self._max_bytes // self._fetches(node)
-                sends += [(node, group, max_bytes, False) for group in _split(with_records + riding, fetches)]
+                opening = node not in self._answered
+                sends += [(node, group, max_bytes, False, opening) for group in _split(with_records + riding, fetches)]
             elif idle and node not in self._polling:
-                sends.append((node, idle, self._max_bytes // self._fetches(node), True))
+                sends.append((node, idle, self._max_bytes // self._fetches(node), True, False))
         return sends
 
     def _fetches(self, node: ServerNode) -> int:

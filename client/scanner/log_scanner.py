@@ -384,9 +384,6 @@ class LogScanner(PolledScanner):
         """One look at the buffer, without waiting: send the fetches due, take what is there (at
         most ``limit`` records; <= 0: no limit), and fetch on for what was taken."""
         self._fetcher.send_fetches()
-        with self._buffer.cond:
-            if self._buffer.holding():
-                return ScanRecords(self._out_schema, [], {}, self._partitioned)
         collected = self._collector.collect(limit if limit > 0 else None)
         self._handle_gone()
         if collected.tables:
