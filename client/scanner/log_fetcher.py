@@ -177,8 +177,9 @@ class LogFetcher:
         self, by_leader: dict[ServerNode, list[tuple[TableBucket, int]]], caught_up: dict[ServerNode, list[tuple[TableBucket, int]]]
     ) -> list[tuple[ServerNode, list[tuple[TableBucket, int]], int, bool, bool]]:
         """The fetches to send: (server, buckets, max bytes, whether it is a long poll of caught-up
-        buckets only, whether it is one of the server's first fetches). Caught-up buckets ride along with a server's fetches of buckets with records
-        while those have room; without such a fetch, they go in the server's one long poll."""
+        buckets only, whether it is one of the server's first fetches). Caught-up buckets ride
+        along with a server's fetches of buckets with records while those have room; without such
+        a fetch, they go in the server's one long poll."""
         sends = []
         for node in by_leader.keys() | caught_up.keys():
             with_records, idle = by_leader.get(node, []), caught_up.get(node, [])
